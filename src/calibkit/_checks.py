@@ -1,0 +1,122 @@
+"""Input validation shared by every layer.
+
+Every public entry point turns what the user passed into tensors here, so that each kind
+of bad input gets the same one-line message everywhere (Python API and command line).
+Messages name the argument, what is allowed, what came, and the fix when there is one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+#: Largest allowed ``|sum_k p_k - 1|`` for a row of probabilities (``probs=True``), by dtype.
+#: float32 softmax outputs of 1000 classes sum to one within about 1e-6; half precision
+#: within about 1e-3.
+PROB_SUM_TOL = {torch.float64: 1e-4, torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
+
+
+def to_tensor(x: Any, name: str) -> Tensor:
+    """Return ``x`` (NumPy array, tensor, or nested list) as a tensor, without copying tensors."""
+    if isinstance(x, Tensor):
+        return x.detach()
+    if isinstance(x, np.ndarray | list | tuple) or np.isscalar(x):
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            raise TypeError(f"{name}: expected numbers, got an array of Python objects")
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+        return torch.from_numpy(np.ascontiguousarray(arr))
+    raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}")
+
+
+def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
+    """Scores as a floating tensor (half precision is upcast to float32), checked finite."""
+    t = to_tensor(scores, name)
+    if t.dtype == torch.bool or not (t.is_floating_point() or t.dtype.is_signed or t.dtype == torch.uint8):
+        raise TypeError(f"{name}: expected floating-point scores, got dtype {t.dtype}")
+    if not t.is_floating_point():
+        t = t.to(torch.float64)
+    elif t.dtype in (torch.float16, torch.bfloat16):
+        t = t.float()
+    if t.numel() == 0:
+        raise ValueError(f"{name}: empty input (shape {tuple(t.shape)}); pass at least one sample")
+    bad = ~torch.isfinite(t)
+    if bool(bad.any()):
+        n_nan = int(torch.isnan(t).sum())
+        n_inf = int(bad.sum()) - n_nan
+        first = int(bad.reshape(len(t), -1).any(1).nonzero()[0, 0]) if t.ndim else 0
+        what = " and ".join(s for s in (f"{n_nan} NaN" if n_nan else "", f"{n_inf} inf" if n_inf else "") if s)
+        raise ValueError(
+            f"{name}: contains {what} value(s) (first in row {first}); "
+            "remove or fix those samples before measuring calibration"
+        )
+    return t
+
+
+def as_labels(labels: Any, n_classes: int | None = None, name: str = "labels") -> Tensor:
+    """Labels as an int64 vector, checked to be whole numbers in ``[0, n_classes)``."""
+    t = to_tensor(labels, name)
+    if t.ndim == 2 and t.shape[1] == 1:
+        t = t[:, 0]
+    if t.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D vector of class indices, got shape {tuple(t.shape)}")
+    if t.numel() == 0:
+        raise ValueError(f"{name}: empty input; pass at least one sample")
+    if t.is_floating_point():
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name}: contains NaN or inf; labels must be class indices 0..K-1")
+        if not bool((t == t.round()).all()):
+            bad = t[t != t.round()][0].item()
+            raise ValueError(f"{name}: must be whole numbers (class indices), found {bad}")
+    elif t.dtype == torch.bool:
+        t = t.long()
+    t = t.long()
+    lo, hi = int(t.min()), int(t.max())
+    if lo < 0:
+        raise ValueError(f"{name}: class indices must be >= 0, found {lo}")
+    if n_classes is not None and hi >= n_classes:
+        raise ValueError(
+            f"{name}: class index {hi} is out of range for scores with {n_classes} classes "
+            f"(allowed 0..{n_classes - 1}); check that labels and scores come from the same model"
+        )
+    return t
+
+
+def check_probabilities(p: Tensor, name: str = "scores") -> None:
+    """Raise unless every row of ``p`` lies in [0, 1] and sums to one within PROB_SUM_TOL."""
+    lo, hi = float(p.min()), float(p.max())
+    if lo < 0.0 or hi > 1.0:
+        raise ValueError(
+            f"{name}: probs=True but values lie in [{lo:.4g}, {hi:.4g}], outside [0, 1]; "
+            "pass logits with probs=False (the default) instead"
+        )
+    if p.shape[1] > 1:
+        tol = PROB_SUM_TOL.get(p.dtype, 1e-4)
+        dev = (p.sum(1, dtype=torch.float64) - 1.0).abs()
+        worst = int(dev.argmax())
+        if float(dev[worst]) > tol:
+            total = float(p[worst].sum(dtype=torch.float64))
+            raise ValueError(
+                f"{name}: probs=True but row {worst} sums to {total:.6g}, not 1 "
+                f"(tolerance {tol:g}); pass logits with probs=False, or normalise the rows"
+            )
+
+
+def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
+    """``value`` as an int >= minimum, or a one-line error."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``choices``, else a one-line error listing them."""
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value

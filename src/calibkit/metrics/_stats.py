@@ -1,0 +1,165 @@
+"""Sufficient statistics of every metric, for one sample or a batch of weighted resamples.
+
+Each function takes an optional ``weights`` tensor of shape (B, N): row b gives the
+multiplicity of each sample in resample b (bootstrap). ``weights=None`` means one
+resample with unit weights, computed by the cheaper unweighted route. Results always
+carry a leading dimension B (1 when unweighted), so the formulas below serve the plain
+metrics, the bootstrap and the streaming meter alike.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ._prepare import Prepared, Runs
+from .binning import BinScheme, equal_mass_bins
+
+
+def _wsum(values: Tensor, weights: Tensor | None) -> Tensor:
+    """(B,) weighted sums of a per-sample vector (float64)."""
+    v = values.double()
+    if weights is None:
+        return v.sum()[None]
+    return weights @ v
+
+
+def mean_stat(values: Tensor, weights: Tensor | None, n: int) -> Tensor:
+    """(B,) weighted mean of a per-sample vector; every resample has total weight n."""
+    return _wsum(values, weights) / n
+
+
+def binned_sums(idx: Tensor, conf: Tensor, outcome: Tensor, n_slots: int, weights: Tensor | None):
+    """(B, 3, S) per-bin count, sum of confidence and sum of outcome."""
+    conf = conf.double()
+    out = outcome.double()
+    if weights is None:
+        return torch.stack(
+            [
+                torch.bincount(idx, minlength=n_slots).double(),
+                torch.bincount(idx, conf, minlength=n_slots),
+                torch.bincount(idx, out, minlength=n_slots),
+            ]
+        )[None]
+    onehot = torch.zeros(len(idx), n_slots, dtype=torch.float64, device=idx.device)
+    onehot.scatter_(1, idx[:, None], 1.0)
+    feats = torch.cat([onehot, onehot * conf[:, None], onehot * out[:, None]], 1)
+    return (weights.double() @ feats).reshape(len(weights), 3, n_slots)
+
+
+def topbin_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None) -> Tensor:
+    """(B, 3, S) equal-width bin sums of the top-label calibration pair."""
+    conf, outcome = p.cal_pair
+    idx, used = scheme.assign(conf)
+    return binned_sums(idx, used, outcome, scheme.n_slots, weights)
+
+
+def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None) -> Tensor:
+    """(B, 3, K, S) per-class bin count, sum of p_k and count of y = k.
+
+    Only entries outside the first bin are binned one by one; the first bin's count and sum
+    are the class totals minus the rest, which saves a pass over the (mostly tiny)
+    probabilities of many-class problems.
+    """
+    probs, labels = p.probs, p.labels
+    n, k = probs.shape
+    s = scheme.n_slots
+    dev = probs.device
+    rows, cols = scheme.beyond_first(probs).nonzero(as_tuple=True)
+    vals = probs[rows, cols]
+    idx, used = scheme.assign(vals)
+    cell = cols * s + idx
+    p_y = probs.gather(1, labels[:, None])[:, 0]
+    idx_y, _ = scheme.assign(p_y)
+    cell_y = labels * s + idx_y
+    if weights is None:
+        count = torch.bincount(cell, minlength=k * s).double().reshape(k, s)
+        sump = torch.bincount(cell, used, minlength=k * s).reshape(k, s)
+        sumy = torch.bincount(cell_y, minlength=k * s).double().reshape(k, s)
+        count[:, 0] = n - count[:, 1:].sum(1)
+        if scheme.convention == "netcal":
+            total_p = _used_probs(probs, scheme).sum(0)
+        else:
+            total_p = probs.sum(0, dtype=torch.float64)
+        sump[:, 0] = total_p - sump[:, 1:].sum(1)
+        return torch.stack([count, sump, sumy])[None]
+    w = weights.double()
+    b = len(w)
+    count = torch.zeros(b, k * s, dtype=torch.float64, device=dev).index_add_(1, cell, w[:, rows])
+    sump = torch.zeros_like(count).index_add_(1, cell, w[:, rows] * used)
+    sumy = torch.zeros_like(count).index_add_(1, cell_y, w)
+    count, sump, sumy = (t.reshape(b, k, s) for t in (count, sump, sumy))
+    count[:, :, 0] = n - count[:, :, 1:].sum(2)
+    total_p = w @ _used_probs(probs, scheme)
+    sump[:, :, 0] = total_p - sump[:, :, 1:].sum(2)
+    return torch.stack([count, sump, sumy], 1)
+
+
+def _used_probs(probs: Tensor, scheme: BinScheme) -> Tensor:
+    """Probabilities as the bins average them (netcal clips them to [eps, 1 - eps])."""
+    return scheme.assign(probs)[1] if scheme.convention == "netcal" else probs.double()
+
+
+def run_sums(runs: Runs, weights: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(B, R) weighted size and number of positive outcomes of each tie run."""
+    if weights is None:
+        return runs.sizes[None], runs.positives[None]
+    w = weights.double()[:, runs.order]
+    size = torch.zeros(len(w), runs.n_runs, dtype=torch.float64, device=w.device)
+    size.index_add_(1, runs.run_of, w)
+    pos = torch.zeros_like(size).index_add_(1, runs.run_of, w * runs.outcome_sorted.double())
+    return size, pos
+
+
+def equal_mass_sums(runs: Runs, size: Tensor, pos: Tensor, n: int, n_bins: int) -> Tensor:
+    """(B, 3, M) equal-mass bin sums from per-run weighted sizes and positives."""
+    before = size.cumsum(1) - size
+    bins = equal_mass_bins(before, n, n_bins)
+    out = torch.zeros(3, len(size), n_bins, dtype=torch.float64, device=size.device)
+    for j, src in enumerate((size, size * runs.values, pos)):
+        out[j].scatter_add_(1, bins, src)
+    return out.transpose(0, 1)
+
+
+# ----------------------------------------------------------------------------- formulas
+
+
+def ece_from_sums(sums: Tensor, n: int) -> Tensor:
+    """(B,) sum_m |B_m|/N |acc_m - conf_m| = sum_m |sum_{i in m} (a_i - c_i)| / N."""
+    return (sums[:, 2] - sums[:, 1]).abs().sum(-1) / n
+
+
+def mce_from_sums(sums: Tensor) -> Tensor:
+    """(B,) max over non-empty bins of |acc_m - conf_m|."""
+    count = sums[:, 0]
+    gap = (sums[:, 2] - sums[:, 1]).abs() / count.clamp_min(1e-300)
+    return torch.where(count > 0, gap, torch.zeros_like(gap)).amax(-1)
+
+
+def over_under_from_sums(sums: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """(B,) ECE parts from over-confident (conf > acc) and under-confident bins."""
+    d = (sums[:, 1] - sums[:, 2]) / n
+    return d.clamp_min(0).sum(-1), (-d).clamp_min(0).sum(-1)
+
+
+def classwise_ece_from_sums(sums: Tensor, n: int) -> Tensor:
+    """(B,) mean over classes of sum_m |B_mk|/N |acc_mk - conf_mk| (sums: (B, 3, K, S))."""
+    return ((sums[:, 2] - sums[:, 1]).abs().sum(-1) / n).mean(-1)
+
+
+def auroc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
+    """(B,) AUROC of the score for positive vs negative outcomes; ties count one half.
+
+    NaN where a resample has no positive or no negative outcome (undefined).
+    """
+    neg = size - pos
+    neg_before = neg.cumsum(1) - neg
+    num = (pos * (neg_before + 0.5 * neg)).sum(1)
+    den = pos.sum(1) * neg.sum(1)
+    return torch.where(den > 0, num / den.clamp_min(1e-300), torch.full_like(num, float("nan")))
+
+
+def ks_from_runs(runs: Runs, size: Tensor, pos: Tensor, n: int) -> Tensor:
+    """(B,) max over tie-run ends of |sum_{c_i <= t} (a_i - c_i)| / N (Gupta et al. 2021)."""
+    cum = (pos - size * runs.values).cumsum(1) / n
+    return cum.abs().amax(1)

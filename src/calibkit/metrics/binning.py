@@ -1,0 +1,106 @@
+"""Bin conventions for equal-width and equal-mass calibration metrics.
+
+Three equal-width conventions, chosen with ``binning=``:
+
+``"calibkit"`` (default)
+    M bins over [0, 1]; bin m holds c in (b_{m-1}, b_m], the first bin also holds c = 0
+    (METHODS.md §1). The edges are ``torch.linspace(0, 1, M + 1)`` in the scores' dtype,
+    exactly the edges of Guo et al.'s ``ECELoss`` that the papers' code reuses, so a
+    float32 confidence of ``0.8`` sits on an edge as a user expects.
+``"torchmetrics"``
+    torchmetrics' ``_binning_bucketize``: bins [b_{m-1}, b_m) over the same edges, and a
+    confidence of exactly 1.0 in an extra (M+1)-th bin.
+``"netcal"``
+    netcal's ``Miscalibration``: confidences clipped to [eps, 1 - eps] of their dtype,
+    float64 ``np.linspace`` edges, bins [b_{m-1}, b_m) with the last bin closed.
+
+Equal-mass bins (:func:`equal_mass_bins`) never split a run of tied values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .._checks import check_choice, check_positive_int
+
+BINNINGS = ("calibkit", "torchmetrics", "netcal")
+
+
+@dataclass(frozen=True)
+class BinScheme:
+    """Equal-width bins: ``n_bins`` bins in a ``convention``, for scores of ``dtype``."""
+
+    n_bins: int
+    convention: str = "calibkit"
+    dtype: torch.dtype = torch.float32
+
+    @staticmethod
+    def make(n_bins: int, binning: str, dtype: torch.dtype) -> BinScheme:
+        check_positive_int(n_bins, "n_bins")
+        check_choice(binning, "binning", BINNINGS)
+        return BinScheme(int(n_bins), binning, dtype)
+
+    @property
+    def n_slots(self) -> int:
+        """Number of bins including torchmetrics' extra bin for a confidence of 1.0."""
+        return self.n_bins + 1 if self.convention == "torchmetrics" else self.n_bins
+
+    def edges(self, device: torch.device | str = "cpu") -> Tensor:
+        """The M + 1 edges in effect, as float64 (exact images of the dtype's edges)."""
+        if self.convention == "netcal":
+            e = torch.from_numpy(np.linspace(0.0, 1.0, self.n_bins + 1))
+        else:
+            e = torch.linspace(0.0, 1.0, self.n_bins + 1, dtype=self.dtype).double()
+        return e.to(device)
+
+    def _clip(self, values: Tensor) -> Tensor:
+        eps = torch.finfo(self.dtype).eps
+        hi = float(torch.tensor(1.0, dtype=self.dtype) - eps)
+        return values.clamp(eps, hi)
+
+    def assign(self, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Bin index (int64) of each value, and the values the bins average (float64).
+
+        ``values`` are confidences or probabilities of the scheme's dtype (or exact float64
+        images of them), of any shape.
+        """
+        v = values.double()
+        edges = self.edges(v.device)
+        if self.convention == "calibkit":
+            return torch.bucketize(v, edges[1:-1], right=False), v
+        if self.convention == "netcal":
+            v = self._clip(v)
+            idx = torch.bucketize(v, edges, right=True) - 1
+            return idx.clamp_(0, self.n_bins - 1), v
+        return torch.bucketize(v, edges, right=True).sub_(1).clamp_(0, self.n_bins), v
+
+    def beyond_first(self, values: Tensor) -> Tensor:
+        """Bool mask of the values that do not fall in the first bin, compared in their dtype.
+
+        Used to skip the (usually many) small probabilities of classwise metrics. ``values``
+        must have the scheme's dtype or a wider one.
+        """
+        e1 = float(self.edges()[1])
+        if self.convention == "calibkit":
+            return values > e1
+        t = torch.tensor(e1, dtype=values.dtype)
+        if float(t) < e1:  # netcal's float64 edge rounds down in this dtype: next value up
+            t = torch.nextafter(t, torch.tensor(2.0, dtype=values.dtype))
+        return values >= t
+
+
+def equal_mass_bins(before: Tensor, n: int, n_bins: int) -> Tensor:
+    """Equal-mass bin of each run of tied values, from the number of samples before it.
+
+    Nominal boundaries sit at positions floor(m N / M), m = 1..M-1, so bins differ in size
+    by at most one; a run of ties that straddles a boundary moves the boundary to the
+    run's end (the run joins the lower bin), so ties are never split. ``before`` is a
+    float tensor of counts (any shape; bootstrap multiplicities allowed).
+    """
+    m = torch.arange(1, n_bins, dtype=torch.float64, device=before.device)
+    bounds = torch.floor(m * n / n_bins)
+    return torch.searchsorted(bounds, before.double().contiguous(), right=True)

@@ -1,0 +1,426 @@
+"""All metrics in one pass, with bootstrap confidence intervals and paired comparisons.
+
+:func:`evaluate` prepares the input once (one softmax, one sort of the confidences, one set
+of bin statistics) and derives every metric of :mod:`calibkit.metrics.functional` from it.
+
+Bootstrap: ``bootstrap=B`` draws B resamples of the N samples with replacement and
+represents each as a row of multiplicities, so every metric of every resample comes from
+the same weighted statistics in a few matrix products (no Python loop over resamples).
+Intervals are percentile intervals at level ``ci``. Optimal ECE is left out of the
+bootstrap: it needs one pass over the logits per candidate temperature per resample.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .._checks import check_positive_int
+from . import _stats as st
+from ._prepare import Prepared, Runs, prepare, prepare_scores
+from .binning import BinScheme
+from .functional import (
+    _check_grid,
+    _ece_over_temperatures,
+    _fpr_at_tpr,
+    _msp,
+    _undefined_auroc_message,
+)
+from .smooth import smooth_ece_batch
+
+#: Metrics :func:`evaluate` reports, in table order; OOD ones only when OOD scores are given.
+METRICS = (
+    "accuracy",
+    "ece",
+    "aece",
+    "mce",
+    "classwise_ece",
+    "nll",
+    "brier",
+    "entropy",
+    "refinement_auroc",
+    "ks_error",
+    "smooth_ece",
+    "optimal_ece",
+    "mean_confidence",
+    "gap",
+    "overconfident",
+    "underconfident",
+)
+OOD_METRICS = ("ood_auroc", "ood_fpr95")
+LOWER_IS_BETTER = {
+    "ece", "aece", "mce", "classwise_ece", "nll", "brier", "ks_error", "smooth_ece",
+    "optimal_ece", "overconfident", "underconfident", "ood_fpr95",
+}  # fmt: skip
+
+
+@dataclass
+class Bins:
+    """Per-bin data of the equal-width top-label bins (arrays of length ``n_slots``)."""
+
+    edges: np.ndarray
+    count: np.ndarray
+    accuracy: np.ndarray
+    confidence: np.ndarray
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
+
+
+@dataclass
+class EvaluationResult:
+    """What :func:`evaluate` returns: metric values, optional intervals, per-bin data."""
+
+    metrics: dict[str, float]
+    bins: Bins
+    n_samples: int
+    n_classes: int
+    settings: dict[str, Any]
+    intervals: dict[str, tuple[float, float]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> float:
+        return self.metrics[name]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dictionary (NaN becomes None)."""
+        return {
+            "n_samples": self.n_samples,
+            "n_classes": self.n_classes,
+            "settings": self.settings,
+            "metrics": {k: _json_float(v) for k, v in self.metrics.items()},
+            "intervals": None
+            if self.intervals is None
+            else {k: [_json_float(a), _json_float(b)] for k, (a, b) in self.intervals.items()},
+            "bins": self.bins.to_dict(),
+            "notes": self.notes,
+        }
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(metric, value, interval) rows as printed by :meth:`table`."""
+        out = []
+        for name, value in self.metrics.items():
+            iv = ""
+            if self.intervals and name in self.intervals:
+                lo, hi = self.intervals[name]
+                iv = f"[{_fmt(lo)}, {_fmt(hi)}]"
+            out.append((name, _fmt(value), iv))
+        return out
+
+    def table(self) -> str:
+        """A readable plain-text table of every metric (and its interval)."""
+        rows = self.rows()
+        level = self.settings.get("ci")
+        head = ("metric", "value", f"{level:.0%} CI" if self.intervals else "")
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+        lines = [
+            f"{self.n_samples} samples, {self.n_classes} classes, "
+            f"{self.settings['n_bins']} bins ({self.settings['binning']})",
+            "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip(),
+        ]
+        lines.append("-" * len(lines[-1]))
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _fmt(v: float) -> str:
+    return "n/a" if v is None or math.isnan(v) else f"{v:.4f}"
+
+
+def _json_float(v: float) -> float | None:
+    return None if v is None or math.isnan(v) else float(v)
+
+
+def _metric_vectors(
+    p: Prepared,
+    binning: str,
+    n_bins: int,
+    weights: Tensor | None,
+    *,
+    smooth: bool,
+    ood: tuple[Tensor, Tensor | None] | None = None,
+) -> dict[str, Tensor]:
+    """(B,) tensor per metric for B weighted resamples (weights None: the sample itself)."""
+    n = p.n
+    scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
+    sums = st.topbin_sums(p, scheme, weights)
+    size, pos = st.run_sums(p.runs, weights)
+    over, under = st.over_under_from_sums(sums, n)
+    conf_mean = sums[:, 1].sum(-1) / n
+    acc_mean = st.mean_stat(p.correct, weights, n)
+    out = {
+        "accuracy": acc_mean,
+        "ece": st.ece_from_sums(sums, n),
+        "aece": st.ece_from_sums(st.equal_mass_sums(p.runs, size, pos, n, n_bins), n),
+        "mce": st.mce_from_sums(sums),
+        "classwise_ece": st.classwise_ece_from_sums(st.classwise_sums(p, scheme, weights), n),
+        "nll": st.mean_stat(-p.label_logp, weights, n),
+        "brier": st.mean_stat(p.brier_per_sample, weights, n),
+        "entropy": st.mean_stat(p.entropy_per_sample, weights, n),
+        "refinement_auroc": st.auroc_from_runs(*st.run_sums(_correct_runs(p), weights)),
+        "ks_error": st.ks_from_runs(p.runs, size, pos, n),
+    }
+    if smooth:
+        out["smooth_ece"] = smooth_ece_batch(*p.cal_pair, weights)[0]
+    out.update(
+        mean_confidence=conf_mean,
+        gap=conf_mean - sums[:, 2].sum(-1) / n,
+        overconfident=over,
+        underconfident=under,
+    )
+    if ood is not None:
+        s_out, w_out = ood
+        out.update(_ood_vectors(p, s_out, weights, w_out))
+    return out
+
+
+def _correct_runs(p: Prepared) -> Runs:
+    """Runs of the top-label confidence with correctness (refinement is always top-label)."""
+    if p.binary == "top-label":
+        return p.runs
+    return Runs.from_values(p.confidence.double(), p.correct)
+
+
+def _ood_vectors(p: Prepared, s_out: Tensor, w_in: Tensor | None, w_out: Tensor | None):
+    s_in = p.confidence.double()
+    runs = Runs.from_values(
+        torch.cat([s_in, s_out]),
+        torch.cat([torch.ones_like(s_in, dtype=torch.bool), torch.zeros_like(s_out, dtype=torch.bool)]),
+    )
+    w = None if w_in is None else torch.cat([w_in, w_out], 1)
+    return {
+        "ood_auroc": st.auroc_from_runs(*st.run_sums(runs, w)),
+        "ood_fpr95": _fpr_at_tpr(s_in, s_out, w_in, w_out),
+    }
+
+
+def _resample_weights(n: int, b: int, gen: torch.Generator, device) -> Tensor:
+    idx = torch.randint(n, (b, n), generator=gen, device="cpu").to(device)
+    return torch.zeros(b, n, dtype=torch.float64, device=device).scatter_add_(
+        1, idx, torch.ones(b, n, dtype=torch.float64, device=device)
+    )
+
+
+def _chunk(n: int) -> int:
+    return max(1, min(256, 4_000_000 // max(n, 1)))
+
+
+def _bootstrap_vectors(
+    preps: list[Prepared],
+    binning: str,
+    n_bins: int,
+    n_boot: int,
+    seed: int,
+    *,
+    smooth: bool,
+    ood: Tensor | None = None,
+) -> list[dict[str, Tensor]]:
+    """Per-resample metric vectors for each of ``preps`` under the same resamples."""
+    gen = torch.Generator().manual_seed(seed)
+    n = preps[0].n
+    dev = preps[0].scores.device
+    parts: list[list[dict[str, Tensor]]] = [[] for _ in preps]
+    for start in range(0, n_boot, _chunk(n)):
+        b = min(_chunk(n), n_boot - start)
+        w = _resample_weights(n, b, gen, dev)
+        ood_pair = None
+        if ood is not None:
+            ood_pair = (ood, _resample_weights(len(ood), b, gen, dev))
+        for part, p in zip(parts, preps, strict=True):
+            part.append(_metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair))
+    return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
+
+
+def _interval(v: Tensor, ci: float) -> tuple[float, float]:
+    v = v[~torch.isnan(v)]
+    if v.numel() == 0:
+        return (math.nan, math.nan)
+    q = torch.tensor([(1 - ci) / 2, (1 + ci) / 2], dtype=torch.float64, device=v.device)
+    lo, hi = torch.quantile(v.double(), q).tolist()
+    return (lo, hi)
+
+
+def _check_ci(ci: float) -> float:
+    if not isinstance(ci, float | int) or not 0 < ci < 1:
+        raise ValueError(f"ci: expected a level in (0, 1) such as 0.95, got {ci!r}")
+    return float(ci)
+
+
+def _bins_of(sums: Tensor, scheme: BinScheme) -> Bins:
+    count, sc, sa = (sums[0, j] for j in range(3))
+    safe = count.clamp_min(1)
+    nan = torch.full_like(count, float("nan"))
+    edges = scheme.edges().numpy()
+    if scheme.n_slots > scheme.n_bins:  # torchmetrics' extra bin holds exactly 1.0
+        edges = np.append(edges, 1.0)
+    return Bins(
+        edges=edges,
+        count=count.cpu().numpy().astype(np.int64),
+        accuracy=torch.where(count > 0, sa / safe, nan).cpu().numpy(),
+        confidence=torch.where(count > 0, sc / safe, nan).cpu().numpy(),
+    )
+
+
+def evaluate(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+    ood_scores: Any = None,
+    optimal: bool = True,
+    smooth: bool = True,
+    bootstrap: int = 0,
+    seed: int = 0,
+    ci: float = 0.95,
+) -> EvaluationResult:
+    """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
+
+    ``ood_scores`` (M, K) adds OOD AUROC and FPR95 (maximum softmax probability,
+    in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
+    ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds percentile intervals at level
+    ``ci`` from B resamples drawn with ``seed`` (OOD samples are resampled separately).
+
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits = 3 * torch.randn(500, 4, generator=g)
+    >>> labels = torch.randint(4, (500,), generator=g)
+    >>> r = evaluate(logits, labels, optimal=False)
+    >>> round(r["accuracy"], 3), r.bins.count.sum()
+    (0.234, 500)
+    """
+    check_positive_int(n_bins, "n_bins")
+    if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
+        raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
+    ci = _check_ci(ci)
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
+    s_out = None
+    if ood_scores is not None:
+        s_out = _msp(ood_scores, probs, "ood_scores").to(p.scores.device)
+        if p.k != prepare_scores(ood_scores, probs=probs, name="ood_scores").shape[1]:
+            raise ValueError("ood_scores: must have as many classes (columns) as scores")
+    vec = _metric_vectors(p, binning, n_bins, None, smooth=smooth, ood=None if s_out is None else (s_out, None))
+    metrics = {k: float(v[0]) for k, v in vec.items()}
+    settings: dict[str, Any] = {
+        "n_bins": n_bins, "binning": binning, "probs": probs, "binary": binary,
+        "bootstrap": bootstrap, "seed": seed, "ci": ci,
+    }  # fmt: skip
+    notes = []
+    if math.isnan(metrics["refinement_auroc"]):
+        notes.append(_undefined_auroc_message(p))
+        warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)
+    if optimal:
+        eces = _ece_over_temperatures(p, scheme, _check_grid(None))
+        best = int(torch.argmin(eces))
+        metrics["optimal_ece"] = float(eces[best])
+        settings["optimal_temperature"] = float(_check_grid(None)[best])
+    order = [m for m in (*METRICS, *OOD_METRICS) if m in metrics]
+    metrics = {m: metrics[m] for m in order}
+    intervals = None
+    if bootstrap:
+        boot = _bootstrap_vectors([p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=s_out)[0]
+        intervals = {m: _interval(boot[m], ci) for m in order if m in boot}
+    sums = st.topbin_sums(p, scheme)
+    return EvaluationResult(metrics, _bins_of(sums, scheme), p.n, p.k, settings, intervals, notes)
+
+
+@dataclass
+class PairedComparison:
+    """Metrics of two calibrations of the same samples and their bootstrapped difference."""
+
+    a: dict[str, float]
+    b: dict[str, float]
+    diff: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
+    settings: dict[str, Any]
+
+    def significant(self, name: str) -> bool:
+        """True when the interval of ``b - a`` for ``name`` excludes zero."""
+        lo, hi = self.intervals[name]
+        return lo > 0 or hi < 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings,
+            "metrics": {
+                k: {
+                    "a": _json_float(self.a[k]),
+                    "b": _json_float(self.b[k]),
+                    "diff": _json_float(self.diff[k]),
+                    "interval": [_json_float(x) for x in self.intervals[k]],
+                    "significant": self.significant(k),
+                }
+                for k in self.diff
+            },
+        }
+
+    def table(self) -> str:
+        head = ("metric", "a", "b", "b - a", f"{self.settings['ci']:.0%} CI of b - a")
+        rows = [
+            (k, _fmt(self.a[k]), _fmt(self.b[k]), _fmt(self.diff[k]),
+             f"[{_fmt(self.intervals[k][0])}, {_fmt(self.intervals[k][1])}]"
+             + (" *" if self.significant(k) else ""))
+            for k in self.diff
+        ]  # fmt: skip
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]]
+        lines.insert(1, "-" * len(lines[0]))
+        return "\n".join(x.rstrip() for x in lines) + "\n* interval excludes 0"
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def compare_paired(
+    scores_a: Any,
+    scores_b: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+    bootstrap: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    smooth: bool = True,
+) -> PairedComparison:
+    """Compare two calibrations (for example before and after a calibrator) of the same samples.
+
+    Both score sets are resampled with the *same* bootstrap draws, so the interval of each
+    metric's difference ``b - a`` accounts for their correlation.
+
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> z = 4 * torch.randn(400, 3, generator=g); y = torch.randint(3, (400,), generator=g)
+    >>> c = compare_paired(z, z / 4, y, bootstrap=200, smooth=False)
+    >>> c.diff["ece"] < 0 and c.significant("ece")
+    True
+    """
+    check_positive_int(bootstrap, "bootstrap")
+    ci = _check_ci(ci)
+    pa = prepare(scores_a, labels, probs=probs, binary=binary)
+    pb = prepare(scores_b, labels, probs=probs, binary=binary)
+    if pa.k != pb.k:
+        raise ValueError(f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match")
+    pb.labels = pb.labels.to(pa.scores.device)
+    BinScheme.make(n_bins, binning, pa.scores.dtype)  # validates the settings
+    va = {k: float(v[0]) for k, v in _metric_vectors(pa, binning, n_bins, None, smooth=smooth).items()}
+    vb = {k: float(v[0]) for k, v in _metric_vectors(pb, binning, n_bins, None, smooth=smooth).items()}
+    ba, bb = _bootstrap_vectors([pa, pb], binning, n_bins, bootstrap, seed, smooth=smooth)
+    intervals = {k: _interval(bb[k] - ba[k], ci) for k in va}
+    settings = {"n_bins": n_bins, "binning": binning, "bootstrap": bootstrap, "seed": seed, "ci": ci}
+    return PairedComparison(va, vb, {k: vb[k] - va[k] for k in va}, intervals, settings)

@@ -1,0 +1,328 @@
+"""Calibration metrics as plain functions (METHODS.md §1).
+
+Every function takes ``scores`` of shape (N, K) (or (N,) for a binary problem given as one
+column) and integer ``labels`` of shape (N,), as NumPy arrays or tensors on any device.
+Scores are logits unless ``probs=True``: nothing is guessed from the value range. Results
+are Python floats. Binned metrics take ``n_bins`` (default 15) and ``binning`` (see
+:mod:`calibkit.metrics.binning`). ``binary="positive"`` measures a K = 2 problem on
+P(class 1) against 1[y = 1] instead of on the top label.
+
+Examples
+--------
+>>> import torch
+>>> from calibkit.metrics import ece, accuracy
+>>> probs = torch.tensor([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7]], dtype=torch.float64)
+>>> labels = torch.tensor([0, 1, 1])
+>>> accuracy(probs, labels, probs=True)
+0.6666666666666666
+>>> round(ece(probs, labels, probs=True, n_bins=10), 6)  # bins (0.8,0.9], (0.5,0.6], (0.6,0.7]
+0.4
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .._checks import check_positive_int
+from . import _stats as st
+from ._prepare import Prepared, Runs, prepare, prepare_scores
+from .binning import BinScheme
+from .smooth import smooth_ece_batch
+
+#: Temperatures searched by :func:`optimal_ece` by default: 0.01, 0.02, ..., 10
+#: (the TS-grid of the Rethinking paper, whose §5.1 defines optimal ECE).
+RETHINKING_GRID = torch.arange(1, 1001, dtype=torch.float64) / 100
+
+
+def _scheme(p: Prepared, n_bins: int, binning: str) -> BinScheme:
+    return BinScheme.make(n_bins, binning, p.scores.dtype)
+
+
+def _f(t: Tensor) -> float:
+    return float(t.reshape(-1)[0])
+
+
+def accuracy(scores: Any, labels: Any, *, probs: bool = False) -> float:
+    """Fraction of samples whose argmax (ties: lowest index) equals the label."""
+    p = prepare(scores, labels, probs=probs)
+    return _f(st.mean_stat(p.correct, None, p.n))
+
+
+def ece(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+) -> float:
+    """Expected calibration error with ``n_bins`` equal-width bins (Naeini et al. 2015).
+
+    ECE = Σ_m |B_m|/N · |acc(B_m) − conf(B_m)|, empty bins adding 0 (Dark Side eq. 3).
+    """
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    return _f(st.ece_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning)), p.n))
+
+
+def mce(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+) -> float:
+    """Maximum calibration error: max over non-empty bins of |acc − conf|."""
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    return _f(st.mce_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning))))
+
+
+def aece(
+    scores: Any, labels: Any, *, probs: bool = False, n_bins: int = 15, binary: str = "top-label"
+) -> float:
+    """Adaptive (equal-mass) ECE: bins of N/M samples each (sizes differ by at most one).
+
+    A run of tied confidences is never split: the boundary moves to the run's end. Unlike
+    focal_calibration's ``AdaptiveECELoss``, no sample is dropped (its interpolated lowest
+    edge equals the smallest confidence, which its (lo, hi] bins then exclude).
+    """
+    check_positive_int(n_bins, "n_bins")
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    size, pos = st.run_sums(p.runs, None)
+    return _f(st.ece_from_sums(st.equal_mass_sums(p.runs, size, pos, p.n, n_bins), p.n))
+
+
+def classwise_ece(
+    scores: Any, labels: Any, *, probs: bool = False, n_bins: int = 15, binning: str = "calibkit"
+) -> float:
+    """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
+
+    For each class k, equal-width bins over p_k of all N samples; acc = fraction with
+    y = k, conf = mean p_k; CE_k = Σ_m |B_mk|/N · |acc − conf|; the result is mean_k CE_k.
+    """
+    p = prepare(scores, labels, probs=probs)
+    return _f(st.classwise_ece_from_sums(st.classwise_sums(p, _scheme(p, n_bins, binning)), p.n))
+
+
+sce = classwise_ece
+
+
+def nll(scores: Any, labels: Any, *, probs: bool = False) -> float:
+    """Mean negative log-likelihood −log p_y (natural log), from log-softmax of the logits.
+
+    With ``probs=True`` a true-class probability of exactly 0 gives ``inf`` (the correct value).
+    """
+    p = prepare(scores, labels, probs=probs)
+    return _f(st.mean_stat(-p.label_logp, None, p.n))
+
+
+def brier(scores: Any, labels: Any, *, probs: bool = False) -> float:
+    """Mean multi-class Brier score Σ_k (p_k − e_yk)², in [0, 2] (papers often print ×100)."""
+    p = prepare(scores, labels, probs=probs)
+    return _f(st.mean_stat(p.brier_per_sample, None, p.n))
+
+
+def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
+    """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used)."""
+    if labels is None:
+        s = prepare_scores(scores, probs=probs)
+        labels = torch.zeros(len(s), dtype=torch.long)
+    p = prepare(scores, labels, probs=probs)
+    return _f(st.mean_stat(p.entropy_per_sample, None, p.n))
+
+
+def refinement_auroc(scores: Any, labels: Any, *, probs: bool = False) -> float:
+    """AUROC of the confidence separating correct (positive) from wrong predictions.
+
+    Ties count one half (mid-ranks; Dark Side §3.3). Raises ``ValueError`` when every
+    prediction is correct or every one is wrong, where AUROC is undefined.
+    """
+    p = prepare(scores, labels, probs=probs)
+    value = _f(st.auroc_from_runs(*st.run_sums(p.runs, None)))
+    if math.isnan(value):
+        raise ValueError(_undefined_auroc_message(p))
+    return value
+
+
+def _undefined_auroc_message(p: Prepared) -> str:
+    state = "correct" if bool(p.correct.all()) else "wrong"
+    return f"refinement AUROC is undefined: all {p.n} predictions are {state}"
+
+
+def ece_decomposition(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+) -> dict[str, float]:
+    """Mean confidence E[C], accuracy E[A], gap E[C] − E[A] and ECE split by bin direction.
+
+    ``overconfident`` sums |B_m|/N (conf − acc) over bins with conf > acc, ``underconfident``
+    the same over bins with acc > conf; they add up to the ECE (Dark Side eq. 5–7: when
+    every bin is over-confident, ECE = E[C] − E[A]).
+    """
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    return _decomposition(p, st.topbin_sums(p, _scheme(p, n_bins, binning)))
+
+
+def _decomposition(p: Prepared, sums: Tensor) -> dict[str, float]:
+    over, under = st.over_under_from_sums(sums, p.n)
+    conf, acc = _f(sums[:, 1].sum(-1)) / p.n, _f(sums[:, 2].sum(-1)) / p.n
+    return {
+        "mean_confidence": conf,
+        "accuracy": acc,
+        "gap": conf - acc,
+        "overconfident": _f(over),
+        "underconfident": _f(under),
+    }
+
+
+def _msp(scores: Any, probs: bool, name: str) -> Tensor:
+    s = prepare_scores(scores, probs=probs, name=name)
+    return Prepared(s, torch.zeros(len(s), dtype=torch.long, device=s.device), probs).confidence
+
+
+def _ood_runs(scores: Any, ood_scores: Any, probs: bool) -> Runs:
+    s_in = _msp(scores, probs, "scores")
+    s_out = _msp(ood_scores, probs, "ood_scores").to(s_in.device)
+    is_in = torch.cat([torch.ones_like(s_in, dtype=torch.bool), torch.zeros_like(s_out, dtype=torch.bool)])
+    return Runs.from_values(torch.cat([s_in, s_out]), is_in)
+
+
+def ood_auroc(scores: Any, ood_scores: Any, *, probs: bool = False) -> float:
+    """AUROC of the maximum softmax probability, in-distribution positive (MaC-Cal Table 2).
+
+    ``scores`` (N, K) are the in-distribution samples, ``ood_scores`` (M, K) the
+    out-of-distribution ones; no labels are needed. Ties count one half.
+    """
+    return _f(st.auroc_from_runs(*st.run_sums(_ood_runs(scores, ood_scores, probs), None)))
+
+
+def ood_fpr95(scores: Any, ood_scores: Any, *, probs: bool = False) -> float:
+    """False-positive rate on OOD samples at 95 % true-positive rate on in-distribution ones.
+
+    The threshold t is the largest maximum-softmax score with P(s_in >= t) >= 0.95 (the
+    ceil(0.95 N)-th largest in-distribution score); FPR = P(s_out >= t). This is
+    ``fpr[tpr >= 0.95][0]`` of scikit-learn's ``roc_curve(..., drop_intermediate=False)``.
+    """
+    s_in = _msp(scores, probs, "scores")
+    s_out = _msp(ood_scores, probs, "ood_scores").to(s_in.device)
+    return _f(_fpr_at_tpr(s_in, s_out))
+
+
+def _fpr_at_tpr(s_in: Tensor, s_out: Tensor, weights_in: Tensor | None = None, weights_out=None):
+    """(B,) FPR at 95 % TPR; weights are bootstrap multiplicities (B, N_in) and (B, N_out)."""
+    s_sorted, order = torch.sort(s_in, descending=True)
+    n_in = len(s_in)
+    if weights_in is None:
+        k = (95 * n_in + 99) // 100  # ceil(0.95 n) in exact integer arithmetic
+        t = s_sorted[k - 1 : k]
+        return (s_out[None, :] >= t[:, None]).double().mean(1)
+    cum = weights_in.double()[:, order].cumsum(1)
+    target = torch.full((len(cum), 1), 95.0 * n_in, dtype=torch.float64, device=cum.device)
+    k = torch.searchsorted(cum * 100, target)  # first position with TPR >= 95 %, exactly
+    t = s_sorted[k.clamp_max(n_in - 1)[:, 0]]
+    hit = (s_out[None, :] >= t[:, None]).double()
+    return (hit * weights_out).sum(1) / weights_out.sum(1)
+
+
+def ks_error(scores: Any, labels: Any, *, probs: bool = False, binary: str = "top-label") -> float:
+    """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
+
+    max_t |(1/N) Σ_{i: c_i <= t} (a_i − c_i)|, taken at the ends of runs of tied
+    confidences so that the result does not depend on the order of tied samples (Gupta
+    et al.'s code takes it after every sorted sample; without ties the two agree).
+    """
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    return _f(st.ks_from_runs(p.runs, *st.run_sums(p.runs, None), p.n))
+
+
+def smooth_ece(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    sigma: float | None = None,
+    binary: str = "top-label",
+) -> float:
+    """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma``.
+
+    See :mod:`calibkit.metrics.smooth` for the computation and how it relates to relplot.
+    """
+    if sigma is not None and not (isinstance(sigma, float | int) and 0 < sigma <= 1):
+        raise ValueError(f"sigma: expected a bandwidth in (0, 1], got {sigma!r}")
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    conf, outcome = p.cal_pair
+    return _f(smooth_ece_batch(conf, outcome, sigma=sigma)[0])
+
+
+def optimal_ece(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+    grid: Any = None,
+    return_temperature: bool = False,
+) -> float | tuple[float, float]:
+    """ECE after temperature scaling with the temperature chosen on these samples.
+
+    The oracle lower bound of TS-grid that the Rethinking paper (§5.1) calls *optimal ECE*:
+    min over T in ``grid`` (default 0.01, 0.02, ..., 10) of ECE(z / T). Ties go to the
+    smallest T. With ``return_temperature=True`` returns ``(ece, T)``.
+    """
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    temps = _check_grid(grid)
+    eces = _ece_over_temperatures(p, _scheme(p, n_bins, binning), temps)
+    best = int(torch.argmin(eces))
+    value = float(eces[best])
+    return (value, float(temps[best])) if return_temperature else value
+
+
+def _check_grid(grid: Any) -> Tensor:
+    if grid is None:
+        return RETHINKING_GRID
+    t = torch.as_tensor(grid, dtype=torch.float64).reshape(-1)
+    if t.numel() == 0:
+        raise ValueError("grid: empty; pass at least one temperature")
+    if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
+        raise ValueError("grid: temperatures must be finite and > 0")
+    return t
+
+
+def _ece_over_temperatures(p: Prepared, scheme: BinScheme, temps: Tensor) -> Tensor:
+    """(T,) ECE of z / T for every temperature; the argmax (so correctness) never changes."""
+    z = p.logp if p.is_probs else p.scores
+    if p.binary == "positive":
+        d = (z[:, :1] - z[:, 1:]).double()  # P(class 1) = 1 / (1 + exp(d / T))
+    else:  # z_k - z_top for k != top, -inf for the top class: c = 1 / (1 + sum exp(d / T))
+        d = (z - z.max(1, keepdim=True).values).scatter_(1, p.prediction[:, None], -math.inf)
+    _, outcome = p.cal_pair
+    outcome = outcome.double()
+    n, s = p.n, scheme.n_slots
+    temps = temps.to(device=d.device, dtype=d.dtype)
+    chunk = max(1, (1 << 24) // max(1, d.numel()))
+    out = []
+    for start in range(0, len(temps), chunk):
+        t = temps[start : start + chunk]
+        if p.binary == "positive":
+            conf = torch.sigmoid(-d[None, :, 0] / t[:, None])
+        else:
+            conf = 1.0 / (1.0 + torch.exp(d[None] / t[:, None, None]).sum(2, dtype=torch.float64))
+        idx, used = scheme.assign(conf)
+        cell = (idx + s * torch.arange(len(t), device=d.device)[:, None]).reshape(-1)
+        sc = torch.bincount(cell, used.reshape(-1), minlength=len(t) * s).reshape(len(t), s)
+        so = torch.bincount(cell, outcome.repeat(len(t)), minlength=len(t) * s).reshape(len(t), s)
+        out.append((so - sc).abs().sum(1) / n)
+    return torch.cat(out)

@@ -1,0 +1,226 @@
+"""A streaming, mergeable calibration meter that reduces across ``torch.distributed`` ranks.
+
+State: the equal-width top-label bin sums (count, Σ confidence, Σ correct; O(bins)), the
+classwise bin sums (O(bins × classes)) and running sums of correctness, NLL, Brier and
+entropy. Those are all the equal-width metrics need, so with ``keep_samples=False`` the
+memory does not grow with N. The rank- and quantile-based metrics (AECE, refinement
+AUROC, KS error, smooth ECE) need every sample's confidence and correctness, kept when
+``keep_samples=True`` (the default): two numbers per sample. Optimal ECE needs the full
+logits and is not streamed; use :func:`calibkit.metrics.optimal_ece` on them.
+
+Results equal the one-shot functions on the concatenated data: the rank-based ones bit
+for bit, the binned ones up to float64 summation order (relative 1e-12), because a
+batch's bin sums are added to the running ones instead of being summed in one go.
+
+>>> import torch
+>>> from calibkit.metrics import CalibrationMeter, ece
+>>> g = torch.Generator().manual_seed(0)
+>>> z, y = torch.randn(1000, 5, generator=g), torch.randint(5, (1000,), generator=g)
+>>> m = CalibrationMeter()
+>>> for zb, yb in zip(z.split(300), y.split(300)):
+...     m.update(zb, yb)
+>>> abs(m.compute()["ece"] - ece(z, y)) < 1e-12
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .._checks import check_choice, check_positive_int
+from . import _stats as st
+from ._prepare import BINARY_MODES, Runs, prepare
+from .binning import BINNINGS, BinScheme
+from .evaluate import METRICS
+from .smooth import smooth_ece_batch
+
+_SCALARS = ("correct", "nll", "brier", "entropy")
+
+
+class CalibrationMeter:
+    """Accumulate calibration statistics over batches; see the module docstring.
+
+    Parameters are those of :func:`calibkit.metrics.evaluate`; ``n_classes`` may be left out
+    and is then taken from the first batch.
+    """
+
+    def __init__(
+        self,
+        n_classes: int | None = None,
+        *,
+        n_bins: int = 15,
+        binning: str = "calibkit",
+        probs: bool = False,
+        binary: str = "top-label",
+        keep_samples: bool = True,
+    ) -> None:
+        self.n_bins = check_positive_int(n_bins, "n_bins")
+        self.binning = check_choice(binning, "binning", BINNINGS)
+        self.binary = check_choice(binary, "binary", BINARY_MODES)
+        self.probs = bool(probs)
+        self.keep_samples = bool(keep_samples)
+        self._init_classes = None if n_classes is None else check_positive_int(n_classes, "n_classes", 2)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every sample seen."""
+        self.n_classes = self._init_classes
+        self.n = 0
+        self.dtype: torch.dtype | None = None
+        self.top: Tensor | None = None
+        self.classwise: Tensor | None = None
+        self.scalars = torch.zeros(len(_SCALARS), dtype=torch.float64)
+        self._samples: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
+
+    # ----------------------------------------------------------------- accumulation
+
+    def _scheme(self) -> BinScheme:
+        return BinScheme.make(self.n_bins, self.binning, self.dtype or torch.float32)
+
+    def _ensure_state(self, k: int, dtype: torch.dtype, device: torch.device) -> None:
+        if self.n_classes is not None and k != self.n_classes:
+            raise ValueError(f"scores: this meter holds {self.n_classes} classes, the batch has {k}")
+        if self.dtype is not None and dtype != self.dtype:
+            raise TypeError(
+                f"scores: this meter started with {self.dtype} scores, the batch is {dtype}; "
+                "bin edges depend on the dtype, so keep one dtype per meter"
+            )
+        self.n_classes, self.dtype = k, dtype
+        s = self._scheme().n_slots
+        if self.top is None:
+            self.top = torch.zeros(3, s, dtype=torch.float64, device=device)
+            self.classwise = torch.zeros(3, k, s, dtype=torch.float64, device=device)
+            self.scalars = self.scalars.to(device)
+
+    def update(self, scores: Any, labels: Any) -> CalibrationMeter:
+        """Add a batch: ``scores`` (B, K) logits (probabilities if ``probs``), ``labels`` (B,)."""
+        p = prepare(scores, labels, probs=self.probs, binary=self.binary)
+        self._ensure_state(p.k, p.scores.dtype, p.scores.device)
+        scheme = self._scheme()
+        self.top += st.topbin_sums(p, scheme)[0]
+        self.classwise += st.classwise_sums(p, scheme)[0]
+        per_sample = (p.correct.double(), -p.label_logp, p.brier_per_sample, p.entropy_per_sample)
+        self.scalars += torch.stack([v.sum() for v in per_sample])
+        self.n += p.n
+        if self.keep_samples:
+            conf, outcome = p.cal_pair
+            self._samples.append((conf, outcome, p.confidence.double(), p.correct))
+        return self
+
+    def merge(self, other: CalibrationMeter) -> CalibrationMeter:
+        """Add another meter's samples to this one (same settings) and return self."""
+        mine = (self.n_bins, self.binning, self.probs, self.binary, self.keep_samples)
+        theirs = (other.n_bins, other.binning, other.probs, other.binary, other.keep_samples)
+        if mine != theirs:
+            raise ValueError(f"merge: meters differ in settings {mine} vs {theirs}")
+        if other.n == 0:
+            return self
+        self._ensure_state(other.n_classes, other.dtype, other.top.device)
+        self.top += other.top
+        self.classwise += other.classwise
+        self.scalars += other.scalars
+        self.n += other.n
+        self._samples.extend(other._samples)
+        return self
+
+    # ----------------------------------------------------------------- distributed
+
+    def sync(self, group: Any = None) -> CalibrationMeter:
+        """Reduce the state over all ranks of ``group`` so that every rank holds the total.
+
+        Bin and running sums are all-reduced (a sum); kept samples are all-gathered in rank
+        order. Every rank must call it, and must know the number of classes (from a batch
+        or from ``n_classes``).
+        """
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("sync: torch.distributed is not initialised; call init_process_group first")
+        if self.n_classes is None:
+            raise ValueError("sync: this rank has seen no batch; pass n_classes to CalibrationMeter")
+        if self.top is None:
+            self._ensure_state(self.n_classes, self.dtype or torch.float32, torch.device("cpu"))
+        flat = torch.cat(
+            [torch.tensor([float(self.n)], dtype=torch.float64, device=self.top.device),
+             self.top.reshape(-1), self.classwise.reshape(-1), self.scalars]
+        )  # fmt: skip
+        dist.all_reduce(flat, group=group)
+        sizes = [1, self.top.numel(), self.classwise.numel(), len(_SCALARS)]
+        n, top, cw, sc = flat.split(sizes)
+        self.n = int(n.item())
+        self.top, self.classwise, self.scalars = top.view_as(self.top), cw.view_as(self.classwise), sc
+        if self.keep_samples:
+            self._samples = [_all_gather_samples(self._concat_samples(), group)]
+        return self
+
+    # ----------------------------------------------------------------- results
+
+    def _concat_samples(self) -> tuple[Tensor, ...]:
+        if not self._samples:
+            empty = torch.zeros(0, dtype=torch.float64)
+            return (empty, empty.bool(), empty, empty.bool())
+        return tuple(torch.cat(parts) for parts in zip(*self._samples, strict=True))
+
+    def compute(self) -> dict[str, float]:
+        """Every metric of :func:`evaluate` except optimal ECE (rank-based ones need samples)."""
+        if self.n == 0:
+            raise ValueError("compute: the meter is empty; call update() with at least one batch")
+        n = self.n
+        top = self.top[None]
+        over, under = st.over_under_from_sums(top, n)
+        conf_mean = float(top[0, 1].sum()) / n
+        acc, nll, brier, ent = (float(v) / n for v in self.scalars)
+        out = {
+            "accuracy": acc,
+            "ece": float(st.ece_from_sums(top, n)[0]),
+            "mce": float(st.mce_from_sums(top)[0]),
+            "classwise_ece": float(st.classwise_ece_from_sums(self.classwise[None], n)[0]),
+            "nll": nll,
+            "brier": brier,
+            "entropy": ent,
+            "mean_confidence": conf_mean,
+            "gap": conf_mean - float(top[0, 2].sum()) / n,
+            "overconfident": float(over[0]),
+            "underconfident": float(under[0]),
+        }
+        if self.keep_samples:
+            conf, outcome, top_conf, correct = self._concat_samples()
+            runs = Runs.from_values(conf, outcome)
+            size, pos = runs.sizes[None], runs.positives[None]
+            c_runs = runs if self.binary == "top-label" else Runs.from_values(top_conf, correct)
+            out.update(
+                aece=float(st.ece_from_sums(st.equal_mass_sums(runs, size, pos, n, self.n_bins), n)[0]),
+                refinement_auroc=float(st.auroc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]),
+                ks_error=float(st.ks_from_runs(runs, size, pos, n)[0]),
+                smooth_ece=float(smooth_ece_batch(conf, outcome)[0][0]),
+            )
+        return {m: out[m] for m in METRICS if m in out}
+
+    def state_nbytes(self) -> int:
+        """Bytes held by the state (bin sums, running sums, kept samples)."""
+        tensors = [self.scalars] + ([self.top, self.classwise] if self.top is not None else [])
+        tensors += [t for s in self._samples for t in s]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _all_gather_samples(local: tuple[Tensor, ...], group: Any) -> tuple[Tensor, ...]:
+    import torch.distributed as dist
+
+    world = dist.get_world_size(group)
+    dev = local[0].device
+    size = torch.tensor([len(local[0])], dtype=torch.int64, device=dev)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size, group=group)
+    longest = int(max(s.item() for s in sizes))
+    out = []
+    for t in local:
+        buf = torch.zeros(longest, dtype=torch.float64, device=dev)
+        buf[: len(t)] = t.double()
+        parts = [torch.empty_like(buf) for _ in range(world)]
+        dist.all_gather(parts, buf, group=group)
+        merged = torch.cat([part[: int(s.item())] for part, s in zip(parts, sizes, strict=True)])
+        out.append(merged.bool() if t.dtype == torch.bool else merged)
+    return tuple(out)
