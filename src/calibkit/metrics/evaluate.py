@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -224,6 +225,7 @@ def _bootstrap_vectors(
     *,
     smooth: bool,
     ood: Tensor | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Tensor]]:
     """Per-resample metric vectors for each of ``preps`` under the same resamples."""
     gen = torch.Generator().manual_seed(seed)
@@ -238,6 +240,8 @@ def _bootstrap_vectors(
             ood_pair = (ood, _resample_weights(len(ood), b, gen, dev))
         for part, p in zip(parts, preps, strict=True):
             part.append(_metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair))
+        if progress is not None:
+            progress(b)
     return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
 
 
@@ -285,13 +289,15 @@ def evaluate(
     bootstrap: int = 0,
     seed: int = 0,
     ci: float = 0.95,
+    progress: Callable[[int], None] | None = None,
 ) -> EvaluationResult:
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
     ``ood_scores`` (M, K) adds OOD AUROC and FPR95 (maximum softmax probability,
     in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
     ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds percentile intervals at level
-    ``ci`` from B resamples drawn with ``seed`` (OOD samples are resampled separately).
+    ``ci`` from B resamples drawn with ``seed`` (OOD samples are resampled separately);
+    ``progress(k)`` is called after each chunk of k resamples.
 
     >>> import torch
     >>> g = torch.Generator().manual_seed(0)
@@ -331,7 +337,9 @@ def evaluate(
     metrics = {m: metrics[m] for m in order}
     intervals = None
     if bootstrap:
-        boot = _bootstrap_vectors([p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=s_out)[0]
+        boot = _bootstrap_vectors(
+            [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=s_out, progress=progress
+        )[0]
         intervals = {m: _interval(boot[m], ci) for m in order if m in boot}
     sums = st.topbin_sums(p, scheme)
     return EvaluationResult(metrics, _bins_of(sums, scheme), p.n, p.k, settings, intervals, notes)

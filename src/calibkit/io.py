@@ -1,0 +1,204 @@
+"""Read logits and labels from the files users already have; write results atomically.
+
+Formats, by extension:
+
+``.npz``
+    arrays by key (default ``logits`` and ``labels``), loaded with ``allow_pickle=False``.
+``.npy``
+    a pair of files: scores, then labels.
+``.csv`` / ``.parquet``
+    one column per class plus a label column (default ``labels``; ``label`` also found);
+    the class columns keep their file order. Parquet needs the ``parquet`` extra (pyarrow).
+``.pt`` / ``.pth``
+    a dict of tensors, read with ``torch.load(weights_only=True)``.
+
+No user file is ever unpickled: a file that needs pickle gets an error naming the fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCORE_EXTENSIONS = (".npz", ".npy", ".csv", ".parquet", ".pt", ".pth")
+
+
+class FileFormatError(ValueError):
+    """A file that cannot be read as logits and labels (one-line message)."""
+
+
+def _check_exists(path: Path) -> None:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise FileFormatError(f"{path}: is a folder; pass a file ({', '.join(SCORE_EXTENSIONS)})")
+
+
+def _pickle_error(path: Path) -> FileFormatError:
+    return FileFormatError(
+        f"{path}: holds Python objects that only pickle could load; calibkit never unpickles "
+        "user files. Re-save plain numeric arrays (np.savez, or torch.save of a dict of tensors)"
+    )
+
+
+def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Every array in a ``.npz``, ``.pt``, ``.csv`` or ``.parquet`` file, by name."""
+    path = Path(path)
+    _check_exists(path)
+    ext = path.suffix.lower()
+    if ext == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                return {k: f[k] for k in f.files}
+        except ValueError as e:
+            if "pickle" in str(e):
+                raise _pickle_error(path) from None
+            raise FileFormatError(f"{path}: not a readable .npz file ({e})") from None
+        except (OSError, EOFError) as e:
+            raise FileFormatError(f"{path}: not a readable .npz file ({e})") from None
+    if ext in (".pt", ".pth"):
+        return _read_torch(path)
+    if ext == ".csv":
+        return _read_csv(path)
+    if ext == ".parquet":
+        return _read_parquet(path)
+    if ext == ".npy":
+        return {"array": _read_npy(path)}
+    raise FileFormatError(f"{path}: unknown extension {ext!r}; use one of {', '.join(SCORE_EXTENSIONS)}")
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise _pickle_error(path) from None
+        raise FileFormatError(f"{path}: not a readable .npy file ({e})") from None
+    except (OSError, EOFError) as e:
+        raise FileFormatError(f"{path}: not a readable .npy file ({e})") from None
+
+
+def _read_torch(path: Path) -> dict[str, np.ndarray]:
+    import pickle
+
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise _pickle_error(path) from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise FileFormatError(f"{path}: not a readable torch file ({str(e).splitlines()[0]})") from None
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise FileFormatError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
+    return {str(k): v.detach().cpu().numpy() for k, v in obj.items()}
+
+
+def _table_to_arrays(header: list[str], columns: list[np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: col for name, col in zip(header, columns, strict=True)} | {"__columns__": np.array(header)}
+
+
+def _read_csv(path: Path) -> dict[str, np.ndarray]:
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        raise FileFormatError(f"{path}: empty CSV file")
+    header, body = rows[0], [r for r in rows[1:] if r]
+    if not body:
+        raise FileFormatError(f"{path}: CSV file has a header but no rows")
+    try:
+        data = np.array(body, dtype=np.float64)
+    except ValueError:
+        raise FileFormatError(f"{path}: CSV must hold only numbers below its header row") from None
+    if data.ndim != 2 or data.shape[1] != len(header):
+        raise FileFormatError(f"{path}: rows do not all have {len(header)} columns")
+    return _table_to_arrays(header, list(data.T))
+
+
+def _read_parquet(path: Path) -> dict[str, np.ndarray]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise FileFormatError(
+            "reading .parquet needs pyarrow: pip install 'calibkit[parquet]'"
+        ) from None
+    try:
+        table = pq.read_table(path)
+    except Exception as e:  # pyarrow raises its own types for corrupt files
+        raise FileFormatError(f"{path}: not a readable parquet file ({e})") from None
+    header = list(table.column_names)
+    return _table_to_arrays(header, [table.column(c).to_numpy() for c in header])
+
+
+def _missing_key(path: Path, key: str, what: str, keys: list[str], option: str) -> FileFormatError:
+    return FileFormatError(
+        f"{path}: no {what} array {key!r} (found: {', '.join(keys) or 'nothing'}); "
+        f"name the right one with {option}"
+    )
+
+
+def load_scores(
+    path: str | os.PathLike,
+    labels_path: str | os.PathLike | None = None,
+    *,
+    logits_key: str = "logits",
+    labels_key: str = "labels",
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores (N, K), labels (N,)) from one file, or from a pair of ``.npy`` files.
+
+    For CSV and parquet the label column is ``labels_key`` (or ``label``) and every other
+    column is a class score, in file order.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".npy" or labels_path is not None:
+        if labels_path is None:
+            raise FileFormatError(f"{path}: a .npy file holds one array; pass the labels .npy too")
+        _check_exists(path)
+        _check_exists(Path(labels_path))
+        return _read_npy(path), _read_npy(Path(labels_path))
+    arrays = read_arrays(path)
+    if "__columns__" in arrays:
+        header = [str(c) for c in arrays.pop("__columns__")]
+        label_col = labels_key if labels_key in header else ("label" if "label" in header else None)
+        if label_col is None:
+            raise _missing_key(path, labels_key, "label column", header, "--labels-key")
+        classes = [c for c in header if c != label_col]
+        if not classes:
+            raise FileFormatError(f"{path}: no class-score columns besides {label_col!r}")
+        return np.stack([arrays[c] for c in classes], 1), arrays[label_col]
+    keys = sorted(arrays)
+    if logits_key not in arrays:
+        raise _missing_key(path, logits_key, "scores", keys, "--logits-key")
+    if labels_key not in arrays:
+        raise _missing_key(path, labels_key, "labels", keys, "--labels-key")
+    return arrays[logits_key], arrays[labels_key]
+
+
+def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Path:
+    """Call ``write(tmp_path)`` and move the result onto ``path`` only once it is complete."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix or path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_npz(path: str | os.PathLike, **arrays: Any) -> Path:
+    """Write arrays to a ``.npz`` atomically (a killed process leaves the old file or none)."""
+    return atomic_write(path, lambda tmp: np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()}), suffix=".npz")
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write text atomically."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
