@@ -68,7 +68,7 @@ class BinScheme:
         ``values`` are confidences or probabilities of the scheme's dtype (or exact float64
         images of them), of any shape.
         """
-        v = values.double()
+        v = values.double().contiguous()
         edges = self.edges(v.device)
         if self.convention == "calibkit":
             return torch.bucketize(v, edges[1:-1], right=False), v

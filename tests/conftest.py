@@ -1,0 +1,32 @@
+"""Shared fixtures: synthetic logits shaped like a trained network's, and the real logits."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REAL_LOGITS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "logits" / "resnet110_cifar10.npz"
+
+
+def make_logits(n: int, k: int, seed: int, scale: float = 4.0, acc: float = 0.8, dtype=np.float64):
+    """Over-confident synthetic logits: the label's logit is boosted for ~acc of the samples."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    z = rng.normal(size=(n, k))
+    hit = rng.uniform(size=n) < acc
+    z[np.arange(n), np.where(hit, y, rng.integers(0, k, n))] += scale
+    return z.astype(dtype), y
+
+
+@pytest.fixture(scope="session")
+def real_logits():
+    """(logits_val, labels_val, logits_test, labels_test) of ResNet-110 on CIFAR-10."""
+    if not REAL_LOGITS.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"real logits missing at {REAL_LOGITS}; CI must run with ../shared beside the repo")
+        pytest.skip(f"real logits not found at {REAL_LOGITS}")
+    with np.load(REAL_LOGITS) as d:
+        return d["logits_val"], d["labels_val"], d["logits_test"], d["labels_test"]
