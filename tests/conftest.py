@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REAL_LOGITS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "logits" / "resnet110_cifar10.npz"
+REAL_LOGITS = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "data"
+    / "logits"
+    / "resnet110_cifar10.npz"
+)
 
 
 def make_logits(n: int, k: int, seed: int, scale: float = 4.0, acc: float = 0.8, dtype=np.float64):
@@ -26,7 +32,9 @@ def real_logits():
     """(logits_val, labels_val, logits_test, labels_test) of ResNet-110 on CIFAR-10."""
     if not REAL_LOGITS.exists():
         if os.environ.get("CI"):
-            pytest.fail(f"real logits missing at {REAL_LOGITS}; CI must run with ../shared beside the repo")
+            pytest.fail(
+                f"real logits missing at {REAL_LOGITS}; CI must run with ../shared beside the repo"
+            )
         pytest.skip(f"real logits not found at {REAL_LOGITS}")
     with np.load(REAL_LOGITS) as d:
         return d["logits_val"], d["labels_val"], d["logits_test"], d["labels_test"]

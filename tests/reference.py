@@ -6,6 +6,7 @@ They share no code with calibkit beyond the bin-edge convention itself (the edge
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -90,7 +91,7 @@ def aece(conf, correct, n_bins):
         bounds.append(b)
     cuts = [0, *bounds, n]
     total = 0.0
-    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+    for lo, hi in itertools.pairwise(cuts):
         idx = order[lo:hi] if hi > lo else []
         if idx:
             total += abs(sum(correct[i] for i in idx) - math.fsum(conf[i] for i in idx)) / n
@@ -118,7 +119,8 @@ def nll(p, y):
 
 def brier(p, y):
     return math.fsum(
-        math.fsum((v - (j == int(t))) ** 2 for j, v in enumerate(row)) for row, t in zip(p, y, strict=True)
+        math.fsum((v - (j == int(t))) ** 2 for j, v in enumerate(row))
+        for row, t in zip(p, y, strict=True)
     ) / len(p)
 
 
@@ -140,7 +142,9 @@ def ks(conf, correct):
     n = len(conf)
     worst = 0.0
     for t in sorted(set(conf)):
-        worst = max(worst, abs(math.fsum(correct[i] - conf[i] for i in range(n) if conf[i] <= t) / n))
+        worst = max(
+            worst, abs(math.fsum(correct[i] - conf[i] for i in range(n) if conf[i] <= t) / n)
+        )
     return worst
 
 

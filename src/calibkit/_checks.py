@@ -29,14 +29,17 @@ def to_tensor(x: Any, name: str) -> Tensor:
             raise TypeError(f"{name}: expected numbers, got an array of Python objects")
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
-        return torch.from_numpy(np.ascontiguousarray(arr))
+        arr = np.ascontiguousarray(arr)
+        return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
     raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}")
 
 
 def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
     """Scores as a floating tensor (half precision is upcast to float32), checked finite."""
     t = to_tensor(scores, name)
-    if t.dtype == torch.bool or not (t.is_floating_point() or t.dtype.is_signed or t.dtype == torch.uint8):
+    if t.dtype == torch.bool or not (
+        t.is_floating_point() or t.dtype.is_signed or t.dtype == torch.uint8
+    ):
         raise TypeError(f"{name}: expected floating-point scores, got dtype {t.dtype}")
     if not t.is_floating_point():
         t = t.to(torch.float64)
@@ -49,7 +52,9 @@ def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
         n_nan = int(torch.isnan(t).sum())
         n_inf = int(bad.sum()) - n_nan
         first = int(bad.reshape(len(t), -1).any(1).nonzero()[0, 0]) if t.ndim else 0
-        what = " and ".join(s for s in (f"{n_nan} NaN" if n_nan else "", f"{n_inf} inf" if n_inf else "") if s)
+        what = " and ".join(
+            s for s in (f"{n_nan} NaN" if n_nan else "", f"{n_inf} inf" if n_inf else "") if s
+        )
         raise ValueError(
             f"{name}: contains {what} value(s) (first in row {first}); "
             "remove or fix those samples before measuring calibration"
@@ -63,7 +68,9 @@ def as_labels(labels: Any, n_classes: int | None = None, name: str = "labels") -
     if t.ndim == 2 and t.shape[1] == 1:
         t = t[:, 0]
     if t.ndim != 1:
-        raise ValueError(f"{name}: expected a 1-D vector of class indices, got shape {tuple(t.shape)}")
+        raise ValueError(
+            f"{name}: expected a 1-D vector of class indices, got shape {tuple(t.shape)}"
+        )
     if t.numel() == 0:
         raise ValueError(f"{name}: empty input; pass at least one sample")
     if t.is_floating_point():

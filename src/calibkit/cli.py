@@ -16,7 +16,14 @@ import click
 from . import __version__
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, PermissionError, IsADirectoryError, KeyError)
+USER_ERRORS = (
+    ValueError,
+    TypeError,
+    FileNotFoundError,
+    PermissionError,
+    IsADirectoryError,
+    KeyError,
+)
 
 
 class CalibkitGroup(click.Group):
@@ -75,9 +82,13 @@ def _progress(total: int, label: str, enabled: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     with Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeRemainingColumn(), console=Console(stderr=True), transient=True,
-    ) as bar:  # fmt: skip
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=total)
         yield lambda k: bar.advance(task, k)
 
@@ -106,10 +117,24 @@ def _print_result(result, title: str) -> None:
 
 
 def _evaluate_and_report(
-    scores, labels, *, title: str, probs: bool, n_bins: int, binning: str, binary: str,
-    bootstrap: int, seed: int, ci: float, ood, optimal: bool, smooth: bool, plot: str | None,
-    as_json: bool, extra: dict | None = None,
-) -> None:  # fmt: skip
+    scores,
+    labels,
+    *,
+    title: str,
+    probs: bool,
+    n_bins: int,
+    binning: str,
+    binary: str,
+    bootstrap: int,
+    seed: int,
+    ci: float,
+    ood,
+    optimal: bool,
+    smooth: bool,
+    plot: str | None,
+    as_json: bool,
+    extra: dict | None = None,
+) -> None:
     import warnings
 
     from .metrics import evaluate
@@ -118,21 +143,41 @@ def _evaluate_and_report(
         from .plots import FIGURE_FORMATS
 
         if Path(plot).suffix.lower() not in FIGURE_FORMATS:
-            raise ValueError(f"--plot: use a file ending in {', '.join(FIGURE_FORMATS)}, got {plot}")
+            raise ValueError(
+                f"--plot: use a file ending in {', '.join(FIGURE_FORMATS)}, got {plot}"
+            )
     with _progress(bootstrap, "bootstrap", not as_json) as tick, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # undefined AUROC is reported as a note
         result = evaluate(
-            scores, labels, probs=probs, n_bins=n_bins, binning=binning, binary=binary,
-            ood_scores=ood, optimal=optimal, smooth=smooth, bootstrap=bootstrap, seed=seed,
-            ci=ci, progress=tick,
-        )  # fmt: skip
+            scores,
+            labels,
+            probs=probs,
+            n_bins=n_bins,
+            binning=binning,
+            binary=binary,
+            ood_scores=ood,
+            optimal=optimal,
+            smooth=smooth,
+            bootstrap=bootstrap,
+            seed=seed,
+            ci=ci,
+            progress=tick,
+        )
     if plot is not None:
         from .plots import reliability_diagram
 
         reliability_diagram(
-            scores, labels, probs=probs, n_bins=n_bins, binning=binning, binary=binary,
-            bootstrap=min(bootstrap, 1000), seed=seed, title=title, path=plot,
-        )  # fmt: skip
+            scores,
+            labels,
+            probs=probs,
+            n_bins=n_bins,
+            binning=binning,
+            binary=binary,
+            bootstrap=min(bootstrap, 1000),
+            seed=seed,
+            title=title,
+            path=plot,
+        )
     if as_json:
         payload = result.to_dict() | (extra or {})
         if plot is not None:
@@ -146,25 +191,52 @@ def _evaluate_and_report(
 
 _metric_options = [
     click.option("--probs", is_flag=True, help="Scores are probabilities, not logits."),
-    click.option("--n-bins", default=15, show_default=True, type=click.IntRange(min=1),
-                 help="Number of equal-width (and equal-mass) bins."),
-    click.option("--binning", default="calibkit", show_default=True,
-                 type=click.Choice(["calibkit", "torchmetrics", "netcal"]),
-                 help="Bin-edge convention (docs/metrics.md)."),
-    click.option("--binary", default="top-label", show_default=True,
-                 type=click.Choice(["top-label", "positive"]),
-                 help="Binary problems: top label, or P(class 1) against y = 1."),
-    click.option("--bootstrap", default=0, show_default=True, type=click.IntRange(min=0),
-                 help="Bootstrap resamples for confidence intervals (0: none)."),
+    click.option(
+        "--n-bins",
+        default=15,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="Number of equal-width (and equal-mass) bins.",
+    ),
+    click.option(
+        "--binning",
+        default="calibkit",
+        show_default=True,
+        type=click.Choice(["calibkit", "torchmetrics", "netcal"]),
+        help="Bin-edge convention (docs/metrics.md).",
+    ),
+    click.option(
+        "--binary",
+        default="top-label",
+        show_default=True,
+        type=click.Choice(["top-label", "positive"]),
+        help="Binary problems: top label, or P(class 1) against y = 1.",
+    ),
+    click.option(
+        "--bootstrap",
+        default=0,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="Bootstrap resamples for confidence intervals (0: none).",
+    ),
     click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed."),
-    click.option("--ci", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-                 help="Interval level."),
+    click.option(
+        "--ci",
+        default=0.95,
+        show_default=True,
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        help="Interval level.",
+    ),
     click.option("--no-optimal", is_flag=True, help="Skip optimal ECE (1000 temperatures)."),
     click.option("--no-smooth", is_flag=True, help="Skip smooth ECE."),
-    click.option("--plot", type=click.Path(dir_okay=False), default=None,
-                 help="Write a reliability diagram (.png, .svg or .pdf)."),
+    click.option(
+        "--plot",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Write a reliability diagram (.png, .svg or .pdf).",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
-]  # fmt: skip
+]
 
 
 def metric_options(f):
@@ -176,14 +248,41 @@ def metric_options(f):
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("labels_file", required=False, type=click.Path(dir_okay=False))
-@click.option("--logits-key", default="logits", show_default=True, help="Array (or column) of scores.")
-@click.option("--labels-key", default="labels", show_default=True, help="Array (or column) of labels.")
-@click.option("--ood", type=click.Path(dir_okay=False), default=None,
-              help="File of out-of-distribution scores (same format) for OOD AUROC/FPR95.")  # fmt: skip
-@click.option("--ood-key", default=None, help="Array of OOD scores in --ood (default: --logits-key).")
+@click.option(
+    "--logits-key", default="logits", show_default=True, help="Array (or column) of scores."
+)
+@click.option(
+    "--labels-key", default="labels", show_default=True, help="Array (or column) of labels."
+)
+@click.option(
+    "--ood",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="File of out-of-distribution scores (same format) for OOD AUROC/FPR95.",
+)
+@click.option(
+    "--ood-key", default=None, help="Array of OOD scores in --ood (default: --logits-key)."
+)
 @metric_options
-def evaluate(file, labels_file, logits_key, labels_key, ood, ood_key, probs, n_bins, binning,
-             binary, bootstrap, seed, ci, no_optimal, no_smooth, plot, as_json) -> None:  # fmt: skip
+def evaluate(
+    file,
+    labels_file,
+    logits_key,
+    labels_key,
+    ood,
+    ood_key,
+    probs,
+    n_bins,
+    binning,
+    binary,
+    bootstrap,
+    seed,
+    ci,
+    no_optimal,
+    no_smooth,
+    plot,
+    as_json,
+) -> None:
     """Measure the calibration of saved scores and labels.
 
     FILE is a .npz (keys --logits-key and --labels-key), .csv or .parquet (one column per
@@ -196,7 +295,7 @@ def evaluate(file, labels_file, logits_key, labels_key, ood, ood_key, probs, n_b
       calibkit evaluate logits.npy labels.npy --json
       calibkit evaluate cifar.npz --logits-key logits_test --labels-key labels_test
     """
-    from .io import read_arrays, load_scores
+    from .io import load_scores, read_arrays
 
     scores, labels = load_scores(file, labels_file, logits_key=logits_key, labels_key=labels_key)
     ood_scores = None
@@ -204,22 +303,47 @@ def evaluate(file, labels_file, logits_key, labels_key, ood, ood_key, probs, n_b
         arrays = read_arrays(ood)
         key = ood_key or logits_key
         if key not in arrays:
-            raise ValueError(f"{ood}: no array {key!r} (found: {', '.join(sorted(arrays))}); use --ood-key")
+            raise ValueError(
+                f"{ood}: no array {key!r} (found: {', '.join(sorted(arrays))}); use --ood-key"
+            )
         ood_scores = arrays[key]
     _evaluate_and_report(
-        scores, labels, title=Path(file).name, probs=probs, n_bins=n_bins, binning=binning,
-        binary=binary, bootstrap=bootstrap, seed=seed, ci=ci, ood=ood_scores,
-        optimal=not no_optimal, smooth=not no_smooth, plot=plot, as_json=as_json,
+        scores,
+        labels,
+        title=Path(file).name,
+        probs=probs,
+        n_bins=n_bins,
+        binning=binning,
+        binary=binary,
+        bootstrap=bootstrap,
+        seed=seed,
+        ci=ci,
+        ood=ood_scores,
+        optimal=not no_optimal,
+        smooth=not no_smooth,
+        plot=plot,
+        as_json=as_json,
         extra={"file": str(file)},
-    )  # fmt: skip
+    )
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option("-o", "--output", default="calibkit-demo", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for the logits file and the reliability diagram.")  # fmt: skip
+@click.option(
+    "-o",
+    "--output",
+    default="calibkit-demo",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the logits file and the reliability diagram.",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Training seed.")
-@click.option("--bootstrap", default=1000, show_default=True, type=click.IntRange(min=0),
-              help="Bootstrap resamples for the intervals.")  # fmt: skip
+@click.option(
+    "--bootstrap",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Bootstrap resamples for the intervals.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def demo(output, seed, bootstrap, as_json) -> None:
     """Make logits with no download (a small MLP on scikit-learn's bundled digits), save them,
@@ -241,11 +365,23 @@ def demo(output, seed, bootstrap, as_json) -> None:
     if not as_json:
         _console().print(f"logits written to {path} (keys: {', '.join(data)})")
     _evaluate_and_report(
-        data["logits"], data["labels"], title="digits MLP, test split", probs=False, n_bins=15,
-        binning="calibkit", binary="top-label", bootstrap=bootstrap, seed=0, ci=0.95, ood=None,
-        optimal=True, smooth=True, plot=str(out / "reliability.png"), as_json=as_json,
+        data["logits"],
+        data["labels"],
+        title="digits MLP, test split",
+        probs=False,
+        n_bins=15,
+        binning="calibkit",
+        binary="top-label",
+        bootstrap=bootstrap,
+        seed=0,
+        ci=0.95,
+        ood=None,
+        optimal=True,
+        smooth=True,
+        plot=str(out / "reliability.png"),
+        as_json=as_json,
         extra={"file": str(path)},
-    )  # fmt: skip
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
             if "pickle" in str(e):
                 raise _pickle_error(path) from None
             raise FileFormatError(f"{path}: not a readable .npz file ({e})") from None
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zipfile.BadZipFile) as e:
             raise FileFormatError(f"{path}: not a readable .npz file ({e})") from None
     if ext in (".pt", ".pth"):
         return _read_torch(path)
@@ -69,7 +70,9 @@ def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
         return _read_parquet(path)
     if ext == ".npy":
         return {"array": _read_npy(path)}
-    raise FileFormatError(f"{path}: unknown extension {ext!r}; use one of {', '.join(SCORE_EXTENSIONS)}")
+    raise FileFormatError(
+        f"{path}: unknown extension {ext!r}; use one of {', '.join(SCORE_EXTENSIONS)}"
+    )
 
 
 def _read_npy(path: Path) -> np.ndarray:
@@ -93,14 +96,18 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     except pickle.UnpicklingError:
         raise _pickle_error(path) from None
     except (RuntimeError, EOFError, OSError) as e:
-        raise FileFormatError(f"{path}: not a readable torch file ({str(e).splitlines()[0]})") from None
+        raise FileFormatError(
+            f"{path}: not a readable torch file ({str(e).splitlines()[0]})"
+        ) from None
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise FileFormatError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
     return {str(k): v.detach().cpu().numpy() for k, v in obj.items()}
 
 
 def _table_to_arrays(header: list[str], columns: list[np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: col for name, col in zip(header, columns, strict=True)} | {"__columns__": np.array(header)}
+    return {name: col for name, col in zip(header, columns, strict=True)} | {
+        "__columns__": np.array(header)
+    }
 
 
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
@@ -183,7 +190,9 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
     """Call ``write(tmp_path)`` and move the result onto ``path`` only once it is complete."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix or path.suffix)
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=suffix or path.suffix
+    )
     os.close(fd)
     try:
         write(tmp)
@@ -196,7 +205,11 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
 
 def save_npz(path: str | os.PathLike, **arrays: Any) -> Path:
     """Write arrays to a ``.npz`` atomically (a killed process leaves the old file or none)."""
-    return atomic_write(path, lambda tmp: np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()}), suffix=".npz")
+    return atomic_write(
+        path,
+        lambda tmp: np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()}),
+        suffix=".npz",
+    )
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:

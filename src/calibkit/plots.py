@@ -8,15 +8,15 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
 
-from .io import atomic_write  # noqa: E402
-from .metrics import _stats as st  # noqa: E402
-from .metrics._prepare import prepare  # noqa: E402
-from .metrics.binning import BinScheme  # noqa: E402
-from .metrics.evaluate import _chunk, _interval, _resample_weights  # noqa: E402
+from .io import atomic_write
+from .metrics import _stats as st
+from .metrics._prepare import prepare
+from .metrics.binning import BinScheme
+from .metrics.evaluate import _chunk, _interval, _resample_weights
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 
@@ -77,9 +77,15 @@ def reliability_diagram(
     from .metrics import evaluate
 
     r = evaluate(
-        scores, labels, probs=probs, n_bins=n_bins, binning=binning, binary=binary,
-        optimal=False, smooth=False,
-    )  # fmt: skip
+        scores,
+        labels,
+        probs=probs,
+        n_bins=n_bins,
+        binning=binning,
+        binary=binary,
+        optimal=False,
+        smooth=False,
+    )
     b = r.bins
     edges = np.asarray(b.edges[: n_bins + 1], dtype=float)
     lo, hi = edges[:-1], edges[1:]
@@ -101,28 +107,59 @@ def reliability_diagram(
     width = hi - lo
     filled = count > 0
     top.plot([0, 1], [0, 1], ls="--", color="0.4", lw=1, label="perfect calibration")
-    top.bar(lo[filled], acc[filled], width=width[filled], align="edge", color="#3b75af",
-            edgecolor="white", label="accuracy")  # fmt: skip
+    top.bar(
+        lo[filled],
+        acc[filled],
+        width=width[filled],
+        align="edge",
+        color="#3b75af",
+        edgecolor="white",
+        label="accuracy",
+    )
     gap_lo = np.minimum(acc, conf)[filled]
-    top.bar(lo[filled], np.abs(conf - acc)[filled], bottom=gap_lo, width=width[filled],
-            align="edge", color="#d62728", alpha=0.35, hatch="//", edgecolor="#d62728",
-            label="gap to confidence")  # fmt: skip
+    top.bar(
+        lo[filled],
+        np.abs(conf - acc)[filled],
+        bottom=gap_lo,
+        width=width[filled],
+        align="edge",
+        color="#d62728",
+        alpha=0.35,
+        hatch="//",
+        edgecolor="#d62728",
+        label="gap to confidence",
+    )
     if bootstrap:
         band = bin_accuracy_band(
-            scores, labels, probs=probs, n_bins=n_bins, binning=binning, binary=binary,
-            bootstrap=bootstrap, seed=seed,
-        )[:, :n_bins]  # fmt: skip
+            scores,
+            labels,
+            probs=probs,
+            n_bins=n_bins,
+            binning=binning,
+            binary=binary,
+            bootstrap=bootstrap,
+            seed=seed,
+        )[:, :n_bins]
         mid = (lo + hi) / 2
-        top.errorbar(mid[filled], acc[filled], yerr=[acc[filled] - band[0][filled],
-                     band[1][filled] - acc[filled]], fmt="none", ecolor="black", capsize=2,
-                     lw=0.8, label="95% bootstrap band")  # fmt: skip
+        top.errorbar(
+            mid[filled],
+            acc[filled],
+            yerr=[acc[filled] - band[0][filled], band[1][filled] - acc[filled]],
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=0.8,
+            label="95% bootstrap band",
+        )
     top.set_xlim(0, 1)
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
     head = title or "Reliability diagram"
     top.set_title(f"{head}\nECE = {r['ece']:.4f} ({n_bins} bins), accuracy = {r['accuracy']:.4f}")
     top.legend(loc="upper left", fontsize=8)
-    bottom.bar(lo, count / max(count.sum(), 1), width=width, align="edge", color="0.5", edgecolor="white")
+    bottom.bar(
+        lo, count / max(count.sum(), 1), width=width, align="edge", color="0.5", edgecolor="white"
+    )
     bottom.axvline(r["mean_confidence"], color="#d62728", lw=1.2, label="mean confidence")
     bottom.axvline(r["accuracy"], color="#3b75af", lw=1.2, ls="--", label="accuracy")
     bottom.set_xlabel("confidence" if binary == "top-label" else "P(class 1)")

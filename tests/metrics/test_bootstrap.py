@@ -18,8 +18,12 @@ def test_weighted_statistics_equal_materialised_resamples():
     rng = np.random.default_rng(0)
     idx = rng.integers(0, 120, size=(6, 120))
     idx_out = rng.integers(0, 50, size=(6, 50))
-    w = torch.zeros(6, 120, dtype=torch.float64).scatter_add_(1, torch.from_numpy(idx), torch.ones(6, 120, dtype=torch.float64))
-    w_out = torch.zeros(6, 50, dtype=torch.float64).scatter_add_(1, torch.from_numpy(idx_out), torch.ones(6, 50, dtype=torch.float64))
+    w = torch.zeros(6, 120, dtype=torch.float64).scatter_add_(
+        1, torch.from_numpy(idx), torch.ones(6, 120, dtype=torch.float64)
+    )
+    w_out = torch.zeros(6, 50, dtype=torch.float64).scatter_add_(
+        1, torch.from_numpy(idx_out), torch.ones(6, 50, dtype=torch.float64)
+    )
     p = prepare(z, y)
     s_out = prepare(z_out, np.zeros(50, dtype=int)).confidence
     vec = _metric_vectors(p, "calibkit", 15, w, smooth=True, ood=(s_out, w_out))
@@ -56,7 +60,9 @@ def test_paired_comparison_of_a_calibration():
     assert c.diff["ece"] < 0 and c.significant("ece")
     assert c.diff["accuracy"] == 0 and c.intervals["accuracy"] == (0.0, 0.0)
     assert not c.significant("accuracy")
-    assert c.a["ece"] == pytest.approx(M.ece(z, y)) and c.b["ece"] == pytest.approx(M.ece(z / 2.5, y))
+    assert c.a["ece"] == pytest.approx(M.ece(z, y)) and c.b["ece"] == pytest.approx(
+        M.ece(z / 2.5, y)
+    )
     assert "* interval excludes 0" in c.table() and c.to_dict()["metrics"]["ece"]["significant"]
 
 

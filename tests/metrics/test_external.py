@@ -41,7 +41,9 @@ def test_torchmetrics_calibration_error_matches(real_logits, norm, ours):
         for n_bins in (10, 15):
             got = ours(p, y, probs=True, n_bins=n_bins, binning="torchmetrics")
             # public API: torchmetrics casts to float32 and sums bins in float32 (~5e-6 here)
-            want = float(tm.multiclass_calibration_error(p, torch.from_numpy(y), k, n_bins=n_bins, norm=norm))
+            want = float(
+                tm.multiclass_calibration_error(p, torch.from_numpy(y), k, n_bins=n_bins, norm=norm)
+            )
             assert got == pytest.approx(want, abs=1e-5)
             # its own binning code fed float64 sums, with its float32 edges: exact agreement
             edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float32).double()
@@ -58,7 +60,9 @@ def test_torchmetrics_and_calibkit_conventions_differ_on_edges():
     y = torch.tensor([0, 1])  # the first is right, the second wrong
     want = float(tm.multiclass_calibration_error(p, y, 2, n_bins=5))
     assert want == pytest.approx((abs(0.5 - (float(e) + 0.7) / 2)), abs=1e-7)
-    assert M.ece(p, y, probs=True, n_bins=5, binning="torchmetrics") == pytest.approx(want, abs=1e-7)
+    assert M.ece(p, y, probs=True, n_bins=5, binning="torchmetrics") == pytest.approx(
+        want, abs=1e-7
+    )
     assert M.ece(p, y, probs=True, n_bins=5) == pytest.approx((1 - float(e) + 0.7) / 2, abs=1e-7)
 
 
@@ -82,7 +86,9 @@ def test_netcal_binary_is_positive_class():
     y = (rng.uniform(size=2000) < p1**1.3).astype(int)
     p = np.stack([1 - p1, p1], 1)
     want = netcal.ECE(15).measure(p, y)
-    assert M.ece(p, y, probs=True, binning="netcal", binary="positive") == pytest.approx(want, abs=1e-12)
+    assert M.ece(p, y, probs=True, binning="netcal", binary="positive") == pytest.approx(
+        want, abs=1e-12
+    )
 
 
 def test_sklearn_auroc_and_log_loss(real_logits):
@@ -102,7 +108,9 @@ def test_sklearn_roc_curve_fpr95_and_auroc():
     truth = np.r_[np.ones(1000), np.zeros(700)]
     fpr, tpr, _ = roc_curve(truth, np.r_[s_in, s_out], drop_intermediate=False)
     assert M.ood_fpr95(z_in, z_out) == pytest.approx(fpr[np.searchsorted(tpr, 0.95)], abs=1e-12)
-    assert M.ood_auroc(z_in, z_out) == pytest.approx(roc_auc_score(truth, np.r_[s_in, s_out]), abs=1e-12)
+    assert M.ood_auroc(z_in, z_out) == pytest.approx(
+        roc_auc_score(truth, np.r_[s_in, s_out]), abs=1e-12
+    )
 
 
 def test_relplot_smooth_ece_away_from_the_boundaries():

@@ -34,7 +34,9 @@ def test_torchmetrics_bins_are_half_open_with_an_extra_bin_for_one():
     # [0.4,0.6): {0.5 wrong} .5/5; [0.6,0.8): {0.6 ok} .4/5; [0.8,1): {0.8, 0.8} .3*2/5; {1.0}: 0
     assert M.ece(PROBS, LABELS, probs=True, n_bins=5, binning="torchmetrics") == pytest.approx(0.30)
     assert M.mce(PROBS, LABELS, probs=True, n_bins=5, binning="torchmetrics") == pytest.approx(0.5)
-    bins = M.evaluate(PROBS, LABELS, probs=True, n_bins=5, binning="torchmetrics", optimal=False).bins
+    bins = M.evaluate(
+        PROBS, LABELS, probs=True, n_bins=5, binning="torchmetrics", optimal=False
+    ).bins
     assert bins.count.tolist() == [0, 0, 1, 1, 2, 1]
 
 
@@ -44,7 +46,9 @@ def test_netcal_bins_clip_and_close_the_last_bin():
     assert np.linspace(0, 1, 6)[3] > 0.6
     # [0.4, 0.6+): {0.6 ok, 0.5 wrong}; [0.8, 1]: {0.8 ok, 0.8 wrong, 1 - eps ok}
     want = abs(0.5 - 0.55) * 2 / 5 + abs(2 / 3 - (1.6 + 1 - eps) / 3) * 3 / 5
-    assert M.ece(PROBS, LABELS, probs=True, n_bins=5, binning="netcal") == pytest.approx(want, abs=1e-15)
+    assert M.ece(PROBS, LABELS, probs=True, n_bins=5, binning="netcal") == pytest.approx(
+        want, abs=1e-15
+    )
 
 
 def test_confidence_zero_lands_in_first_bin_and_one_in_last():
@@ -116,8 +120,9 @@ def test_equal_mass_sizes_differ_by_at_most_one():
 def test_classwise_ece_by_hand():
     p = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3]])
     y = np.array([0, 2])
-    # 2 bins (<=.5, >.5). class0: {0.1: y!=0} bin0 |0-.1|, {0.7: y=0} bin1 |1-.7| -> (.1+.3)/2
-    # class1: {.2,.6}: bin0 {.2} |0-.2|, bin1 {.6} |0-.6| -> .8/2; class2: bin0 {.1,.3} |1-.4| -> .6/2
+    # 2 bins (<= .5, > .5), each term |sum y - sum p| / N:
+    # class 0: bin0 {0.1, y!=0} .1, bin1 {0.7, y=0} .3 -> .4/2
+    # class 1: bin0 {.2} .2, bin1 {.6} .6 -> .8/2; class 2: bin0 {.1, .3 (y=2)} |1 - .4| -> .6/2
     assert M.classwise_ece(p, y, probs=True, n_bins=2) == pytest.approx((0.4 + 0.8 + 0.6) / 2 / 3)
     assert M.sce is M.classwise_ece
 

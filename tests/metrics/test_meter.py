@@ -92,7 +92,9 @@ def _worker(rank, world, port, out):
         for chunk in np.array_split(parts[rank], 3):
             m.update(z[chunk], y[chunk])
         result = m.sync().compute()
-        torch.save({k: torch.tensor(v, dtype=torch.float64) for k, v in result.items()}, f"{out}.{rank}")
+        torch.save(
+            {k: torch.tensor(v, dtype=torch.float64) for k, v in result.items()}, f"{out}.{rank}"
+        )
     finally:
         dist.destroy_process_group()
 

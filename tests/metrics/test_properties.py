@@ -10,6 +10,8 @@ from hypothesis.extra import numpy as hnp
 
 from calibkit import metrics as M
 
+pytestmark = pytest.mark.filterwarnings("ignore:refinement AUROC is undefined:RuntimeWarning")
+
 
 @hs.composite
 def problems(draw, max_n=40, unique=False):
@@ -62,7 +64,11 @@ def test_bounds(prob, n_bins):
     assert 0 <= r["brier"] <= 2 and r["nll"] >= 0 and r["entropy"] >= -1e-12
     assert r["overconfident"] + r["underconfident"] == pytest.approx(r["ece"], abs=1e-12)
     one = _metrics(z, y, n_bins=1)
-    assert one["ece"] == pytest.approx(abs(one["gap"]), abs=1e-12) == pytest.approx(one["aece"], abs=1e-12)
+    assert (
+        one["ece"]
+        == pytest.approx(abs(one["gap"]), abs=1e-12)
+        == pytest.approx(one["aece"], abs=1e-12)
+    )
 
 
 @settings(max_examples=40, deadline=None)

@@ -27,7 +27,9 @@ FUNCS = {
 }
 
 
-@pytest.mark.parametrize("seed,n,k,n_bins", [(0, 300, 3, 15), (1, 257, 10, 10), (2, 500, 2, 7), (3, 64, 5, 20)])
+@pytest.mark.parametrize(
+    "seed,n,k,n_bins", [(0, 300, 3, 15), (1, 257, 10, 10), (2, 500, 2, 7), (3, 64, 5, 20)]
+)
 def test_functions_and_evaluate_match_loops(seed, n, k, n_bins):
     z, y = make_logits(n, k, seed)
     expected = ref.all_metrics(z, y, n_bins)
@@ -35,7 +37,9 @@ def test_functions_and_evaluate_match_loops(seed, n, k, n_bins):
     for name, want in expected.items():
         assert r[name] == pytest.approx(want, rel=1e-10, abs=1e-12), name
         if name in FUNCS:
-            assert FUNCS[name](z, y, n_bins=n_bins) == pytest.approx(want, rel=1e-10, abs=1e-12), name
+            assert FUNCS[name](z, y, n_bins=n_bins) == pytest.approx(want, rel=1e-10, abs=1e-12), (
+                name
+            )
     dec = M.ece_decomposition(z, y, n_bins=n_bins)
     assert dec["overconfident"] + dec["underconfident"] == pytest.approx(r["ece"], abs=1e-12)
     assert dec["gap"] == pytest.approx(expected["gap"], abs=1e-12)
@@ -45,7 +49,16 @@ def test_float32_inputs_match_float64_loops_on_their_own_values():
     z, y = make_logits(400, 6, 7, dtype=np.float32)
     expected = ref.all_metrics(z.astype(np.float64), y)
     r = M.evaluate(z, y, optimal=False, smooth=False)
-    for name in ("accuracy", "ece", "aece", "classwise_ece", "nll", "brier", "entropy", "refinement_auroc"):
+    for name in (
+        "accuracy",
+        "ece",
+        "aece",
+        "classwise_ece",
+        "nll",
+        "brier",
+        "entropy",
+        "refinement_auroc",
+    ):
         assert r[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-6), name
 
 

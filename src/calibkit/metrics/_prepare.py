@@ -124,7 +124,7 @@ class Prepared:
         if self.is_probs:
             return self.scores.gather(1, self.labels[:, None])[:, 0].double().log()
         z = self.scores
-        gap = (z.gather(1, self.labels[:, None])[:, 0] - z.gather(1, self.prediction[:, None])[:, 0])
+        gap = z.gather(1, self.labels[:, None])[:, 0] - z.gather(1, self.prediction[:, None])[:, 0]
         return gap.double() - torch.log1p(self._top[2])
 
     @cached_property
@@ -172,7 +172,9 @@ class Runs:
             sorted_vals, return_inverse=True, return_counts=True
         )
         out_sorted = outcome[order]
-        pos = torch.zeros(len(uniq), dtype=torch.float64, device=values.device).index_add_(0, run_of, out_sorted.double())
+        pos = torch.zeros(len(uniq), dtype=torch.float64, device=values.device).index_add_(
+            0, run_of, out_sorted.double()
+        )
         return cls(order, run_of, uniq, sizes.double(), pos, out_sorted)
 
     @property

@@ -15,8 +15,8 @@ Examples
 >>> labels = torch.tensor([0, 1, 1])
 >>> accuracy(probs, labels, probs=True)
 0.6666666666666666
->>> round(ece(probs, labels, probs=True, n_bins=10), 6)  # bins (0.8,0.9], (0.5,0.6], (0.6,0.7]
-0.4
+>>> round(ece(probs, labels, probs=True, n_bins=10), 6)  # (|1-.9| + |0-.6| + |1-.7|) / 3
+0.333333
 """
 
 from __future__ import annotations
@@ -194,7 +194,9 @@ def _msp(scores: Any, probs: bool, name: str) -> Tensor:
 def _ood_runs(scores: Any, ood_scores: Any, probs: bool) -> Runs:
     s_in = _msp(scores, probs, "scores")
     s_out = _msp(ood_scores, probs, "ood_scores").to(s_in.device)
-    is_in = torch.cat([torch.ones_like(s_in, dtype=torch.bool), torch.zeros_like(s_out, dtype=torch.bool)])
+    is_in = torch.cat(
+        [torch.ones_like(s_in, dtype=torch.bool), torch.zeros_like(s_out, dtype=torch.bool)]
+    )
     return Runs.from_values(torch.cat([s_in, s_out]), is_in)
 
 

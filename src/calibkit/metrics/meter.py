@@ -18,7 +18,7 @@ batch's bin sums are added to the running ones instead of being summed in one go
 >>> z, y = torch.randn(1000, 5, generator=g), torch.randint(5, (1000,), generator=g)
 >>> m = CalibrationMeter()
 >>> for zb, yb in zip(z.split(300), y.split(300)):
-...     m.update(zb, yb)
+...     _ = m.update(zb, yb)
 >>> abs(m.compute()["ece"] - ece(z, y)) < 1e-12
 True
 """
@@ -62,7 +62,9 @@ class CalibrationMeter:
         self.binary = check_choice(binary, "binary", BINARY_MODES)
         self.probs = bool(probs)
         self.keep_samples = bool(keep_samples)
-        self._init_classes = None if n_classes is None else check_positive_int(n_classes, "n_classes", 2)
+        self._init_classes = (
+            None if n_classes is None else check_positive_int(n_classes, "n_classes", 2)
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -82,7 +84,9 @@ class CalibrationMeter:
 
     def _ensure_state(self, k: int, dtype: torch.dtype, device: torch.device) -> None:
         if self.n_classes is not None and k != self.n_classes:
-            raise ValueError(f"scores: this meter holds {self.n_classes} classes, the batch has {k}")
+            raise ValueError(
+                f"scores: this meter holds {self.n_classes} classes, the batch has {k}"
+            )
         if self.dtype is not None and dtype != self.dtype:
             raise TypeError(
                 f"scores: this meter started with {self.dtype} scores, the batch is {dtype}; "
@@ -138,20 +142,32 @@ class CalibrationMeter:
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError("sync: torch.distributed is not initialised; call init_process_group first")
+            raise RuntimeError(
+                "sync: torch.distributed is not initialised; call init_process_group first"
+            )
         if self.n_classes is None:
-            raise ValueError("sync: this rank has seen no batch; pass n_classes to CalibrationMeter")
+            raise ValueError(
+                "sync: this rank has seen no batch; pass n_classes to CalibrationMeter"
+            )
         if self.top is None:
             self._ensure_state(self.n_classes, self.dtype or torch.float32, torch.device("cpu"))
         flat = torch.cat(
-            [torch.tensor([float(self.n)], dtype=torch.float64, device=self.top.device),
-             self.top.reshape(-1), self.classwise.reshape(-1), self.scalars]
-        )  # fmt: skip
+            [
+                torch.tensor([float(self.n)], dtype=torch.float64, device=self.top.device),
+                self.top.reshape(-1),
+                self.classwise.reshape(-1),
+                self.scalars,
+            ]
+        )
         dist.all_reduce(flat, group=group)
         sizes = [1, self.top.numel(), self.classwise.numel(), len(_SCALARS)]
         n, top, cw, sc = flat.split(sizes)
         self.n = int(n.item())
-        self.top, self.classwise, self.scalars = top.view_as(self.top), cw.view_as(self.classwise), sc
+        self.top, self.classwise, self.scalars = (
+            top.view_as(self.top),
+            cw.view_as(self.classwise),
+            sc,
+        )
         if self.keep_samples:
             self._samples = [_all_gather_samples(self._concat_samples(), group)]
         return self
@@ -192,8 +208,12 @@ class CalibrationMeter:
             size, pos = runs.sizes[None], runs.positives[None]
             c_runs = runs if self.binary == "top-label" else Runs.from_values(top_conf, correct)
             out.update(
-                aece=float(st.ece_from_sums(st.equal_mass_sums(runs, size, pos, n, self.n_bins), n)[0]),
-                refinement_auroc=float(st.auroc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]),
+                aece=float(
+                    st.ece_from_sums(st.equal_mass_sums(runs, size, pos, n, self.n_bins), n)[0]
+                ),
+                refinement_auroc=float(
+                    st.auroc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]
+                ),
                 ks_error=float(st.ks_from_runs(runs, size, pos, n)[0]),
                 smooth_ece=float(smooth_ece_batch(conf, outcome)[0][0]),
             )

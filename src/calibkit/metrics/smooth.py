@@ -56,7 +56,11 @@ def smooth_ece_batch(
 ) -> tuple[Tensor, Tensor]:
     """(B,) smooth ECE and (B,) bandwidth used, for B weighted resamples of (conf, outcome)."""
     c = conf.double()
-    w = torch.ones(1, len(c), dtype=torch.float64, device=c.device) if weights is None else weights.double()
+    w = (
+        torch.ones(1, len(c), dtype=torch.float64, device=c.device)
+        if weights is None
+        else weights.double()
+    )
     vals = _grid_mass(c, c - outcome.double(), w, grid)
     n = w.sum(1)
     # images about 0 and 1; a grid point on the boundary is its own image, so counts twice
@@ -71,7 +75,9 @@ def smooth_ece_batch(
     offs = torch.arange(-2 * (grid - 1), 2 * grid - 1, dtype=torch.float64, device=c.device) * step
 
     def smece(sig: Tensor) -> Tensor:
-        ker = torch.exp(-(offs**2) / (2 * sig[:, None] ** 2)) / (math.sqrt(2 * math.pi) * sig[:, None])
+        ker = torch.exp(-(offs**2) / (2 * sig[:, None] ** 2)) / (
+            math.sqrt(2 * math.pi) * sig[:, None]
+        )
         full = torch.fft.irfft(spec * torch.fft.rfft(ker, length), length)
         r = full[:, 3 * grid - 3 : 4 * grid - 3].abs()
         return step * (r.sum(1) - 0.5 * (r[:, 0] + r[:, -1])) / n

@@ -1,0 +1,212 @@
+"""The command line: every input format, JSON and tables, plots, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from calibkit import metrics as M
+from calibkit.cli import main
+from tests.conftest import make_logits
+
+
+def run(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def run_ok(argv, capsys):
+    try:
+        main(argv)
+    except SystemExit as e:  # click exits 0 after --help
+        assert e.code in (0, None)
+    return capsys.readouterr().out
+
+
+@pytest.fixture
+def data():
+    return make_logits(300, 4, 0, dtype=np.float32)
+
+
+def _json_metrics(out):
+    return json.loads(out)["metrics"]
+
+
+def test_npz_table_json_and_plot(tmp_path, data, capsys):
+    z, y = data
+    np.savez(tmp_path / "run.npz", logits=z, labels=y)
+    out = run_ok(["evaluate", str(tmp_path / "run.npz")], capsys)
+    assert "ece" in out and "refinement_auroc" in out and "300 samples" in out
+    png, svg = tmp_path / "rel.png", tmp_path / "rel.svg"
+    out = run_ok(
+        ["evaluate", str(tmp_path / "run.npz"), "--json", "--bootstrap", "50", "--plot", str(png)],
+        capsys,
+    )
+    payload = json.loads(out)
+    assert payload["metrics"]["ece"] == pytest.approx(M.ece(z, y))
+    assert (
+        payload["intervals"]["ece"][0]
+        <= payload["metrics"]["ece"]
+        <= payload["intervals"]["ece"][1]
+    )
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    run_ok(["evaluate", str(tmp_path / "run.npz"), "--plot", str(svg), "--no-optimal"], capsys)
+    assert b"<svg" in svg.read_bytes()[:500]
+
+
+def test_every_format_gives_the_same_numbers(tmp_path, data, capsys):
+    z, y = data
+    want = M.ece(z, y)
+    np.save(tmp_path / "z.npy", z)
+    np.save(tmp_path / "y.npy", y)
+    header = [f"class_{k}" for k in range(4)] + ["labels"]
+    rows = np.c_[z.astype(np.float64), y]
+    np.savetxt(tmp_path / "s.csv", rows, delimiter=",", header=",".join(header), comments="")
+    torch.save({"logits": torch.from_numpy(z), "labels": torch.from_numpy(y)}, tmp_path / "s.pt")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table({**{h: z[:, k] for k, h in enumerate(header[:4])}, "label": y}),
+        tmp_path / "s.parquet",
+    )
+    for args in (["z.npy", "y.npy"], ["s.csv"], ["s.pt"], ["s.parquet"]):
+        out = run_ok(
+            [
+                "evaluate",
+                *[str(tmp_path / a) for a in args],
+                "--json",
+                "--no-optimal",
+                "--no-smooth",
+            ],
+            capsys,
+        )
+        assert _json_metrics(out)["ece"] == pytest.approx(want, abs=1e-6), args
+
+
+def test_keys_probs_and_binning_options(tmp_path, data, capsys):
+    z, y = data
+    p = torch.softmax(torch.from_numpy(z), 1).numpy()
+    np.savez(tmp_path / "p.npz", probs_test=p, y_test=y)
+    args = [
+        "evaluate",
+        str(tmp_path / "p.npz"),
+        "--logits-key",
+        "probs_test",
+        "--labels-key",
+        "y_test",
+        "--probs",
+        "--binning",
+        "torchmetrics",
+        "--n-bins",
+        "10",
+        "--json",
+    ]
+    assert _json_metrics(run_ok(args, capsys))["ece"] == pytest.approx(
+        M.ece(p, y, probs=True, binning="torchmetrics", n_bins=10)
+    )
+
+
+def test_ood_option(tmp_path, data, capsys):
+    z, y = data
+    np.savez(tmp_path / "in.npz", logits=z, labels=y)
+    np.savez(tmp_path / "out.npz", logits=z[:100] / 5)
+    out = run_ok(
+        ["evaluate", str(tmp_path / "in.npz"), "--ood", str(tmp_path / "out.npz"), "--json"], capsys
+    )
+    assert _json_metrics(out)["ood_auroc"] == pytest.approx(M.ood_auroc(z, z[:100] / 5))
+
+
+def _write_pickled_npz(path):
+    np.savez(path, logits=np.array([{"a": 1}], dtype=object), labels=np.array([0]))
+
+
+@pytest.mark.parametrize(
+    "make,args,match",
+    [
+        (None, ["missing.npz"], "no such file"),
+        (
+            lambda p: np.savez(p / "x.npz", logits=np.zeros((2, 2))),
+            ["x.npz"],
+            "no labels array 'labels'",
+        ),
+        (
+            lambda p: np.savez(p / "x.npz", scores=np.zeros((2, 2)), labels=[0, 1]),
+            ["x.npz"],
+            "no scores array 'logits'.*--logits-key",
+        ),
+        (lambda p: _write_pickled_npz(p / "x.npz"), ["x.npz"], "only pickle could load"),
+        (
+            lambda p: (p / "x.pt").write_bytes(pickle.dumps({"logits": [1.0]})),
+            ["x.pt"],
+            "only pickle could load|not a readable torch file",
+        ),
+        (
+            lambda p: torch.save(
+                {"logits": torch.zeros(2, 2), "labels": torch.tensor([0, 5])}, p / "x.pt"
+            ),
+            ["x.pt"],
+            "out of range",
+        ),
+        (
+            lambda p: np.savez(p / "x.npz", logits=np.array([[np.nan, 0]]), labels=[0]),
+            ["x.npz"],
+            "NaN",
+        ),
+        (
+            lambda p: (p / "x.npz").write_bytes(b"PK\x03\x04 truncated"),
+            ["x.npz"],
+            "not a readable .npz",
+        ),
+        (lambda p: (p / "x.txt").write_text("1,2"), ["x.txt"], "unknown extension"),
+        (lambda p: (p / "x.csv").write_text("a,b,labels\n0.1,x,1\n"), ["x.csv"], "only numbers"),
+        (lambda p: np.save(p / "x.npy", np.zeros((2, 2))), ["x.npy"], "pass the labels .npy too"),
+        (
+            lambda p: np.savez(p / "x.npz", logits=np.zeros((2, 2)), labels=[0, 1]),
+            ["x.npz", "--plot", "out.gif"],
+            "--plot",
+        ),
+        (
+            lambda p: np.savez(p / "x.npz", logits=np.zeros((2, 2)), labels=[0, 1]),
+            ["x.npz", "--n-bins", "0"],
+            "n-bins",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, make, args, match):
+    monkeypatch.chdir(tmp_path)
+    if make is not None:
+        make(tmp_path)
+    code, _out, err = run(["evaluate", *args], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert "Traceback" not in err
+    import re
+
+    assert re.search(match, err), err
+
+
+def test_help_has_examples_and_module_entry_point(capsys):
+    out = run_ok(["evaluate", "--help"], capsys)
+    assert "Examples:" in out and "calibkit evaluate run.npz" in out
+    proc = subprocess.run(
+        [sys.executable, "-m", "calibkit", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "evaluate" in proc.stdout and "demo" in proc.stdout
+
+
+def test_demo_makes_logits_and_a_figure(tmp_path, capsys):
+    out = run_ok(["demo", "-o", str(tmp_path), "--bootstrap", "20", "--json"], capsys)
+    payload = json.loads(out)
+    assert payload["n_samples"] == 497 and payload["metrics"]["accuracy"] > 0.9
+    assert (tmp_path / "reliability.png").exists()
+    with np.load(tmp_path / "digits_logits.npz") as d:
+        assert d["logits_val"].shape == (300, 10) and d["labels_test"].shape == (497,)
