@@ -47,6 +47,8 @@ def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
         t = t.float()
     if t.numel() == 0:
         raise ValueError(f"{name}: empty input (shape {tuple(t.shape)}); pass at least one sample")
+    if bool(torch.isfinite(t.sum())):  # NaN and inf propagate into the sum: one cheap read
+        return t
     bad = ~torch.isfinite(t)
     if bool(bad.any()):
         n_nan = int(torch.isnan(t).sum())

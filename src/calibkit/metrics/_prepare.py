@@ -13,7 +13,7 @@ match other libraries' bit for bit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -21,6 +21,8 @@ import torch
 from torch import Tensor
 
 from .._checks import as_float_scores, as_labels, check_choice, check_probabilities
+from ._scan import RowStats, scan_rows
+from .binning import BinScheme
 
 BINARY_MODES = ("top-label", "positive")
 
@@ -55,13 +57,16 @@ class Prepared:
 
     ``scores`` is (N, K) logits, or probabilities when ``is_probs``; ``labels`` is (N,)
     int64. ``binary="positive"`` makes the calibration pair (confidence, correctness)
-    be (P(class 1), 1[y = 1]) instead of the top label's (K = 2 only).
+    be (P(class 1), 1[y = 1]) instead of the top label's (K = 2 only). Per-row
+    quantities come from one chunked pass (:func:`scan_rows`); call :meth:`scan` with a
+    bin scheme first when classwise metrics are wanted too, so that pass serves both.
     """
 
     scores: Tensor
     labels: Tensor
     is_probs: bool
     binary: str = "top-label"
+    _rows: RowStats | None = field(default=None, repr=False)
 
     @property
     def n(self) -> int:
@@ -71,43 +76,60 @@ class Prepared:
     def k(self) -> int:
         return self.scores.shape[1]
 
+    def scan(self, *, full: bool = False, classwise: BinScheme | None = None) -> RowStats:
+        """Per-row statistics; ``full`` adds Brier and entropy sums, ``classwise`` that
+        scheme's classwise entries. A later call that asks for more scans again."""
+        r = self._rows
+        if (
+            r is None
+            or (full and not r.full)
+            or (classwise is not None and r.classwise != classwise)
+        ):
+            keep = r is not None and r.classwise is not None and classwise is None
+            self._rows = scan_rows(
+                self.scores,
+                self.is_probs,
+                full=full or (r is not None and r.full),
+                classwise=r.classwise if keep else classwise,
+            )
+        return self._rows
+
     @cached_property
     def probs(self) -> Tensor:
-        """(N, K) probabilities."""
+        """(N, K) probabilities, materialised (only the bootstrap's classwise sums need them)."""
         return self.scores if self.is_probs else torch.softmax(self.scores, 1)
 
     @cached_property
-    def logp(self) -> Tensor:
-        """(N, K) log-probabilities (may hold -inf where a given probability is 0)."""
-        return self.scores.log() if self.is_probs else torch.log_softmax(self.scores, 1)
-
-    @cached_property
-    def _top(self) -> tuple[Tensor, Tensor, Tensor]:
-        """(confidence float64, prediction, u = sum_{k != top} exp(z_k - z_top) float64)."""
-        if self.is_probs:
-            conf, pred = self.scores.max(1)
-            return conf.double(), pred, (1.0 - conf.double()) / conf.double()
-        m, pred = self.scores.max(1)
-        # 1 - c = u / (1 + u) keeps its relative precision where a float32 softmax rounds c
-        # to exactly 1.0 (most samples of an over-confident network), so rankings survive.
-        e = torch.exp(self.scores - m[:, None]).scatter_(1, pred[:, None], 0.0)
-        u = e.sum(1, dtype=torch.float64)
-        return 1.0 / (1.0 + u), pred, u
-
-    @property
     def confidence(self) -> Tensor:
         """(N,) float64 top-label confidence max_k p_k."""
-        return self._top[0]
+        r = self.scan()
+        return r.top if self.is_probs else 1.0 / r.s
 
-    @property
+    @cached_property
+    def label_score(self) -> Tensor:
+        """(N,) float64 score (logit or probability) of the true class."""
+        return self.scores.gather(1, self.labels[:, None])[:, 0].double()
+
+    @cached_property
     def prediction(self) -> Tensor:
         """(N,) argmax (ties: lowest index)."""
-        return self._top[1]
+        return self.scores.argmax(1)
 
     @cached_property
     def correct(self) -> Tensor:
-        """(N,) bool, prediction == label."""
-        return self.prediction == self.labels
+        """(N,) bool, argmax == label, without an argmax over every row.
+
+        The label is the prediction when its score is the maximum, unless another class
+        ties it at a lower index; a tie needs s >= 2 (probability <= 1/2), so only those
+        rows are checked with an argmax.
+        """
+        r = self.scan()
+        hit = self.label_score == r.top
+        maybe_tied = hit & ((r.top <= 0.5) if self.is_probs else (r.s >= 2))
+        if bool(maybe_tied.any()):
+            rows = maybe_tied.nonzero()[:, 0]
+            hit[rows] = self.scores[rows].argmax(1) == self.labels[rows]
+        return hit
 
     @cached_property
     def cal_pair(self) -> tuple[Tensor, Tensor]:
@@ -119,28 +141,40 @@ class Prepared:
         return self.confidence, self.correct
 
     @cached_property
-    def label_logp(self) -> Tensor:
-        """(N,) float64 log p_y = (z_y - z_top) - log1p(u), exact for confident samples."""
+    def label_prob(self) -> Tensor:
+        """(N,) float64 p_y."""
         if self.is_probs:
-            return self.scores.gather(1, self.labels[:, None])[:, 0].double().log()
-        z = self.scores
-        gap = z.gather(1, self.labels[:, None])[:, 0] - z.gather(1, self.prediction[:, None])[:, 0]
-        return gap.double() - torch.log1p(self._top[2])
+            return self.label_score
+        r = self.scan()
+        return torch.exp(self.label_score - r.top) / r.s
+
+    @cached_property
+    def label_logp(self) -> Tensor:
+        """(N,) float64 log p_y = (z_y − max) − log1p(s − 1), exact for confident samples."""
+        if self.is_probs:
+            return self.label_score.log()
+        r = self.scan()
+        return (self.label_score - r.top) - torch.log1p(r.s - 1)
 
     @cached_property
     def brier_per_sample(self) -> Tensor:
-        """(N,) float64 sum_k (p_k - e_yk)^2, computed without cancellation near 0."""
-        other = self.probs.double().scatter(1, self.labels[:, None], 0.0)
-        miss = other.sum(1)  # = 1 - p_y, accurate when p_y is close to 1
-        return (other * other).sum(1) + miss * miss
+        """(N,) float64 Σ_{k≠y} p_k² + (1 − p_y)², with 1 − p_y kept in relative precision."""
+        r = self.scan(full=True)
+        if self.is_probs:
+            p_y = self.label_score
+            return (r.sq - p_y * p_y).clamp_min(0) + (1 - p_y) ** 2
+        e_y = torch.exp(self.label_score - r.top)
+        others = (r.sq - e_y * e_y).clamp_min(0)  # Σ_{k≠y} e_k²
+        miss = torch.where(self.label_score == r.top, r.s - 1, r.s - e_y) / r.s
+        return others / (r.s * r.s) + miss * miss
 
     @cached_property
     def entropy_per_sample(self) -> Tensor:
-        """(N,) float64 -sum_k p_k log p_k (natural log; 0 log 0 = 0)."""
+        """(N,) float64 −Σ_k p_k log p_k (natural log; 0 log 0 = 0)."""
+        r = self.scan(full=True)
         if self.is_probs:
-            return torch.special.entr(self.scores.double()).sum(1)
-        z = self.scores
-        return (torch.logsumexp(z, 1) - (self.probs * z).sum(1)).double().clamp_min(0.0)
+            return r.ed
+        return (torch.log1p(r.s - 1) - r.ed / r.s).clamp_min(0.0)
 
     @cached_property
     def runs(self) -> Runs:
@@ -167,7 +201,12 @@ class Runs:
 
     @classmethod
     def from_values(cls, values: Tensor, outcome: Tensor) -> Runs:
-        sorted_vals, order = torch.sort(values, stable=True)
+        """Runs of non-negative float64 ``values`` (confidences, probabilities)."""
+        values = values.double() + 0.0  # -0.0 becomes +0.0
+        # the bit patterns of non-negative floats sort like the floats; integer keys take
+        # torch's radix sort, several times faster than a comparison sort
+        order = torch.sort(values.view(torch.int64), stable=True).indices
+        sorted_vals = values[order]
         uniq, run_of, sizes = torch.unique_consecutive(
             sorted_vals, return_inverse=True, return_counts=True
         )

@@ -57,47 +57,33 @@ def topbin_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None) -
 def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None) -> Tensor:
     """(B, 3, K, S) per-class bin count, sum of p_k and count of y = k.
 
-    Only entries outside the first bin are binned one by one; the first bin's count and sum
-    are the class totals minus the rest, which saves a pass over the (mostly tiny)
-    probabilities of many-class problems.
+    Only entries outside the first bin are binned one by one (the scan collects them); the
+    first bin's count and sum are the class totals minus the rest, which saves a pass over
+    the (mostly tiny) probabilities of many-class problems. Under ``binning="netcal"`` the
+    first bin's sum is not clipped at eps (netcal has no classwise metric to match).
     """
-    probs, labels = p.probs, p.labels
-    n, k = probs.shape
-    s = scheme.n_slots
-    dev = probs.device
-    rows, cols = scheme.beyond_first(probs).nonzero(as_tuple=True)
-    vals = probs[rows, cols]
-    idx, used = scheme.assign(vals)
-    cell = cols * s + idx
-    p_y = probs.gather(1, labels[:, None])[:, 0]
-    idx_y, _ = scheme.assign(p_y)
-    cell_y = labels * s + idx_y
+    r = p.scan(classwise=scheme)
+    n, k, s = p.n, p.k, scheme.n_slots
+    idx, used = scheme.assign(r.big_vals)
+    cell = r.big_cols * s + idx
+    cell_y = p.labels * s + scheme.assign(p.label_prob.to(p.scores.dtype))[0]
     if weights is None:
         count = torch.bincount(cell, minlength=k * s).double().reshape(k, s)
         sump = torch.bincount(cell, used, minlength=k * s).reshape(k, s)
         sumy = torch.bincount(cell_y, minlength=k * s).double().reshape(k, s)
         count[:, 0] = n - count[:, 1:].sum(1)
-        if scheme.convention == "netcal":
-            total_p = _used_probs(probs, scheme).sum(0)
-        else:
-            total_p = probs.sum(0, dtype=torch.float64)
-        sump[:, 0] = total_p - sump[:, 1:].sum(1)
+        sump[:, 0] = r.col_sum - sump[:, 1:].sum(1)
         return torch.stack([count, sump, sumy])[None]
     w = weights.double()
     b = len(w)
-    count = torch.zeros(b, k * s, dtype=torch.float64, device=dev).index_add_(1, cell, w[:, rows])
-    sump = torch.zeros_like(count).index_add_(1, cell, w[:, rows] * used)
+    wr = w[:, r.big_rows]
+    count = torch.zeros(b, k * s, dtype=torch.float64, device=w.device).index_add_(1, cell, wr)
+    sump = torch.zeros_like(count).index_add_(1, cell, wr * used)
     sumy = torch.zeros_like(count).index_add_(1, cell_y, w)
     count, sump, sumy = (t.reshape(b, k, s) for t in (count, sump, sumy))
     count[:, :, 0] = n - count[:, :, 1:].sum(2)
-    total_p = w @ _used_probs(probs, scheme)
-    sump[:, :, 0] = total_p - sump[:, :, 1:].sum(2)
+    sump[:, :, 0] = w @ p.probs.double() - sump[:, :, 1:].sum(2)
     return torch.stack([count, sump, sumy], 1)
-
-
-def _used_probs(probs: Tensor, scheme: BinScheme) -> Tensor:
-    """Probabilities as the bins average them (netcal clips them to [eps, 1 - eps])."""
-    return scheme.assign(probs)[1] if scheme.convention == "netcal" else probs.double()
 
 
 def run_sums(runs: Runs, weights: Tensor | None) -> tuple[Tensor, Tensor]:

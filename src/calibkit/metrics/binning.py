@@ -66,17 +66,27 @@ class BinScheme:
         """Bin index (int64) of each value, and the values the bins average (float64).
 
         ``values`` are confidences or probabilities of the scheme's dtype (or exact float64
-        images of them), of any shape.
+        images of them), of any shape. The index is computed arithmetically and then
+        corrected against the actual edges, which is exact and twice as fast as a search.
         """
-        v = values.double().contiguous()
-        edges = self.edges(v.device)
-        if self.convention == "calibkit":
-            return torch.bucketize(v, edges[1:-1], right=False), v
+        v = values.double()
         if self.convention == "netcal":
             v = self._clip(v)
-            idx = torch.bucketize(v, edges, right=True) - 1
-            return idx.clamp_(0, self.n_bins - 1), v
-        return torch.bucketize(v, edges, right=True).sub_(1).clamp_(0, self.n_bins), v
+        edges = self.edges(v.device)
+        m = self.n_bins
+        ext = torch.cat(
+            [edges, torch.full((1,), torch.inf, dtype=edges.dtype, device=edges.device)]
+        )
+        if self.convention == "calibkit":  # (e_i, e_{i+1}], zero in bin 0
+            idx = (v * m).ceil_().sub_(1).clamp_(0, m - 1).long()
+            idx += (v > ext[idx + 1]).long()
+            idx -= ((v <= edges[idx]) & (idx > 0)).long()
+        else:  # [e_i, e_{i+1}); torchmetrics: 1.0 alone in bin M; netcal: last bin closed
+            last = self.n_slots - 1
+            idx = (v * m).floor_().clamp_(0, last).long()
+            idx += ((v >= ext[idx + 1]) & (idx < last)).long()
+            idx -= ((v < edges[idx]) & (idx > 0)).long()
+        return idx.clamp_(0, self.n_slots - 1), v
 
     def beyond_first(self, values: Tensor) -> Tensor:
         """Bool mask of the values that do not fall in the first bin, compared in their dtype.

@@ -166,6 +166,7 @@ def _metric_vectors(
     """(B,) tensor per metric for B weighted resamples (weights None: the sample itself)."""
     n = p.n
     scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
+    p.scan(full=True, classwise=scheme)  # one pass over the scores serves every metric
     sums = st.topbin_sums(p, scheme, weights)
     size, pos = st.run_sums(p.runs, weights)
     over, under = st.over_under_from_sums(sums, n)

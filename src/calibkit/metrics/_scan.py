@@ -1,0 +1,94 @@
+"""One chunked pass over the (N, K) scores that yields every per-row quantity the metrics need.
+
+Rows are processed in chunks of about 256K values, so the temporaries (z - max, exp) stay
+in cache and the softmax is never written out: the pass costs about one read of the scores
+plus the exponentials, less than a ``torch.softmax``.
+
+For logits z with row maximum m, d_k = z_k - m <= 0 and e_k = exp(d_k), the pass returns
+
+* ``top`` = m and ``s`` = Σ_k e_k, summed in float64: the maximum contributes exactly 1, so
+  s - 1 (hence 1 − confidence = (s − 1) / s) keeps about 1e-16 absolute precision where a
+  float32 softmax would round the confidence of most samples of an over-confident network
+  to exactly 1 and destroy their ranking;
+* with ``full``: ``sq`` = Σ_k e_k² (Brier) and ``ed`` = Σ_k e_k d_k (entropy);
+* with a ``classwise`` bin scheme: the column sums Σ_n p_nk (float64, so that batching does
+  not change them) and every entry p_nk outside the first bin (a row has fewer than M).
+
+For probabilities (``probs=True``) top = max p, s = 1, sq = Σ p², ed = −Σ p log p.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .binning import BinScheme
+
+CHUNK_VALUES = 1 << 18
+
+
+@dataclass(eq=False)
+class RowStats:
+    top: Tensor  # (N,) float64
+    s: Tensor  # (N,) float64 softmax normaliser (ones for probabilities)
+    sq: Tensor | None = None  # (N,) float64
+    ed: Tensor | None = None  # (N,) float64
+    col_sum: Tensor | None = None  # (K,) float64
+    big_rows: Tensor | None = None  # (E,) int64
+    big_cols: Tensor | None = None  # (E,) int64
+    big_vals: Tensor | None = None  # (E,) scores dtype
+    classwise: BinScheme | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.sq is not None
+
+
+def scan_rows(
+    scores: Tensor, is_probs: bool, *, full: bool = False, classwise: BinScheme | None = None
+) -> RowStats:
+    """Per-row statistics of ``scores`` (N, K); see the module docstring."""
+    n, k = scores.shape
+    rows = max(1, CHUNK_VALUES // k)
+    dev, f64 = scores.device, torch.float64
+    top = torch.empty(n, dtype=f64, device=dev)
+    s = torch.ones(n, dtype=f64, device=dev)
+    sq = torch.empty(n, dtype=f64, device=dev) if full else None
+    ed = torch.empty(n, dtype=f64, device=dev) if full else None
+    col_sum = torch.zeros(k, dtype=f64, device=dev) if classwise is not None else None
+    big: list[tuple[Tensor, Tensor, Tensor]] = []
+    buf = torch.empty(min(rows, n), k, dtype=scores.dtype, device=dev)
+    ebuf = torch.empty_like(buf)
+    for start in range(0, n, rows):
+        c = scores[start : start + rows]
+        r = len(c)
+        sl = slice(start, start + r)
+        m = c.amax(1, keepdim=True)
+        top[sl] = m[:, 0]
+        if is_probs:
+            p = c
+            if full:
+                sq[sl] = torch.mul(c, c, out=buf[:r]).sum(1)
+                ed[sl] = torch.special.entr(c, out=buf[:r]).sum(1)
+        else:
+            d = torch.sub(c, m, out=buf[:r])
+            e = torch.exp(d, out=ebuf[:r])
+            s_chunk = e.sum(1, dtype=f64)
+            s[sl] = s_chunk
+            if full:
+                ed[sl] = torch.mul(e, d, out=buf[:r]).sum(1)
+                sq[sl] = torch.mul(e, e, out=buf[:r]).sum(1)
+            if classwise is not None:
+                p = torch.div(e, s_chunk.to(e.dtype)[:, None], out=buf[:r])  # chunk softmax
+        if classwise is not None:
+            col_sum += p.sum(0, dtype=f64)
+            rr, cc = classwise.beyond_first(p).nonzero(as_tuple=True)
+            big.append((rr + start, cc, p[rr, cc]))
+    stats = RowStats(top, s, sq, ed, col_sum, classwise=classwise)
+    if classwise is not None:
+        stats.big_rows, stats.big_cols, stats.big_vals = (
+            torch.cat(t) for t in zip(*big, strict=True)
+        )
+    return stats
