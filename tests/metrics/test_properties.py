@@ -9,6 +9,7 @@ from hypothesis import strategies as hs
 from hypothesis.extra import numpy as hnp
 
 from calibkit import metrics as M
+from calibkit.metrics._prepare import prepare
 
 pytestmark = pytest.mark.filterwarnings("ignore:refinement AUROC is undefined:RuntimeWarning")
 
@@ -49,6 +50,12 @@ def test_class_order_does_not_matter(prob, rnd):
     z, y = prob  # unique logits: argmax ties would resolve by class index
     top = np.sort(z, 1)
     assume(np.all(top[:, -1] > top[:, -2]))
+    # Rows such as (0, 1, 2) and (3, 4, 5) have equal confidences in exact arithmetic, but
+    # summing the exponentials in another class order can separate them by one ulp, and
+    # the rank-based metrics (ties count one half, ties are never split) are discontinuous
+    # there. The property is exact only without near-ties, so those inputs are set aside.
+    c = np.sort(prepare(z, y).confidence.numpy())
+    assume(np.all(np.diff(c) > 1e-9))
     perm = np.array(rnd.sample(range(z.shape[1]), z.shape[1]))
     inverse = np.argsort(perm)
     _same(_metrics(z, y), _metrics(z[:, perm], inverse[y]))

@@ -76,11 +76,12 @@ def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None
         return torch.stack([count, sump, sumy])[None]
     w = weights.double()
     b = len(w)
-    wr = w[:, r.big_rows]
-    count = torch.zeros(b, k * s, dtype=torch.float64, device=w.device).index_add_(1, cell, wr)
-    sump = torch.zeros_like(count).index_add_(1, cell, wr * used)
-    sumy = torch.zeros_like(count).index_add_(1, cell_y, w)
-    count, sump, sumy = (t.reshape(b, k, s) for t in (count, sump, sumy))
+    wt = w.T.contiguous()  # (N, B): adding whole rows along dim 0 is the fast direction
+    wr = wt[r.big_rows]
+    count = torch.zeros(k * s, b, dtype=torch.float64, device=w.device).index_add_(0, cell, wr)
+    sump = torch.zeros_like(count).index_add_(0, cell, wr.mul_(used[:, None]))
+    sumy = torch.zeros_like(count).index_add_(0, cell_y, wt)
+    count, sump, sumy = (t.T.reshape(b, k, s) for t in (count, sump, sumy))
     count[:, :, 0] = n - count[:, :, 1:].sum(2)
     sump[:, :, 0] = w @ p.probs.double() - sump[:, :, 1:].sum(2)
     return torch.stack([count, sump, sumy], 1)
@@ -91,6 +92,8 @@ def run_sums(runs: Runs, weights: Tensor | None) -> tuple[Tensor, Tensor]:
     if weights is None:
         return runs.sizes[None], runs.positives[None]
     w = weights.double()[:, runs.order]
+    if runs.n_runs == len(runs.order):  # no ties: every run is one sample
+        return w, w * runs.outcome_sorted
     size = torch.zeros(len(w), runs.n_runs, dtype=torch.float64, device=w.device)
     size.index_add_(1, runs.run_of, w)
     pos = torch.zeros_like(size).index_add_(1, runs.run_of, w * runs.outcome_sorted.double())

@@ -19,6 +19,7 @@ Equal-mass bins (:func:`equal_mass_bins`) never split a run of tied values.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,11 +52,7 @@ class BinScheme:
 
     def edges(self, device: torch.device | str = "cpu") -> Tensor:
         """The M + 1 edges in effect, as float64 (exact images of the dtype's edges)."""
-        if self.convention == "netcal":
-            e = torch.from_numpy(np.linspace(0.0, 1.0, self.n_bins + 1))
-        else:
-            e = torch.linspace(0.0, 1.0, self.n_bins + 1, dtype=self.dtype).double()
-        return e.to(device)
+        return _edges(self.n_bins, self.convention, self.dtype, str(device))[:-1]
 
     def _clip(self, values: Tensor) -> Tensor:
         eps = torch.finfo(self.dtype).eps
@@ -72,11 +69,9 @@ class BinScheme:
         v = values.double()
         if self.convention == "netcal":
             v = self._clip(v)
-        edges = self.edges(v.device)
+        ext = _edges(self.n_bins, self.convention, self.dtype, str(v.device))  # edges, +inf
+        edges = ext[:-1]
         m = self.n_bins
-        ext = torch.cat(
-            [edges, torch.full((1,), torch.inf, dtype=edges.dtype, device=edges.device)]
-        )
         if self.convention == "calibkit":  # (e_i, e_{i+1}], zero in bin 0
             idx = (v * m).ceil_().sub_(1).clamp_(0, m - 1).long()
             idx += (v > ext[idx + 1]).long()
@@ -103,14 +98,26 @@ class BinScheme:
         return values >= t
 
 
+@functools.lru_cache(maxsize=64)
+def _edges(n_bins: int, convention: str, dtype: torch.dtype, device: str) -> Tensor:
+    """The M + 1 edges of a convention as float64, then +inf (cached: never write to it)."""
+    if convention == "netcal":
+        e = torch.from_numpy(np.linspace(0.0, 1.0, n_bins + 1))
+    else:
+        e = torch.linspace(0.0, 1.0, n_bins + 1, dtype=dtype).double()
+    return torch.cat([e, torch.tensor([torch.inf], dtype=torch.float64)]).to(device)
+
+
 def equal_mass_bins(before: Tensor, n: int, n_bins: int) -> Tensor:
     """Equal-mass bin of each run of tied values, from the number of samples before it.
 
     Nominal boundaries sit at positions floor(m N / M), m = 1..M-1, so bins differ in size
     by at most one; a run of ties that straddles a boundary moves the boundary to the
-    run's end (the run joins the lower bin), so ties are never split. ``before`` is a
-    float tensor of counts (any shape; bootstrap multiplicities allowed).
+    run's end (the run joins the lower bin), so ties are never split. ``before`` holds
+    whole-number counts (any shape; bootstrap multiplicities allowed). The bin is the
+    number of boundaries floor(m N / M) <= b, i.e. of m < (b + 1) M / N: ceil((b + 1) M / N)
+    - 1. In float64 this is exact: (b + 1) M is an exact integer, the division is correctly
+    rounded, and a non-integer quotient is at least 1/N away from the next integer.
     """
-    m = torch.arange(1, n_bins, dtype=torch.float64, device=before.device)
-    bounds = torch.floor(m * n / n_bins)
-    return torch.searchsorted(bounds, before.double().contiguous(), right=True)
+    x = (before.double() + 1).mul_(n_bins).div_(n)
+    return x.ceil_().sub_(1).clamp_(0, n_bins - 1).long()

@@ -181,7 +181,9 @@ def _metric_vectors(
         "nll": st.mean_stat(-p.label_logp, weights, n),
         "brier": st.mean_stat(p.brier_per_sample, weights, n),
         "entropy": st.mean_stat(p.entropy_per_sample, weights, n),
-        "refinement_auroc": st.auroc_from_runs(*st.run_sums(_correct_runs(p), weights)),
+        "refinement_auroc": st.auroc_from_runs(
+            *((size, pos) if p.binary == "top-label" else st.run_sums(_correct_runs(p), weights))
+        ),
         "ks_error": st.ks_from_runs(p.runs, size, pos, n),
     }
     if smooth:
@@ -279,7 +281,7 @@ def _bins_of(sums: Tensor, scheme: BinScheme) -> Bins:
     count, sc, sa = (sums[0, j] for j in range(3))
     safe = count.clamp_min(1)
     nan = torch.full_like(count, float("nan"))
-    edges = scheme.edges().numpy()
+    edges = scheme.edges().numpy().copy()  # the edges tensor is cached
     if scheme.n_slots > scheme.n_bins:  # torchmetrics' extra bin holds exactly 1.0
         edges = np.append(edges, 1.0)
     return Bins(
