@@ -103,9 +103,7 @@ def cases(z: torch.Tensor, y: torch.Tensor, tu, quick: bool) -> dict[str, Callab
 def run_table(quick: bool, budget: float, rounds: int) -> dict[tuple[int, int], dict[str, float]]:
     tu = load_torch_uncertainty()
     if tu is None:
-        print(
-            "TorchUncertainty not installed: its columns are skipped (pip install torch-uncertainty)"
-        )
+        print("TorchUncertainty not installed: its columns are skipped (pip install '.[bench]')")
     results: dict[tuple[int, int], dict[str, float]] = {}
     gen = torch.Generator().manual_seed(0)
     data = {}
@@ -175,18 +173,16 @@ def bootstrap_and_memory() -> None:
         start = time.perf_counter()
         _bootstrap_vectors([p], "calibkit", 15, 1000, 0, smooth=False)
         t = time.perf_counter() - start
-        print(
-            f"1000 bootstrap resamples, N = 1e5, K = {k}, every metric but smooth ECE: {t:6.2f} s (target < 10 s)"
-        )
+        what = f"1000 bootstrap resamples, N = 1e5, K = {k}, every metric but smooth ECE"
+        print(f"{what}: {t:6.2f} s (target < 10 s)")
     z = (3 * torch.randn(1000, 10, generator=gen)).float()
     y = torch.randint(10, (1000,), generator=gen)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         M.evaluate(z, y, bootstrap=1000, optimal=False)
-    print(
-        f"evaluate with 1000 resamples incl. smooth ECE, N = 1e3, K = 10: {time.perf_counter() - start:6.2f} s"
-    )
+    t = time.perf_counter() - start
+    print(f"evaluate with 1000 resamples incl. smooth ECE, N = 1e3, K = 10: {t:6.2f} s")
     print("\nStreaming meter state (keep_samples=False) against N:")
     for n in (10_000, 100_000, 1_000_000):
         m = M.CalibrationMeter(keep_samples=False)
