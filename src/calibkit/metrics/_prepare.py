@@ -67,6 +67,7 @@ class Prepared:
     is_probs: bool
     binary: str = "top-label"
     _rows: RowStats | None = field(default=None, repr=False)
+    cache: dict = field(default_factory=dict, repr=False)  # results keyed by bin scheme
 
     @property
     def n(self) -> int:

@@ -29,29 +29,41 @@ def mean_stat(values: Tensor, weights: Tensor | None, n: int) -> Tensor:
     return _wsum(values, weights) / n
 
 
-def binned_sums(idx: Tensor, conf: Tensor, outcome: Tensor, n_slots: int, weights: Tensor | None):
-    """(B, 3, S) per-bin count, sum of confidence and sum of outcome."""
-    conf = conf.double()
-    out = outcome.double()
-    if weights is None:
-        return torch.stack(
-            [
-                torch.bincount(idx, minlength=n_slots).double(),
-                torch.bincount(idx, conf, minlength=n_slots),
-                torch.bincount(idx, out, minlength=n_slots),
-            ]
-        )[None]
+def binned_sums(idx: Tensor, conf: Tensor, outcome: Tensor, n_slots: int) -> Tensor:
+    """(1, 3, S) per-bin count, sum of confidence and sum of outcome."""
+    return torch.stack(
+        [
+            torch.bincount(idx, minlength=n_slots).double(),
+            torch.bincount(idx, conf.double(), minlength=n_slots),
+            torch.bincount(idx, outcome.double(), minlength=n_slots),
+        ]
+    )[None]
+
+
+def _bin_features(idx: Tensor, conf: Tensor, outcome: Tensor, n_slots: int) -> Tensor:
+    """(N, 3S) per-sample contributions to (count, Σ conf, Σ outcome) of each bin."""
     onehot = torch.zeros(len(idx), n_slots, dtype=torch.float64, device=idx.device)
     onehot.scatter_(1, idx[:, None], 1.0)
-    feats = torch.cat([onehot, onehot * conf[:, None], onehot * out[:, None]], 1)
-    return (weights.double() @ feats).reshape(len(weights), 3, n_slots)
+    return torch.cat(
+        [onehot, onehot * conf.double()[:, None], onehot * outcome.double()[:, None]], 1
+    )
 
 
 def topbin_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None) -> Tensor:
-    """(B, 3, S) equal-width bin sums of the top-label calibration pair."""
+    """(B, 3, S) equal-width bin sums of the top-label calibration pair (unweighted: cached)."""
+    key = ("topbin", scheme)
+    if weights is None and key in p.cache:
+        return p.cache[key]
+    if weights is not None and ("topbin-features", scheme) in p.cache:
+        feats = p.cache["topbin-features", scheme]
+        return (weights.double() @ feats).reshape(len(weights), 3, scheme.n_slots)
     conf, outcome = p.cal_pair
     idx, used = scheme.assign(conf)
-    return binned_sums(idx, used, outcome, scheme.n_slots, weights)
+    if weights is None:
+        p.cache[key] = binned_sums(idx, used, outcome, scheme.n_slots)
+        return p.cache[key]
+    p.cache["topbin-features", scheme] = _bin_features(idx, used, outcome, scheme.n_slots)
+    return topbin_sums(p, scheme, weights)
 
 
 def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None) -> Tensor:
@@ -83,7 +95,9 @@ def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None
     sumy = torch.zeros_like(count).index_add_(0, cell_y, wt)
     count, sump, sumy = (t.T.reshape(b, k, s) for t in (count, sump, sumy))
     count[:, :, 0] = n - count[:, :, 1:].sum(2)
-    sump[:, :, 0] = w @ p.probs.double() - sump[:, :, 1:].sum(2)
+    if "probs64" not in p.cache:
+        p.cache["probs64"] = p.probs.double()
+    sump[:, :, 0] = w @ p.cache["probs64"] - sump[:, :, 1:].sum(2)
     return torch.stack([count, sump, sumy], 1)
 
 
