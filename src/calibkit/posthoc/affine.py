@@ -1,0 +1,303 @@
+"""Affine calibrators on logits or log-probabilities (METHODS.md §2; Kull et al. 2019).
+
+| name | map | penalty (added to the mean NLL) |
+| --- | --- | --- |
+| ``vector`` | w ⊙ z + b | none |
+| ``matrix`` | W z + b | none |
+| ``ms-odir`` | W z + b | λ/(K(K−1)) Σ_{j≠k} W_jk² + μ/K Σ_j b_j² |
+| ``dir-l2`` | W log softmax(z) + b | λ/K² Σ_{j,k} W_jk² |
+| ``dir-odir`` | W log softmax(z) + b | as ms-odir |
+
+Fits are full batch in float64 with L-BFGS and a strong-Wolfe line search, started from
+the identity map (W = I, b = 0) so that an unregularised fit can only lower the NLL.
+Regularised methods choose λ (and μ) from ``lambdas`` × ``mus`` (default the 7 values
+1e-2 … 1e4 of the Neural Clamping paper, separately) by K-fold cross-validation on the
+calibration split, scoring held-out mean NLL; the final map is refitted on the whole split
+with the chosen values, or, with ``average_folds=True``, is the average of the fold models'
+probabilities (the protocol of Kull et al. 2019). Folds are stratified and seeded.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .base import Calibrator, FitReport
+
+DEFAULT_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
+#: Gradient tolerance (max |∂L/∂θ|) of the cross-validation fits, which only rank grid
+#: points, and of the final fit. Softmax ignores a constant added to every logit, so the
+#: unregularised objective is flat along those directions and tighter tolerances only
+#: burn iterations.
+CV_TOL, FINAL_TOL = 1e-5, 1e-7
+#: Iteration cap of each cross-validation fit; weakly regularised grid points overfit
+#: slowly, and a partly converged fit still ranks them (the final fit runs to ``max_iter``).
+CV_MAX_ITER = 100
+
+
+def _features(z: Tensor, dirichlet: bool) -> Tensor:
+    return torch.log_softmax(z, 1) if dirichlet else z
+
+
+def _penalty(w: Tensor, b: Tensor, reg: str | None, lam: float, mu: float) -> Tensor:
+    k = b.numel()
+    if reg == "odir":
+        off = w - torch.diag_embed(torch.diagonal(w))
+        return lam / (k * (k - 1)) * (off**2).sum() + mu / k * (b**2).sum()
+    if reg == "l2":
+        return lam / (k * k) * (w**2).sum()
+    return w.new_zeros(())
+
+
+def fit_affine(
+    x: Tensor,
+    y: Tensor,
+    *,
+    matrix: bool,
+    reg: str | None,
+    lam: float = 0.0,
+    mu: float = 0.0,
+    init: tuple[Tensor, Tensor] | None = None,
+    max_iter: int = 500,
+    tol: float = FINAL_TOL,
+) -> tuple[Tensor, Tensor, int, bool, float]:
+    """Minimise mean NLL(x W^T + b) + penalty; returns (W or w, b, iterations, converged, loss)."""
+    k = x.shape[1]
+    if init is None:
+        w0 = torch.eye(k, dtype=x.dtype) if matrix else torch.ones(k, dtype=x.dtype)
+        b0 = torch.zeros(k, dtype=x.dtype)
+    else:
+        w0, b0 = init
+    sw, sb = _preconditioner(x, w0, b0, matrix=matrix, reg=reg, lam=lam, mu=mu)
+    w = (w0 * sw).requires_grad_(True)  # optimise θ' = θ · sqrt(curvature): near-unit scales
+    b = (b0 * sb).requires_grad_(True)
+    opt = torch.optim.LBFGS(
+        [w, b],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=tol,
+        tolerance_change=1e-15,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+    )
+
+    def objective() -> Tensor:
+        ww, bb = w / sw, b / sb
+        out = x @ ww.T + bb if matrix else x * ww + bb
+        return torch.nn.functional.cross_entropy(out, y) + _penalty(
+            ww if matrix else torch.diag(ww), bb, reg, lam, mu
+        )
+
+    def closure() -> Tensor:
+        opt.zero_grad()
+        loss = objective()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    state = opt.state[opt._params[0]]
+    iters = int(state.get("n_iter", 0))
+    with torch.no_grad():
+        loss = objective()
+    grad = torch.cat([(w.grad * sw).reshape(-1), (b.grad * sb).reshape(-1)]).abs().max()
+    return (
+        (w / sw).detach(),
+        (b / sb).detach(),
+        iters,
+        bool(grad <= tol or iters < max_iter),
+        float(loss),
+    )
+
+
+def _preconditioner(
+    x: Tensor, w: Tensor, b: Tensor, *, matrix: bool, reg: str | None, lam: float, mu: float
+) -> tuple[Tensor, Tensor]:
+    """sqrt of the diagonal of the objective's Hessian at (w, b), floored away from 0."""
+    k = x.shape[1]
+    with torch.no_grad():
+        out = x @ w.T + b if matrix else x * w + b
+        p = torch.softmax(out, 1)
+        v = p * (1 - p)  # (N, K) curvature of the NLL in each output
+        hb = v.mean(0)
+        hw = (v.T @ (x * x)) / len(x) if matrix else (v * x * x).mean(0)
+        if reg == "odir":
+            off = torch.ones(k, k, dtype=x.dtype) - torch.eye(k, dtype=x.dtype)
+            hw = hw + 2 * lam / (k * (k - 1)) * (off if matrix else 0)
+            hb = hb + 2 * mu / k
+        elif reg == "l2":
+            hw = hw + 2 * lam / (k * k)
+        floor = 1e-3 * float(torch.cat([hw.reshape(-1), hb]).max())
+    return hw.clamp_min(floor).sqrt(), hb.clamp_min(floor).sqrt()
+
+
+def _folds(y: Tensor, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    labels = y.cpu().numpy()
+    counts = np.bincount(labels)
+    if counts[counts > 0].min() >= n_folds:
+        split = StratifiedKFold(n_folds, shuffle=True, random_state=seed)
+    else:  # a class too rare to appear in every fold
+        split = KFold(n_folds, shuffle=True, random_state=seed)
+    return list(split.split(np.zeros(len(labels)), labels))
+
+
+class AffineCalibrator(Calibrator):
+    """Shared implementation of vector, matrix and Dirichlet scaling; see the module docstring."""
+
+    matrix: bool = True
+    dirichlet: bool = False
+    reg: str | None = None
+
+    def __init__(
+        self,
+        *,
+        lambdas: Any = DEFAULT_GRID,
+        mus: Any = DEFAULT_GRID,
+        folds: int = 5,
+        average_folds: bool = False,
+        seed: int = 0,
+        max_iter: int = 500,
+    ) -> None:
+        super().__init__()
+        self.lambdas, self.mus = _grid(lambdas, "lambdas"), _grid(mus, "mus")
+        if not isinstance(folds, int) or folds < 2:
+            raise ValueError(f"folds: expected an integer >= 2, got {folds!r}")
+        self.folds, self.average_folds, self.seed, self.max_iter = (
+            folds,
+            average_folds,
+            seed,
+            max_iter,
+        )
+        self.lambda_: float | None = None
+        self.mu_: float | None = None
+        self.weight_ = torch.zeros(0, dtype=torch.float64)
+        self.bias_ = torch.zeros(0, dtype=torch.float64)
+
+    @property
+    def output(self) -> str:  # type: ignore[override]
+        return "log-probabilities" if self.average_folds and self.reg else "logits"
+
+    def _candidates(self) -> list[tuple[float, float]]:
+        if self.reg == "odir":
+            return list(itertools.product(self.lambdas, self.mus))
+        if self.reg == "l2":
+            return [(lam, 0.0) for lam in self.lambdas]
+        return [(0.0, 0.0)]
+
+    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
+        x = _features(z, self.dirichlet).cpu()
+        y = y.cpu()
+        before = float(torch.nn.functional.cross_entropy(z.cpu(), y))
+        candidates = self._candidates()
+        details: dict[str, Any] = {}
+        lam, mu = candidates[0]
+        folds = _folds(y, self.folds, self.seed) if self.reg else []
+        if len(candidates) > 1:
+            scores = np.zeros(len(candidates))
+            for train, test in folds:
+                warm = None  # along the grid, start from the neighbouring solution
+                for j, (lam_c, mu_c) in enumerate(candidates):
+                    w, b, *_ = fit_affine(
+                        x[train],
+                        y[train],
+                        matrix=self.matrix,
+                        reg=self.reg,
+                        lam=lam_c,
+                        mu=mu_c,
+                        init=warm,
+                        tol=CV_TOL,
+                        max_iter=min(self.max_iter, CV_MAX_ITER),
+                    )
+                    warm = (w, b)
+                    scores[j] += float(self._nll(x[test], y[test], w, b)) * len(test)
+            scores /= len(y)
+            best = int(np.argmin(scores))
+            lam, mu = candidates[best]
+            details["cv_nll"] = round(float(scores[best]), 6)
+        if self.reg:
+            details.update({"lambda": lam} | ({"mu": mu} if self.reg == "odir" else {}))
+        self.lambda_, self.mu_ = (lam, mu) if self.reg else (None, None)
+        if self.reg and self.average_folds:
+            fits = [
+                fit_affine(
+                    x[tr],
+                    y[tr],
+                    matrix=self.matrix,
+                    reg=self.reg,
+                    lam=lam,
+                    mu=mu,
+                    max_iter=self.max_iter,
+                )
+                for tr, _ in folds
+            ]
+            self.weight_ = torch.stack([f[0] for f in fits])
+            self.bias_ = torch.stack([f[1] for f in fits])
+            iters, ok = sum(f[2] for f in fits), all(f[3] for f in fits)
+        else:
+            w, b, iters, ok, _ = fit_affine(
+                x, y, matrix=self.matrix, reg=self.reg, lam=lam, mu=mu, max_iter=self.max_iter
+            )
+            self.weight_, self.bias_ = w[None], b[None]
+        after = float(torch.nn.functional.cross_entropy(self._transform(z.cpu()), y))
+        return FitReport("nll", before, after, iters, ok, details=details)
+
+    def _nll(self, x: Tensor, y: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        out = x @ w.T + b if self.matrix else x * w + b
+        return torch.nn.functional.cross_entropy(out, y)
+
+    def _transform(self, z: Tensor) -> Tensor:
+        x = _features(z, self.dirichlet)
+        w, b = self.weight_.to(z.device), self.bias_.to(z.device)
+        outs = [x @ wi.T + bi if self.matrix else x * wi + bi for wi, bi in zip(w, b, strict=True)]
+        if len(outs) == 1:
+            return outs[0]
+        probs = torch.stack([torch.softmax(o, 1) for o in outs]).mean(0)
+        return probs.log()
+
+    def learned(self) -> dict[str, Any]:
+        return {"lambda": self.lambda_, "mu": self.mu_}
+
+    def _restore(self, learned: dict[str, Any]) -> None:
+        self.lambda_, self.mu_ = learned.get("lambda"), learned.get("mu")
+
+
+def _grid(values: Any, name: str) -> tuple[float, ...]:
+    vals = tuple(float(v) for v in (values if isinstance(values, list | tuple) else [values]))
+    if not vals or any(not np.isfinite(v) or v < 0 for v in vals):
+        raise ValueError(f"{name}: expected one or more finite values >= 0, got {values!r}")
+    return vals
+
+
+class VectorScaling(AffineCalibrator):
+    """w ⊙ z + b by NLL (Guo et al. 2017)."""
+
+    name, matrix = "vector", False
+
+
+class MatrixScaling(AffineCalibrator):
+    """W z + b by NLL, unregularised (Guo et al. 2017)."""
+
+    name = "matrix"
+
+
+class MatrixScalingODIR(AffineCalibrator):
+    """W z + b with off-diagonal and intercept regularisation, λ and μ by cross-validation."""
+
+    name, reg = "ms-odir", "odir"
+
+
+class DirichletL2(AffineCalibrator):
+    """W log softmax(z) + b with an L2 penalty on W, λ by cross-validation."""
+
+    name, dirichlet, reg = "dir-l2", True, "l2"
+
+
+class DirichletODIR(AffineCalibrator):
+    """W log softmax(z) + b with ODIR, λ and μ by cross-validation (Kull et al. 2019)."""
+
+    name, dirichlet, reg = "dir-odir", True, "odir"

@@ -1,0 +1,215 @@
+"""Calibrators that remap confidences: histogram binning, isotonic regression and the
+scaling-binning calibrator of Kumar et al. 2019 (METHODS.md §2).
+
+Top-label mode (the default) remaps only the confidence c of the predicted class to c′ and
+rescales every other class by (1 − c′)/(1 − c), so rows still sum to one. The predicted
+class stays the predicted class: c′ is floored just above the value at which the
+runner-up p₂(1 − c′)/(1 − c) would catch up, c′ ≥ p₂/(1 − c + p₂) (strictly, by 1e-12),
+which only binds where a bin's accuracy is below the runner-up's rescaled share.
+One-vs-rest mode remaps each class's probability with its own map and renormalises; it
+may change the argmax. ``forward`` returns log-probabilities; probabilities that the map
+sets to exactly 0 are floored at the smallest normal float64 (2.2e-308, log −708), so
+outputs stay finite and still sum to one to within 1e-300.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .._checks import check_choice, check_positive_int
+from .base import Calibrator, FitReport
+from .temperature import fit_temperature
+
+MODES = ("top-label", "one-vs-rest")
+TINY = torch.finfo(torch.float64).tiny
+
+
+def _top_two(p: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    top2 = p.topk(2, dim=1)
+    return top2.values[:, 0], top2.values[:, 1], top2.indices[:, 0]
+
+
+def replace_top(p: Tensor, new_conf: Tensor) -> Tensor:
+    """Log-probabilities with the top class's probability set to ``new_conf``, others rescaled,
+    the predicted class kept on top (see the module docstring)."""
+    c, p2, idx = _top_two(p)
+    floor = p2 / (1 - c + p2)
+    c_new = torch.maximum(new_conf, floor + 1e-12 * (1 - floor)).clamp(0, 1)
+    scale = torch.where(c < 1, (1 - c_new) / (1 - c).clamp_min(1e-300), torch.zeros_like(c))
+    out = p * scale[:, None]
+    out.scatter_(1, idx[:, None], c_new[:, None])
+    return out.clamp_min(TINY).log()
+
+
+def _nll_gain(p: Tensor, y: Tensor, logq: Tensor) -> tuple[float, float]:
+    before = float(-(p.gather(1, y[:, None]).clamp_min(1e-300).log()).mean())
+    after = float(-(logq.gather(1, y[:, None]).clamp_min(-690)).mean())
+    return before, after
+
+
+class _ConfidenceMap(Calibrator):
+    """Shared parts: a monotone map fitted per column (top label, or each class)."""
+
+    output = "log-probabilities"
+
+    def __init__(self, *, mode: str = "top-label") -> None:
+        super().__init__()
+        self.mode = check_choice(mode, "mode", MODES)
+
+    @property
+    def preserves_argmax(self) -> bool:  # type: ignore[override]
+        return self.mode == "top-label"
+
+    def _pairs(self, p: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor]]:
+        if self.mode == "top-label":
+            c, _, pred = _top_two(p)
+            return [(c, (pred == y).double())]
+        return [(p[:, k], (y == k).double()) for k in range(p.shape[1])]
+
+    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
+        p = torch.softmax(z, 1)
+        self._fit_maps(self._pairs(p, y))
+        before, after = _nll_gain(p, y, self._transform(z))
+        return FitReport("nll", before, after, 1, True)
+
+    def _transform(self, z: Tensor) -> Tensor:
+        p = torch.softmax(z.double(), 1)
+        if self.mode == "top-label":
+            return replace_top(p, self._apply_map(0, _top_two(p)[0]))
+        q = torch.stack([self._apply_map(k, p[:, k]) for k in range(p.shape[1])], 1)
+        total = q.sum(1, keepdim=True)
+        q = torch.where(total > 0, q / total.clamp_min(1e-300), p)  # all zero: keep input
+        return q.clamp_min(TINY).log()
+
+    def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
+        raise NotImplementedError
+
+    def _apply_map(self, column: int, values: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class HistogramBinning(_ConfidenceMap):
+    """Confidence → accuracy of its bin on the calibration split (Zadrozny & Elkan 2001).
+
+    ``strategy="uniform"``: ``n_bins`` equal-width bins, (lo, hi] as in the metrics;
+    ``"quantile"``: equal-mass edges from the calibration confidences. An empty bin keeps
+    the input confidence.
+    """
+
+    name = "hist-binning"
+
+    def __init__(
+        self, *, n_bins: int = 15, strategy: str = "uniform", mode: str = "top-label"
+    ) -> None:
+        super().__init__(mode=mode)
+        self.n_bins = check_positive_int(n_bins, "n_bins")
+        self.strategy = check_choice(strategy, "strategy", ("uniform", "quantile"))
+        self.edges_ = torch.zeros(0, dtype=torch.float64)
+        self.values_ = torch.zeros(0, dtype=torch.float64)
+
+    def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
+        edges, values = [], []
+        for conf, hit in pairs:
+            if self.strategy == "uniform":
+                e = torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64)
+            else:
+                e = torch.quantile(conf, torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64))
+                e[0], e[-1] = 0.0, 1.0
+            idx = torch.bucketize(conf, e[1:-1].contiguous())
+            count = torch.bincount(idx, minlength=self.n_bins).double()
+            acc = torch.bincount(idx, hit, minlength=self.n_bins) / count.clamp_min(1)
+            edges.append(e)
+            values.append(torch.where(count > 0, acc, torch.full_like(acc, torch.nan)))
+        self.edges_, self.values_ = torch.stack(edges), torch.stack(values)
+
+    def _apply_map(self, column: int, values: Tensor) -> Tensor:
+        e, v = self.edges_[column].to(values.device), self.values_[column].to(values.device)
+        mapped = v[torch.bucketize(values, e[1:-1].contiguous())]
+        return torch.where(torch.isnan(mapped), values, mapped)
+
+
+class IsotonicCalibration(_ConfidenceMap):
+    """Isotonic regression of correctness on confidence (scikit-learn's PAV), applied by
+    linear interpolation between its thresholds and clipped at the ends, exactly as
+    ``IsotonicRegression(out_of_bounds="clip").predict``; stored as tensors, so it runs on
+    any device and saves without pickle."""
+
+    name = "isotonic"
+
+    def __init__(self, *, mode: str = "top-label") -> None:
+        super().__init__(mode=mode)
+        self.x_ = torch.zeros(0, dtype=torch.float64)
+        self.y_ = torch.zeros(0, dtype=torch.float64)
+        self.sizes_ = torch.zeros(0, dtype=torch.long)
+
+    def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
+        from sklearn.isotonic import IsotonicRegression
+
+        xs, ys = [], []
+        for conf, hit in pairs:
+            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+            iso.fit(conf.cpu().numpy(), hit.cpu().numpy())
+            xs.append(torch.from_numpy(np.asarray(iso.X_thresholds_, dtype=np.float64)))
+            ys.append(torch.from_numpy(np.asarray(iso.y_thresholds_, dtype=np.float64)))
+        self.sizes_ = torch.tensor([len(x) for x in xs])
+        width = int(self.sizes_.max())
+        pad = lambda t: torch.cat([t, t[-1:].expand(width - len(t))])  # noqa: E731
+        self.x_, self.y_ = torch.stack([pad(x) for x in xs]), torch.stack([pad(y) for y in ys])
+
+    def _apply_map(self, column: int, values: Tensor) -> Tensor:
+        n = int(self.sizes_[column])
+        x, y = self.x_[column, :n].to(values.device), self.y_[column, :n].to(values.device)
+        if n == 1:
+            return torch.full_like(values, float(y[0]))
+        v = values.clamp(float(x[0]), float(x[-1]))
+        i = torch.searchsorted(x, v.contiguous(), right=True).clamp(1, n - 1)
+        x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
+        frac = torch.where(x1 > x0, (v - x0) / (x1 - x0), torch.zeros_like(v))
+        return y0 + frac * (y1 - y0)
+
+
+class ScalingBinning(_ConfidenceMap):
+    """The scaling-binning calibrator of Kumar et al. 2019 (top-label form).
+
+    The calibration split is halved (seeded): temperature scaling is fitted on the first
+    half; the second half's scaled confidences are cut into ``n_bins`` equal-mass bins, and
+    each bin outputs the mean scaled confidence of its members. A new confidence is scaled,
+    binned, and replaced by its bin's mean.
+    """
+
+    name = "scaling-binning"
+
+    def __init__(self, *, n_bins: int = 15, seed: int = 0) -> None:
+        super().__init__(mode="top-label")
+        self.n_bins, self.seed = check_positive_int(n_bins, "n_bins"), seed
+        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
+        self.edges_ = torch.zeros(0, dtype=torch.float64)
+        self.values_ = torch.zeros(0, dtype=torch.float64)
+
+    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
+        gen = torch.Generator().manual_seed(self.seed)
+        order = torch.randperm(len(y), generator=gen).to(z.device)
+        first, second = order[: len(y) // 2], order[len(y) // 2 :]
+        t, *_ = fit_temperature(z[first], y[first], 0.01, 100.0, 1e-12, 100)
+        self.temperature_ = torch.tensor(t, dtype=torch.float64)
+        conf = _top_two(torch.softmax(z[second] / t, 1))[0].contiguous()
+        e = torch.quantile(conf, torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64))
+        e[0], e[-1] = 0.0, 1.0
+        idx = torch.bucketize(conf, e[1:-1].contiguous())
+        count = torch.bincount(idx, minlength=self.n_bins).double()
+        means = torch.bincount(idx, conf, minlength=self.n_bins) / count.clamp_min(1)
+        self.edges_ = e
+        self.values_ = torch.where(count > 0, means, torch.full_like(means, torch.nan))
+        p = torch.softmax(z, 1)
+        before, after = _nll_gain(p, y, self._transform(z))
+        return FitReport("nll", before, after, 1, True, details={"temperature": round(t, 6)})
+
+    def _transform(self, z: Tensor) -> Tensor:
+        p_t = torch.softmax(z.double() / self.temperature_.to(z.device), 1)
+        conf = _top_two(p_t)[0]
+        v = self.values_.to(z.device)[
+            torch.bucketize(conf, self.edges_.to(z.device)[1:-1].contiguous())
+        ]
+        return replace_top(p_t, torch.where(torch.isnan(v), conf, v))

@@ -1,0 +1,226 @@
+"""Temperature scaling: by NLL (``ts``), by ECE over a grid (``ts-grid``), and the ensemble
+of Zhang et al. 2020 (``ets``). METHODS.md §2; Guo et al. 2017 §4.2.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..metrics._prepare import Prepared
+from ..metrics.binning import BinScheme
+from ..metrics.functional import _ece_over_temperatures
+from .base import Calibrator, FitReport
+
+#: The temperature grids of the papers (METHODS.md §2).
+GRIDS = {
+    "neural-clamping": (0.001, 5.0, 0.001),
+    "rethinking": (0.01, 10.0, 0.01),
+    "focal-calibration": (0.1, 10.0, 0.1),
+}
+
+
+def grid_values(grid: Any) -> Tensor:
+    """A temperature grid from a preset name or a list of temperatures (float64)."""
+    if isinstance(grid, str):
+        if grid not in GRIDS:
+            raise ValueError(
+                f"grid: unknown preset {grid!r}; choose one of {', '.join(GRIDS)} or a list"
+            )
+        lo, hi, step = GRIDS[grid]
+        return torch.arange(1, round(hi / step) + 1, dtype=torch.float64) * step + (lo - step)
+    values = torch.as_tensor(grid, dtype=torch.float64).reshape(-1)
+    if values.numel() == 0:
+        raise ValueError("grid: empty; pass at least one temperature")
+    if not bool(torch.isfinite(values).all()) or bool((values <= 0).any()):
+        raise ValueError("grid: temperatures must be finite and > 0")
+    return values
+
+
+def _nll_and_derivatives(z: Tensor, y: Tensor, theta: float) -> tuple[float, float, float]:
+    """Mean NLL of softmax(theta z) and its first two derivatives in theta (convex)."""
+    s = theta * z
+    logp = torch.log_softmax(s, 1)
+    p = logp.exp()
+    ez = (p * z).sum(1)
+    ez2 = (p * z * z).sum(1)
+    z_y = z.gather(1, y[:, None])[:, 0]
+    nll = -(logp.gather(1, y[:, None])[:, 0]).mean()
+    return float(nll), float((ez - z_y).mean()), float((ez2 - ez * ez).mean())
+
+
+def fit_temperature(z: Tensor, y: Tensor, t_min: float, t_max: float, tol: float, max_iter: int):
+    """T minimising the mean NLL of z / T on [t_min, t_max]: safeguarded Newton on 1/T.
+
+    The NLL is convex in θ = 1/T, so its derivative is increasing; Newton's steps that
+    leave the current bracket are replaced by bisection. Returns (T, iterations,
+    converged, nll).
+    """
+    lo, hi = 1.0 / t_max, 1.0 / t_min
+    _, g_lo, _ = _nll_and_derivatives(z, y, lo)
+    _, g_hi, _ = _nll_and_derivatives(z, y, hi)
+    if g_lo >= 0:  # optimum at or beyond t_max
+        return t_max, 0, False, _nll_and_derivatives(z, y, lo)[0]
+    if g_hi <= 0:  # optimum at or below t_min
+        return t_min, 0, False, _nll_and_derivatives(z, y, hi)[0]
+    theta, it, converged = 1.0 if lo < 1.0 < hi else (lo + hi) / 2, 0, False
+    for it in range(1, max_iter + 1):  # noqa: B007
+        _nll, g, h = _nll_and_derivatives(z, y, theta)
+        if g > 0:
+            hi = theta
+        else:
+            lo = theta
+        if abs(g) <= tol or hi - lo <= 1e-15 * hi:
+            converged = True
+            break
+        step = theta - g / h if h > 0 else math.nan
+        theta = step if lo < step < hi else (lo + hi) / 2
+    return 1.0 / theta, it, converged, _nll_and_derivatives(z, y, theta)[0]
+
+
+class TemperatureScaling(Calibrator):
+    """z / T with T minimising the NLL on the calibration split (Guo et al. 2017).
+
+    T is kept in [t_min, t_max]; an optimum beyond a bound is reported as not converged
+    (for example logits that carry no information about the labels, where T → ∞).
+    """
+
+    name = "ts"
+    preserves_argmax = True
+
+    def __init__(
+        self, *, t_min: float = 0.01, t_max: float = 100.0, tol: float = 1e-12, max_iter: int = 100
+    ) -> None:
+        super().__init__()
+        if not 0 < t_min < t_max:
+            raise ValueError(f"t_min and t_max: need 0 < t_min < t_max, got {t_min} and {t_max}")
+        self.t_min, self.t_max, self.tol, self.max_iter = t_min, t_max, tol, max_iter
+        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
+
+    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
+        before = _nll_and_derivatives(z, y, 1.0)[0]
+        t, it, ok, after = fit_temperature(z, y, self.t_min, self.t_max, self.tol, self.max_iter)
+        self.temperature_ = torch.tensor(t, dtype=torch.float64)
+        return FitReport("nll", before, after, it, ok, details={"temperature": round(t, 6)})
+
+    def _transform(self, z: Tensor) -> Tensor:
+        return z / self.temperature_.to(z.device)
+
+
+class TemperatureGrid(Calibrator):
+    """z / T with T from a grid, minimising the ECE on the calibration split.
+
+    ``grid`` is a preset (``"rethinking"``: 0.01…10 step 0.01, the default;
+    ``"neural-clamping"``: 0.001…5 step 0.001; ``"focal-calibration"``: 0.1…10 step 0.1)
+    or a list of temperatures. Ties go to the smallest T. Equals a brute-force scan of
+    ``calibkit.metrics.ece(z / T, y)`` (tested).
+    """
+
+    name = "ts-grid"
+    preserves_argmax = True
+
+    def __init__(self, *, grid: Any = "rethinking", n_bins: int = 15) -> None:
+        super().__init__()
+        grid_values(grid)  # validate now: a bad grid fails at construction
+        self.grid, self.n_bins = grid, n_bins
+        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
+
+    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
+        temps = grid_values(self.grid)
+        p = Prepared(z, y, False)
+        eces = _ece_over_temperatures(p, BinScheme.make(self.n_bins, "calibkit", z.dtype), temps)
+        best = int(torch.argmin(eces))
+        scheme = BinScheme.make(self.n_bins, "calibkit", z.dtype)
+        before = float(_ece_over_temperatures(p, scheme, torch.ones(1, dtype=torch.float64))[0])
+        self.temperature_ = temps[best].clone()
+        return FitReport(
+            "ece",
+            before,
+            float(eces[best]),
+            len(temps),
+            True,
+            details={"temperature": float(temps[best])},
+        )
+
+    def _transform(self, z: Tensor) -> Tensor:
+        return z / self.temperature_.to(z.device)
+
+
+class EnsembleTemperatureScaling(Calibrator):
+    """Ensemble temperature scaling (Zhang, Kailkhura & Han 2020, "Mix-n-Match", eq. 8).
+
+    p = w₁ softmax(z/T) + w₂ softmax(z) + w₃ / K with w on the simplex. As in the authors'
+    code, T and then w minimise ``loss`` on the calibration split: ``"mse"`` (their
+    default, the Brier score) or ``"nll"``. The uniform weight is capped at 1 − 1e-6, so the
+    mixture ranks classes strictly like z and the argmax is kept. ``forward`` returns
+    log-probabilities.
+    """
+
+    name = "ets"
+    preserves_argmax = True
+    output = "log-probabilities"
+
+    def __init__(self, *, loss: str = "mse", t_min: float = 0.01, t_max: float = 100.0) -> None:
+        super().__init__()
+        if loss not in ("mse", "nll"):
+            raise ValueError(f"loss: expected 'mse' or 'nll', got {loss!r}")
+        self.loss, self.t_min, self.t_max = loss, t_min, t_max
+        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
+        self.weights_ = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+
+    def _loss(self, p: Tensor, y: Tensor) -> float:
+        if self.loss == "nll":
+            return float(-(p.gather(1, y[:, None]).clamp_min(1e-300).log()).mean())
+        onehot = torch.nn.functional.one_hot(y, p.shape[1]).double()
+        return float(((p - onehot) ** 2).sum(1).mean())
+
+    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
+        from scipy.optimize import minimize, minimize_scalar
+
+        if self.loss == "nll":
+            t = fit_temperature(z, y, self.t_min, self.t_max, 1e-12, 100)[0]
+        else:
+            res = minimize_scalar(
+                lambda lt: self._loss(torch.softmax(z / math.exp(lt), 1), y),
+                bounds=(math.log(self.t_min), math.log(self.t_max)),
+                method="bounded",
+                options={"xatol": 1e-8},
+            )
+            t = math.exp(res.x)
+        comps = [torch.softmax(z / t, 1), torch.softmax(z, 1), torch.full_like(z, 1.0 / z.shape[1])]
+        mix = lambda w: sum(float(wi) * c for wi, c in zip(w, comps, strict=True))  # noqa: E731
+        res = minimize(
+            lambda w: self._loss(mix(w), y),
+            x0=np.array([1.0, 0.0, 0.0]),
+            method="SLSQP",
+            bounds=[(0, 1), (0, 1), (0, 1 - 1e-6)],  # some weight on z keeps the ranking strict
+            constraints={"type": "eq", "fun": lambda w: w.sum() - 1},
+            tol=1e-12,
+        )
+        w = np.clip(res.x, 0, 1)
+        w[2] = min(w[2], 1 - 1e-6)
+        w = w / w.sum()
+        self.temperature_ = torch.tensor(t, dtype=torch.float64)
+        self.weights_ = torch.from_numpy(w)
+        before, after = self._loss(comps[1], y), self._loss(mix(w), y)
+        return FitReport(
+            self.loss,
+            before,
+            after,
+            int(res.nit),
+            bool(res.success),
+            details={"temperature": round(t, 6), "weights": [round(float(v), 6) for v in w]},
+        )
+
+    def _transform(self, z: Tensor) -> Tensor:
+        w = self.weights_.to(z.device)
+        p = (
+            w[0] * torch.softmax(z / self.temperature_.to(z.device), 1)
+            + w[1] * torch.softmax(z, 1)
+            + w[2] / z.shape[1]
+        )
+        return p.log()

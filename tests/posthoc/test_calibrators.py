@@ -1,0 +1,273 @@
+"""Post-hoc calibrators: known answers, references (scipy, scikit-learn, brute force),
+the contract (save/load, equivariance, valid outputs, argmax) and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize, minimize_scalar
+from sklearn.isotonic import IsotonicRegression
+
+from calibkit import posthoc
+from calibkit.metrics import ece
+from calibkit.posthoc.affine import _penalty
+from tests.conftest import make_logits
+
+FAST = {  # single grid points keep the cross-validated methods quick in tests
+    "ms-odir": "ms-odir:lambdas=1.0,mus=0.1",
+    "dir-odir": "dir-odir:lambdas=1.0,mus=0.1",
+    "dir-l2": "dir-l2:lambdas=1.0",
+}
+
+
+def spec(name: str) -> str:
+    return FAST.get(name, name)
+
+
+@pytest.fixture(scope="module")
+def split():
+    z, y = make_logits(1200, 5, 0, scale=5.0, acc=0.7)
+    return torch.from_numpy(z[:700]), torch.from_numpy(y[:700]), torch.from_numpy(z[700:]), y[700:]
+
+
+def tempered(n: int, k: int, t_true: float, seed: int):
+    """Labels drawn from softmax(z): a calibrated model; returns (z * t_true, y)."""
+    g = torch.Generator().manual_seed(seed)
+    z = 2.0 * torch.randn(n, k, generator=g, dtype=torch.float64)
+    y = torch.multinomial(torch.softmax(z, 1), 1, generator=g)[:, 0]
+    return z * t_true, y
+
+
+def test_ts_recovers_a_known_temperature():
+    z, y = tempered(40_000, 6, 2.5, 0)
+    t = float(posthoc.create("ts").fit(z, y).temperature_)
+    assert t == pytest.approx(2.5, rel=0.03)
+    z, y = tempered(40_000, 6, 0.4, 1)
+    assert float(posthoc.create("ts").fit(z, y).temperature_) == pytest.approx(0.4, rel=0.03)
+
+
+def test_ts_reaches_the_nll_optimum_of_scipy(split):
+    z, y, *_ = split
+    ts = posthoc.create("ts").fit(z, y)
+
+    def nll(log_t):
+        return float(torch.nn.functional.cross_entropy(z / math.exp(log_t), y))
+
+    ref = minimize_scalar(nll, bounds=(-5, 5), method="bounded", options={"xatol": 1e-12})
+    assert ts.fit_report_.after <= ref.fun + 1e-9
+    assert float(ts.temperature_) == pytest.approx(math.exp(ref.x), rel=1e-5)
+    assert ts.fit_report_.converged and ts.fit_report_.after < ts.fit_report_.before
+
+
+def test_ts_at_a_bound_is_reported_not_converged():
+    g = torch.Generator().manual_seed(0)
+    z, y = torch.randn(500, 3, generator=g), torch.randint(3, (500,), generator=g)  # no signal
+    ts = posthoc.create("ts:t_max=5").fit(z, y)
+    assert float(ts.temperature_) == 5.0 and not ts.fit_report_.converged
+
+
+def test_ts_grid_equals_brute_force(split):
+    z, y, *_ = split
+    for grid in ("focal-calibration", [0.5, 1.0, 1.7, 2.0, 3.0]):
+        c = posthoc.TemperatureGrid(grid=grid).fit(z, y)
+        temps = posthoc.temperature.grid_values(grid).tolist()
+        brute = [ece(z / t, y) for t in temps]
+        assert float(c.temperature_) == pytest.approx(temps[int(np.argmin(brute))])
+        assert c.fit_report_.after == pytest.approx(min(brute), abs=1e-12)
+    assert len(posthoc.temperature.grid_values("neural-clamping")) == 5000
+    assert posthoc.temperature.grid_values("rethinking")[[0, -1]].tolist() == pytest.approx(
+        [0.01, 10.0]
+    )
+
+
+@pytest.mark.parametrize("name,matrix", [("vector", False), ("matrix", True)])
+def test_vector_and_matrix_scaling_match_scipy(split, name, matrix):
+    z, y, *_ = split
+    c = posthoc.create(name).fit(z, y)
+    k = z.shape[1]
+    zn, yn = z.numpy(), y.numpy()
+
+    def objective(theta):
+        t = torch.from_numpy(theta).requires_grad_(True)
+        w = t[: k * k].reshape(k, k) if matrix else t[:k]
+        b = t[k * k :] if matrix else t[k:]
+        out = torch.from_numpy(zn) @ w.T + b if matrix else torch.from_numpy(zn) * w + b
+        loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(yn))
+        loss.backward()
+        return float(loss), t.grad.numpy()
+
+    x0 = np.r_[np.eye(k).ravel() if matrix else np.ones(k), np.zeros(k)]
+    ref = minimize(
+        objective, x0, jac=True, method="L-BFGS-B", options={"gtol": 1e-10, "ftol": 1e-15}
+    )
+    assert c.fit_report_.after == pytest.approx(ref.fun, abs=1e-6)
+    assert c.fit_report_.after < c.fit_report_.before
+
+
+def test_odir_and_l2_penalties_equal_their_formulas():
+    g = torch.Generator().manual_seed(0)
+    w, b = (
+        torch.randn(4, 4, generator=g, dtype=torch.float64),
+        torch.randn(4, generator=g, dtype=torch.float64),
+    )
+    off = sum(float(w[i, j]) ** 2 for i in range(4) for j in range(4) if i != j)
+    want = 0.3 / (4 * 3) * off + 0.7 / 4 * float((b**2).sum())
+    assert float(_penalty(w, b, "odir", 0.3, 0.7)) == pytest.approx(want)
+    assert float(_penalty(w, b, "l2", 0.3, 0.7)) == pytest.approx(0.3 / 16 * float((w**2).sum()))
+    assert float(_penalty(w, b, None, 0.3, 0.7)) == 0
+
+
+def test_cross_validation_picks_a_grid_point_and_records_it(split):
+    z, y, *_ = split
+    c = posthoc.create("ms-odir:lambdas=0.01/100,mus=0.01/100,folds=3").fit(z, y)
+    assert c.lambda_ in (0.01, 100.0) and c.mu_ in (0.01, 100.0)
+    assert {"lambda", "mu", "cv_nll"} <= set(c.fit_report_.details)
+    avg = posthoc.create("dir-odir:lambdas=1,mus=1,folds=3,average_folds=true").fit(z, y)
+    assert avg.weight_.shape == (3, 5, 5) and avg.output == "log-probabilities"
+    p = avg.predict_proba(z)
+    assert torch.allclose(p.sum(1), torch.ones(len(z), dtype=torch.float64))
+
+
+def test_isotonic_equals_scikit_learn(split):
+    z, y, zt, _ = split
+    c = posthoc.create("isotonic").fit(z, y)
+    p, pt = torch.softmax(z.double(), 1), torch.softmax(zt.double(), 1)
+    conf, pred = p.max(1)
+    iso = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(
+        conf.numpy(), (pred == y).numpy()
+    )
+    want = iso.predict(pt.max(1).values.numpy())
+    got = c.predict_proba(zt).max(1).values.numpy()
+    floor_binds = got > want + 1e-9  # the argmax floor (module docstring) may lift a value
+    assert np.allclose(got[~floor_binds], want[~floor_binds], atol=1e-12)
+
+
+def test_histogram_binning_by_hand():
+    # confidences 0.9, 0.85 (right, wrong) in bin (0.8, 1.0]; 0.6 (right) in (0.4, 0.6]
+    p = torch.tensor([[0.9, 0.1], [0.85, 0.15], [0.6, 0.4], [0.3, 0.7]], dtype=torch.float64)
+    y = torch.tensor([0, 1, 0, 1])  # last: confidence 0.7 (right) in (0.6, 0.8]
+    c = posthoc.create("hist-binning:n_bins=5").fit(p.log(), y)
+    out = c.predict_proba(
+        torch.tensor([[0.95, 0.05], [0.55, 0.45], [0.1, 0.9]], dtype=torch.float64).log()
+    )
+    assert out[0].tolist() == pytest.approx(
+        [0.5 + 1e-12 * 0.5, 0.5 - 1e-12 * 0.5]
+    )  # acc 1/2, floored
+    assert out[1, 0] == pytest.approx(1.0)  # 0.55 in (0.4, 0.6]: accuracy 1
+    assert out[2, 1] > out[2, 0] and out[2, 1] == pytest.approx(0.5)  # class 1 stays on top
+
+
+@pytest.mark.parametrize("name", posthoc.names())
+def test_contract_save_load_and_valid_outputs(split, tmp_path, name):
+    z, y, zt, _ = split
+    c = posthoc.create(spec(name)).fit(z, y)
+    p = c.predict_proba(zt)
+    assert torch.isfinite(p).all() and (p >= 0).all()
+    assert torch.allclose(p.sum(1), torch.ones(len(zt), dtype=torch.float64), atol=1e-12)
+    path = c.save(tmp_path / "c.calib")
+    back = posthoc.load(path)
+    assert type(back) is type(c) and back.settings() == c.settings()
+    assert torch.equal(back(zt), c(zt))
+    assert back.fit_report_ == c.fit_report_
+    if c.preserves_argmax:
+        assert torch.equal(p.argmax(1), zt.argmax(1))
+
+
+@pytest.mark.parametrize(
+    "name", ["ts", "ts-grid", "ets", "hist-binning", "isotonic", "scaling-binning"]
+)
+def test_argmax_kept_even_when_a_bin_is_below_the_runner_up(name):
+    # calibration data where confident predictions are mostly wrong: bin accuracies below 1/2
+    g = torch.Generator().manual_seed(1)
+    z = torch.randn(600, 2, generator=g, dtype=torch.float64) * 3
+    y = 1 - z.argmax(1)
+    y[:60] = z[:60].argmax(1)
+    c = posthoc.create(name).fit(z, y)
+    zt = torch.randn(400, 2, generator=g, dtype=torch.float64) * 3
+    assert torch.equal(c.predict_proba(zt).argmax(1), zt.argmax(1))
+
+
+@pytest.mark.parametrize(
+    "name", ["ts", "ts-grid", "ets", "vector", "matrix", "dir-odir", "hist-binning", "isotonic"]
+)
+def test_class_permutation_equivariance(split, name):
+    z, y, zt, _ = split
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    inv = torch.argsort(perm)
+    c1 = posthoc.create(spec(name)).fit(z, y)
+    c2 = posthoc.create(spec(name)).fit(z[:, perm], inv[y])
+    assert torch.allclose(c2.predict_proba(zt[:, perm]), c1.predict_proba(zt)[:, perm], atol=1e-6)
+
+
+def test_calibrated_model_wraps_a_network(split):
+    z, y, *_ = split
+    net = torch.nn.Linear(5, 5, dtype=torch.float64)
+    with torch.no_grad():
+        net.weight.copy_(torch.eye(5, dtype=torch.float64))
+        net.bias.zero_()
+    ts = posthoc.create("ts").fit(z, y)
+    model = posthoc.CalibratedModel(net, ts)
+    assert torch.allclose(model.predict_proba(z), ts.predict_proba(z))
+    with pytest.raises(posthoc.NotFittedError, match="TemperatureScaling is not fitted"):
+        posthoc.CalibratedModel(net, posthoc.create("ts"))
+
+
+# ------------------------------------------------------------------------ bad input
+
+
+def test_fit_errors(split):
+    z, y, *_ = split
+    with pytest.raises(ValueError, match="only class 2"):
+        posthoc.create("ts").fit(z[:10], torch.full((10,), 2))
+    with pytest.raises(ValueError, match="fewer samples \\(3\\) than classes \\(5\\)"):
+        posthoc.create("ts").fit(z[:3], torch.tensor([0, 1, 2]))
+    bad = z.clone()
+    bad[4, 1] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        posthoc.create("vector").fit(bad, y)
+
+
+def test_apply_errors(split):
+    z, y, *_ = split
+    with pytest.raises(posthoc.NotFittedError, match="this TemperatureScaling is not fitted"):
+        posthoc.create("ts")(z)
+    c = posthoc.create("ts").fit(z, y)
+    with pytest.raises(
+        ValueError, match="logits have 3 classes but this TemperatureScaling was fitted on 5"
+    ):
+        c(z[:, :3])
+
+
+def test_spec_errors():
+    with pytest.raises(ValueError, match=r"unknown calibrator 'temp'.*choose one of: dir-l2"):
+        posthoc.create("temp")
+    with pytest.raises(ValueError, match=r"no parameter 'gama'.*valid: grid, n_bins"):
+        posthoc.create("ts-grid:gama=2")
+    with pytest.raises(ValueError, match="grid: empty"):
+        posthoc.create("ts-grid:grid=[]")
+    with pytest.raises(ValueError, match="> 0"):
+        posthoc.create("ts-grid:grid=0/1")
+    with pytest.raises(ValueError, match="unknown preset"):
+        posthoc.create("ts-grid:grid=guo")
+    with pytest.raises(ValueError, match="key=value"):
+        posthoc.create("ts:3")
+
+
+def test_corrupted_truncated_and_tampered_files(split, tmp_path):
+    z, y, *_ = split
+    path = posthoc.create("matrix").fit(z, y).save(tmp_path / "m.calib")
+    data = path.read_bytes()
+    (tmp_path / "trunc.calib").write_bytes(data[: len(data) // 2])
+    (tmp_path / "junk.calib").write_bytes(b"\x00" * 64)
+    flipped = bytearray(data)
+    flipped[-3] ^= 0xFF  # a weight changed after saving
+    (tmp_path / "tampered.calib").write_bytes(bytes(flipped))
+    cases = [("trunc", "not a calibkit calibrator"), ("junk", "not a calibkit calibrator")]
+    for name, match in [*cases, ("tampered", "checksum mismatch")]:
+        with pytest.raises(ValueError, match=match):
+            posthoc.load(tmp_path / f"{name}.calib")
+    with pytest.raises(FileNotFoundError):
+        posthoc.load(tmp_path / "missing.calib")
