@@ -69,7 +69,10 @@ def cli() -> None:
 def _console():
     from rich.console import Console
 
-    return Console(stderr=False, highlight=False)
+    console = Console(stderr=False, highlight=False)
+    if not console.is_terminal:  # piped or captured: do not wrap wide tables at 80 columns
+        console = Console(stderr=False, highlight=False, width=200)
+    return console
 
 
 @contextmanager
@@ -382,6 +385,245 @@ def demo(output, seed, bootstrap, as_json) -> None:
         as_json=as_json,
         extra={"file": str(path)},
     )
+
+
+_key_options = [
+    click.option(
+        "--logits-key", default=None, help="Array of logits (default: logits_<split> or logits)."
+    ),
+    click.option(
+        "--labels-key", default=None, help="Array of labels (default: labels_<split> or labels)."
+    ),
+]
+
+
+def key_options(f):
+    for option in reversed(_key_options):
+        f = option(f)
+    return f
+
+
+def _metric_rows(before, after) -> list[tuple[str, str, str]]:
+    from .posthoc.compare import COLUMNS
+
+    return [(c, f"{before[c]:.4f}", f"{after[c]:.4f}") for c in COLUMNS]
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--method", "method", required=True, help="Calibrator spec, e.g. ts or dir-odir:folds=5."
+)
+@click.option(
+    "--val", "val", required=True, type=click.Path(dir_okay=False), help="Calibration split file."
+)
+@key_options
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Calibrator file to write.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def fit(method, val, logits_key, labels_key, output, as_json) -> None:
+    """Fit a post-hoc calibrator on a calibration split and save it (safetensors + JSON,
+    never pickle). Prints the fit report and the metrics before and after on that split.
+
+    \b
+    Examples:
+      calibkit fit --method ts --val run.npz -o ts.calib
+      calibkit fit --method dir-odir:folds=5 --val resnet110_cifar10.npz -o dir.calib
+    """
+    import warnings
+
+    from . import posthoc
+    from .io import load_split
+    from .metrics import evaluate
+
+    cal = posthoc.create(method)  # a bad spec fails before the data is read
+    z, y = load_split(val, "val", logits_key=logits_key, labels_key=labels_key)
+    cal.fit(z, y)
+    path = cal.save(output)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        before = evaluate(z, y, optimal=False, smooth=False).metrics
+        after = evaluate(cal(torch_tensor(z)).double(), y, optimal=False, smooth=False).metrics
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "method": method,
+                    "file": str(path),
+                    "fit": cal.fit_report_.__dict__,
+                    "before": before,
+                    "after": after,
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return
+    from rich.table import Table
+
+    console = _console()
+    console.print(f"{method}: {cal.fit_report_}")
+    table = Table(title=f"fit split ({len(y)} samples)", title_justify="left")
+    for col in ("metric", "before", "after"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for row in _metric_rows(before, after):
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"calibrator written to {path}")
+
+
+def torch_tensor(a):
+    import torch
+
+    return torch.as_tensor(a)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("calibrator", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False))
+@key_options
+@click.option(
+    "--split", default="test", show_default=True, help="Split whose keys to read (logits_<split>)."
+)
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False), help=".npz to write."
+)
+def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
+    """Apply a saved calibrator to logits and write calibrated logits (key logits; they are
+    log-probabilities for binning and isotonic maps), probabilities (probs) and the labels.
+
+    \b
+    Example:
+      calibkit apply ts.calib test.npz -o test_calibrated.npz
+    """
+    import numpy as np
+
+    from . import posthoc
+    from .io import read_arrays, save_npz
+
+    cal = posthoc.load(calibrator)
+    arrays = read_arrays(file) if file.endswith((".npz", ".pt", ".pth")) else {}
+    key = logits_key or (f"logits_{split}" if f"logits_{split}" in arrays else "logits")
+    if arrays and key not in arrays:
+        raise ValueError(
+            f"{file}: no logits array {key!r} (found: {', '.join(sorted(arrays))}); "
+            "use --logits-key"
+        )
+    z = arrays[key] if arrays else None
+    if z is None:
+        from .io import load_scores
+
+        z, _ = load_scores(file, logits_key=key, labels_key=labels_key or "labels")
+    out = cal(torch_tensor(z).double())
+    result = {"logits": out.numpy(), "probs": torch_softmax(out)}
+    lkey = labels_key or (f"labels_{split}" if f"labels_{split}" in arrays else "labels")
+    if lkey in arrays:
+        result["labels"] = np.asarray(arrays[lkey])
+    path = save_npz(output, **result)
+    _console().print(f"{len(out)} samples calibrated with {cal.name}; written to {path}")
+
+
+def torch_softmax(out):
+    import torch
+
+    return torch.softmax(out.double(), 1).numpy()
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--val", type=click.Path(dir_okay=False), help="Calibration split file.")
+@click.option("--test", type=click.Path(dir_okay=False), help="Test split file.")
+@click.option(
+    "--file",
+    "both",
+    type=click.Path(dir_okay=False),
+    help="One file holding logits_val, labels_val, logits_test, labels_test.",
+)
+@click.option("--methods", default=None, help="Comma-separated specs (default: every calibrator).")
+@click.option(
+    "--seeds",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seeds for methods with randomness (mean ± std).",
+)
+@click.option(
+    "--bootstrap",
+    default=200,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Bootstrap resamples for the intervals.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
+    """Fit every calibrator on the calibration split and compare them on the test split:
+    accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap
+    intervals; the best value per column is marked with *.
+
+    \b
+    Examples:
+      calibkit compare --file ../shared/data/logits/resnet110_cifar10.npz
+      calibkit compare --val val.npz --test test.npz --methods ts,ts-grid,dir-odir --seeds 5 --json
+    """
+    from . import posthoc
+    from .io import load_split
+    from .posthoc.compare import COLUMNS, best_per_column, cell, compare_methods
+
+    if both:
+        val = val or both
+        test = test or both
+    if not val or not test:
+        raise click.UsageError(
+            "pass --val FILE and --test FILE, or --file FILE holding both splits"
+        )
+    specs = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    for m in specs or []:  # every spec is checked before any data is read or fitted
+        if m != "uncalibrated":
+            posthoc.create(m)
+    zv, yv = load_split(val, "val")
+    zt, yt = load_split(test, "test")
+    with _progress(len(specs or []) or 12, "fitting", not as_json) as tick:
+        results = compare_methods(
+            (zv, yv),
+            (zt, yt),
+            specs,
+            seeds=seeds,
+            bootstrap=bootstrap,
+            progress=(lambda _m: tick(1)) if tick else None,
+        )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "val": str(val),
+                    "test": str(test),
+                    "seeds": seeds,
+                    "bootstrap": bootstrap,
+                    "methods": results,
+                },
+                indent=2,
+            )
+        )
+        return
+    from rich.table import Table
+
+    best = best_per_column(results)
+    table = Table(title=f"fitted on {len(yv)} samples, tested on {len(yt)}", title_justify="left")
+    table.add_column("method")
+    for c in COLUMNS:
+        table.add_column(c, justify="right")
+    for m, r in results.items():
+        table.add_row(
+            m, *[("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS]
+        )
+    console = _console()
+    console.print(table)
+    if bootstrap:
+        console.print("intervals: use --json (95 % bootstrap intervals for every cell)")
+    console.print("* best in column; ± std over seeds for methods with randomness")
 
 
 def main(argv: list[str] | None = None) -> None:

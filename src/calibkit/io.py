@@ -186,6 +186,28 @@ def load_scores(
     return arrays[logits_key], arrays[labels_key]
 
 
+def load_split(
+    path: str | os.PathLike,
+    split: str,
+    *,
+    logits_key: str | None = None,
+    labels_key: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, labels) of one split: keys ``logits_<split>``/``labels_<split>`` when the file
+    has them (the layout of ../shared/data/logits), else ``logits``/``labels``; explicit
+    keys win."""
+    if logits_key is None or labels_key is None:
+        keys = (
+            set(read_arrays(path))
+            if Path(path).suffix.lower() in (".npz", ".pt", ".pth")
+            else set()
+        )
+        split_keys = f"logits_{split}" in keys and f"labels_{split}" in keys
+        logits_key = logits_key or (f"logits_{split}" if split_keys else "logits")
+        labels_key = labels_key or (f"labels_{split}" if split_keys else "labels")
+    return load_scores(path, logits_key=logits_key, labels_key=labels_key)
+
+
 def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Path:
     """Call ``write(tmp_path)`` and move the result onto ``path`` only once it is complete."""
     path = Path(path)

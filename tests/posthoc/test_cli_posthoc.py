@@ -1,0 +1,104 @@
+"""calibkit fit / apply / compare: round trips, JSON, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from calibkit import metrics as M
+from calibkit import posthoc
+from tests.conftest import make_logits
+from tests.test_cli import run, run_ok
+
+
+@pytest.fixture
+def splits(tmp_path):
+    z, y = make_logits(900, 4, 3, scale=6.0, acc=0.75, dtype=np.float32)
+    path = tmp_path / "both.npz"
+    np.savez(path, logits_val=z[:400], labels_val=y[:400], logits_test=z[400:], labels_test=y[400:])
+    np.savez(tmp_path / "val.npz", logits=z[:400], labels=y[:400])
+    np.savez(tmp_path / "test.npz", logits=z[400:], labels=y[400:])
+    return path, z, y
+
+
+def test_fit_then_apply_equals_python(tmp_path, splits, capsys):
+    path, z, y = splits
+    out = run_ok(
+        ["fit", "--method", "ts", "--val", str(path), "-o", str(tmp_path / "ts.calib")], capsys
+    )
+    assert "converged" in out and "before" in out and "after" in out
+    run_ok(
+        ["apply", str(tmp_path / "ts.calib"), str(path), "-o", str(tmp_path / "out.npz")], capsys
+    )
+    want = posthoc.create("ts").fit(z[:400], y[:400])
+    with np.load(tmp_path / "out.npz") as d:
+        assert np.allclose(d["logits"], want(z[400:]).numpy(), atol=1e-6)
+        assert np.allclose(d["probs"].sum(1), 1) and (d["labels"] == y[400:]).all()
+
+
+def test_fit_json_reports_before_and_after(tmp_path, splits, capsys):
+    path, *_ = splits
+    out = run_ok(["fit", "--method", "hist-binning:n_bins=10", "--val", str(path), "-o",
+                  str(tmp_path / "h.calib"), "--json"], capsys)  # fmt: skip
+    payload = json.loads(out)
+    assert payload["after"]["ece"] < payload["before"]["ece"]
+
+
+@pytest.mark.parametrize(
+    "args", [["--file", "both.npz"], ["--val", "val.npz", "--test", "test.npz"]]
+)
+def test_compare_table_and_json(tmp_path, splits, capsys, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    base = ["compare", *args, "--methods", "ts,ts-grid,scaling-binning", "--bootstrap", "50"]
+    out = run_ok([*base, "--seeds", "2"], capsys)
+    assert "ts-grid" in out and "*" in out
+    payload = json.loads(run_ok([*base, "--json"], capsys))
+    methods = payload["methods"]
+    assert list(methods) == ["ts", "ts-grid", "scaling-binning"]
+    _, z, y = splits
+    ts = posthoc.create("ts").fit(z[:400], y[:400])
+    assert methods["ts"]["metrics"]["ece"] == pytest.approx(M.ece(ts(z[400:]).double(), y[400:]))
+    lo, hi = methods["ts"]["intervals"]["ece"]
+    assert lo <= methods["ts"]["metrics"]["ece"] <= hi
+
+
+def test_compare_seeds_give_mean_and_std(tmp_path, splits, capsys):
+    path, *_ = splits
+    out = run_ok(["compare", "--file", str(path), "--methods", "scaling-binning,ts", "--seeds", "3",
+                  "--bootstrap", "0", "--json"], capsys)  # fmt: skip
+    methods = json.loads(out)["methods"]
+    assert (
+        methods["scaling-binning"]["seeds"] == 3 and methods["scaling-binning"]["std"] is not None
+    )
+    assert methods["ts"]["seeds"] == 1 and methods["ts"]["std"] is None
+
+
+def test_errors_are_one_line(tmp_path, splits, capsys, monkeypatch):
+    _, z, y = splits
+    monkeypatch.chdir(tmp_path)
+    np.savez(tmp_path / "three.npz", logits=z[:, :3], labels=np.minimum(y, 2))
+    posthoc.create("ts").fit(z[:400], y[:400]).save(tmp_path / "ts.calib")
+    (tmp_path / "bad.calib").write_bytes(b"garbage")
+    cases = [
+        (
+            ["fit", "--method", "temp", "--val", "both.npz", "-o", "x.calib"],
+            "unknown calibrator 'temp'",
+        ),
+        (
+            ["fit", "--method", "ts:gamma=1", "--val", "both.npz", "-o", "x.calib"],
+            "no parameter 'gamma'",
+        ),
+        (
+            ["apply", "ts.calib", "three.npz", "-o", "o.npz"],
+            "3 classes but this TemperatureScaling was fitted on 4",
+        ),
+        (["apply", "bad.calib", "both.npz", "-o", "o.npz"], "not a calibkit calibrator"),
+        (["compare", "--val", "both.npz"], "pass --val FILE and --test FILE"),
+        (["compare", "--file", "both.npz", "--methods", "ts,nope"], "unknown calibrator 'nope'"),
+    ]
+    for argv, match in cases:
+        code, _, err = run(argv, capsys)
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+        assert match in err, (argv, err)
