@@ -192,6 +192,19 @@ def _evaluate_and_report(
         _console().print(f"reliability diagram written to {plot}")
 
 
+def bootstrap_option(default: int):
+    """--bootstrap N, shared by every command that reports intervals."""
+    return click.option(
+        "--bootstrap",
+        default=default,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="Bootstrap resamples for 95 % intervals (0: none).",
+    )
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
 _metric_options = [
     click.option("--probs", is_flag=True, help="Scores are probabilities, not logits."),
     click.option(
@@ -215,13 +228,7 @@ _metric_options = [
         type=click.Choice(["top-label", "positive"]),
         help="Binary problems: top label, or P(class 1) against y = 1.",
     ),
-    click.option(
-        "--bootstrap",
-        default=0,
-        show_default=True,
-        type=click.IntRange(min=0),
-        help="Bootstrap resamples for confidence intervals (0: none).",
-    ),
+    bootstrap_option(0),
     click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed."),
     click.option(
         "--ci",
@@ -238,7 +245,7 @@ _metric_options = [
         default=None,
         help="Write a reliability diagram (.png, .svg or .pdf).",
     ),
-    click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
+    json_option,
 ]
 
 
@@ -340,14 +347,8 @@ def evaluate(
     help="Folder for the logits file and the reliability diagram.",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Training seed.")
-@click.option(
-    "--bootstrap",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Bootstrap resamples for the intervals.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@bootstrap_option(1000)
+@json_option
 def demo(output, seed, bootstrap, as_json) -> None:
     """Make logits with no download (a small MLP on scikit-learn's bundled digits), save them,
     and measure their calibration with intervals and a reliability diagram.
@@ -424,7 +425,7 @@ def _metric_rows(before, after) -> list[tuple[str, str, str]]:
     type=click.Path(dir_okay=False),
     help="Calibrator file to write.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option
 def fit(method, val, logits_key, labels_key, output, as_json) -> None:
     """Fit a post-hoc calibrator on a calibration split and save it (safetensors + JSON,
     never pickle). Prints the fit report and the metrics before and after on that split.
@@ -550,14 +551,8 @@ def torch_softmax(out):
     type=click.IntRange(min=1),
     help="Seeds for methods with randomness (mean ± std).",
 )
-@click.option(
-    "--bootstrap",
-    default=200,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Bootstrap resamples for the intervals.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@bootstrap_option(200)
+@json_option
 def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
     """Fit every calibrator on the calibration split and compare them on the test split:
     accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap

@@ -273,13 +273,20 @@ def _grid(values: Any, name: str) -> tuple[float, ...]:
     return vals
 
 
-class VectorScaling(AffineCalibrator):
+class _Unregularised(AffineCalibrator):
+    """Affine maps without a penalty: no grid, no folds, no randomness."""
+
+    def __init__(self, *, max_iter: int = 500) -> None:
+        super().__init__(max_iter=max_iter)
+
+
+class VectorScaling(_Unregularised):
     """w ⊙ z + b by NLL (Guo et al. 2017)."""
 
     name, matrix = "vector", False
 
 
-class MatrixScaling(AffineCalibrator):
+class MatrixScaling(_Unregularised):
     """W z + b by NLL, unregularised (Guo et al. 2017)."""
 
     name = "matrix"

@@ -1,0 +1,162 @@
+"""Speed of calibkit's post-hoc fits against netcal and plain recipes, with the NLL or ECE
+each reaches beside its time (faster must not mean worse).
+
+    python benchmarks/posthoc_speed.py           # temperature and grid fits
+    python benchmarks/posthoc_speed.py --odir    # + 5-fold CV MS-ODIR and Dir-ODIR, 5,000 x 100
+
+TorchUncertainty's scalers are not timed: its ``post_processing`` package imports the
+package root, which needs torchvision, and no CPU build of torchvision exists here. The
+``dirichletcal`` package does not build here (its setup fails), so it is skipped too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+import warnings
+
+import torch
+
+from calibkit import posthoc
+from calibkit.metrics import ece
+
+
+def timed(fn, reps: int = 7) -> tuple[float, object]:
+    out, times = None, []
+    for _ in range(reps):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def data(n: int, k: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    z = 2.0 * torch.randn(n, k, generator=g, dtype=torch.float64)
+    y = torch.multinomial(torch.softmax(z, 1), 1, generator=g)[:, 0]
+    return (2.5 * z).float(), y  # an over-confident model: calibrated logits x 2.5
+
+
+def nll_at(z, y, t: float) -> float:
+    return float(torch.nn.functional.cross_entropy(z.double() / t, y))
+
+
+def lbfgs_recipe(z, y) -> float:
+    """The common recipe: LBFGS on T directly (may go negative, stops at its own tolerance)."""
+    t = torch.ones(1, requires_grad=True)
+    opt = torch.optim.LBFGS([t], lr=0.01, max_iter=50)
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(z / t, y)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return float(t)
+
+
+def lbfgs_wolfe(z, y) -> float:
+    log_t = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.LBFGS([log_t], lr=1, max_iter=100, line_search_fn="strong_wolfe",
+                            tolerance_grad=1e-12, tolerance_change=1e-15)  # fmt: skip
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(z / log_t.exp(), y)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return float(log_t.exp())
+
+
+def temperature_table() -> None:
+    print("Temperature scaling: median fit time and the NLL gap to the optimum (calibkit's fit)")
+    print(f"{'':34s}{'5000 x 10':>26s}{'5000 x 100':>26s}")
+    rows: dict[str, list[str]] = {}
+    for k in (10, 100):
+        z, y = data(5000, k)
+        t_cal, cal = timed(lambda z=z, y=y: posthoc.create("ts").fit(z, y))
+        best = cal.fit_report_.after
+        cases = {
+            "calibkit ts": (t_cal, float(cal.temperature_)),
+            "LBFGS on log T + strong Wolfe": timed(lambda z=z, y=y: lbfgs_wolfe(z, y)),
+            "LBFGS on T, lr 0.01 (common)": timed(lambda z=z, y=y: lbfgs_recipe(z, y)),
+        }
+        try:
+            from netcal.scaling import TemperatureScaling as NetcalTS
+
+            p = torch.softmax(z.double(), 1).numpy()
+
+            def netcal_fit(p=p, yn=y.numpy().copy()):  # noqa: B008
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m = NetcalTS()
+                    m.fit(p, yn)
+                return float(1.0 / float(m.weights[0])) if hasattr(m, "weights") else math.nan
+
+            cases["netcal TemperatureScaling"] = timed(netcal_fit, reps=3)
+        except ImportError:
+            print("netcal not installed: skipped")
+        for name, (secs, t) in cases.items():
+            gap = nll_at(z, y, t) - best if t > 0 and math.isfinite(t) else math.nan
+            rows.setdefault(name, []).append(f"{secs * 1e3:8.1f} ms  T={t:7.4f} ΔNLL={gap:8.1e}")
+    for name, cells in rows.items():
+        print(f"{name:34s}" + "".join(f"{c:>26s}" for c in cells))
+
+
+def grid_table() -> None:
+    import torchmetrics.functional.classification as tmf
+
+    z, y = data(5000, 100)
+    temps = torch.arange(1, 1001, dtype=torch.float64) / 100
+    t_cal, cal = timed(lambda: posthoc.create("ts-grid").fit(z, y), reps=3)
+
+    def tm_loop():
+        eces = [float(tmf.multiclass_calibration_error(z / t, y, 100, n_bins=15)) for t in temps]
+        return float(temps[int(torch.tensor(eces).argmin())])
+
+    t_tm, t_best = timed(tm_loop, reps=1)
+    print("\nTS-grid over 0.01..10 (1000 temperatures) by ECE, 5000 x 100")
+    print(
+        f"  calibkit ts-grid       {t_cal:8.3f} s   T = {float(cal.temperature_):.2f}  "
+        f"ECE = {ece(z / cal.temperature_, y):.5f}"
+    )
+    print(
+        f"  torchmetrics loop      {t_tm:8.3f} s   T = {t_best:.2f}  ECE = {ece(z / t_best, y):.5f}"
+    )
+    print(f"  ratio                  {t_tm / t_cal:8.1f}x  (target >= 10x)")
+
+
+def odir_table() -> None:
+    z, y = data(5000, 100, seed=1)
+    print("\n5-fold CV over the 7 x 7 grid (lambda, mu in 1e-2..1e4), 5000 x 100")
+    total = 0.0
+    for spec in ("ms-odir", "dir-odir"):
+        start = time.perf_counter()
+        c = posthoc.create(spec).fit(z, y)
+        secs = time.perf_counter() - start
+        total += secs
+        print(f"  {spec:10s} {secs:8.1f} s   {c.fit_report_}")
+    print(f"  total      {total:8.1f} s   (target < 60 s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--odir", action="store_true", help="also time the cross-validated ODIR fits (minutes)"
+    )
+    args = parser.parse_args()
+    temperature_table()
+    grid_table()
+    if args.odir:
+        odir_table()
+
+
+if __name__ == "__main__":
+    main()
