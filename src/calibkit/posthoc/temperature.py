@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..metrics._prepare import Prepared
 from ..metrics.binning import BinScheme
-from ..metrics.functional import _ece_over_temperatures
+from ..metrics.functional import _check_grid, _ece_over_temperatures
 from .base import Calibrator, FitReport
 
 #: The temperature grids of the papers (METHODS.md §2).
@@ -33,12 +33,9 @@ def grid_values(grid: Any) -> Tensor:
             )
         lo, hi, step = GRIDS[grid]
         return torch.arange(1, round(hi / step) + 1, dtype=torch.float64) * step + (lo - step)
-    values = torch.as_tensor(grid, dtype=torch.float64).reshape(-1)
-    if values.numel() == 0:
-        raise ValueError("grid: empty; pass at least one temperature")
-    if not bool(torch.isfinite(values).all()) or bool((values <= 0).any()):
-        raise ValueError("grid: temperatures must be finite and > 0")
-    return values
+    if grid is None:
+        raise ValueError("grid: pass a preset name or a list of temperatures")
+    return _check_grid(grid)
 
 
 def _nll_and_derivatives(z: Tensor, y: Tensor, theta: float) -> tuple[float, float, float]:
