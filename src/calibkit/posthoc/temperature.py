@@ -38,45 +38,62 @@ def grid_values(grid: Any) -> Tensor:
     return _check_grid(grid)
 
 
-def _nll_and_derivatives(z: Tensor, y: Tensor, theta: float) -> tuple[float, float, float]:
-    """Mean NLL of softmax(theta z) and its first two derivatives in theta (convex)."""
-    s = theta * z
-    logp = torch.log_softmax(s, 1)
+def _nll_and_derivatives(
+    z: Tensor, y: Tensor, theta: float, z2: Tensor | None = None, z_y: Tensor | None = None
+) -> tuple[float, float, float]:
+    """Mean NLL of softmax(θ z) and its first two derivatives in θ (convex in θ).
+
+    ``z2`` = z² and ``z_y`` = the label's logit may be passed precomputed.
+    """
+    logp = torch.log_softmax(theta * z, 1)
     p = logp.exp()
+    z2 = z * z if z2 is None else z2
+    z_y = z.gather(1, y[:, None])[:, 0] if z_y is None else z_y
     ez = (p * z).sum(1)
-    ez2 = (p * z * z).sum(1)
-    z_y = z.gather(1, y[:, None])[:, 0]
+    ez2 = (p * z2).sum(1)
     nll = -(logp.gather(1, y[:, None])[:, 0]).mean()
     return float(nll), float((ez - z_y).mean()), float((ez2 - ez * ez).mean())
 
 
 def fit_temperature(z: Tensor, y: Tensor, t_min: float, t_max: float, tol: float, max_iter: int):
-    """T minimising the mean NLL of z / T on [t_min, t_max]: safeguarded Newton on 1/T.
+    """T minimising the mean NLL of z / T on [t_min, t_max]: safeguarded Newton on θ = 1/T.
 
-    The NLL is convex in θ = 1/T, so its derivative is increasing; Newton's steps that
-    leave the current bracket are replaced by bisection. Returns (T, iterations,
-    converged, nll).
+    The NLL is convex in θ, so its derivative is increasing: every evaluation narrows a
+    bracket [lo, hi] around the root, and a Newton step that leaves it is replaced by the
+    bound (checked once) or by bisection. An optimum beyond a bound returns that bound with
+    ``converged`` False. Returns (T, iterations, converged, nll).
     """
+    z2, z_y = z * z, z.gather(1, y[:, None])[:, 0]
     lo, hi = 1.0 / t_max, 1.0 / t_min
-    _, g_lo, _ = _nll_and_derivatives(z, y, lo)
-    _, g_hi, _ = _nll_and_derivatives(z, y, hi)
-    if g_lo >= 0:  # optimum at or beyond t_max
-        return t_max, 0, False, _nll_and_derivatives(z, y, lo)[0]
-    if g_hi <= 0:  # optimum at or below t_min
-        return t_min, 0, False, _nll_and_derivatives(z, y, hi)[0]
-    theta, it, converged = 1.0 if lo < 1.0 < hi else (lo + hi) / 2, 0, False
+    checked = set()
+    theta = min(max(1.0, lo), hi)
+    nll, converged, it = math.inf, False, 0
     for it in range(1, max_iter + 1):  # noqa: B007
-        _nll, g, h = _nll_and_derivatives(z, y, theta)
+        nll, g, h = _nll_and_derivatives(z, y, theta, z2, z_y)
+        if abs(g) <= tol:
+            converged = True
+            break
+        if (theta == 1.0 / t_max and g > 0) or (theta == 1.0 / t_min and g < 0):
+            break  # at a bound, and the derivative points beyond it: the optimum is outside
         if g > 0:
             hi = theta
         else:
             lo = theta
-        if abs(g) <= tol or hi - lo <= 1e-15 * hi:
-            converged = True
-            break
         step = theta - g / h if h > 0 else math.nan
-        theta = step if lo < step < hi else (lo + hi) / 2
-    return 1.0 / theta, it, converged, _nll_and_derivatives(z, y, theta)[0]
+        if lo < step < hi:
+            theta = step
+        elif not math.isnan(step) and (step <= lo or step >= hi):
+            bound = lo if step <= lo else hi
+            if bound not in checked and bound in (1.0 / t_max, 1.0 / t_min):
+                checked.add(bound)
+                theta = bound
+            else:
+                theta = (lo + hi) / 2
+        else:
+            theta = (lo + hi) / 2
+        if hi - lo <= 1e-15 * hi:
+            break
+    return 1.0 / theta, it, converged, nll
 
 
 class TemperatureScaling(Calibrator):
