@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import click
+import torch
 
 from . import __version__
 
@@ -448,7 +449,7 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         before = evaluate(z, y, optimal=False, smooth=False).metrics
-        after = evaluate(cal(torch_tensor(z)).double(), y, optimal=False, smooth=False).metrics
+        after = evaluate(cal(torch.as_tensor(z)).double(), y, optimal=False, smooth=False).metrics
     if as_json:
         click.echo(
             json.dumps(
@@ -475,12 +476,6 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
         table.add_row(*row)
     console.print(table)
     console.print(f"calibrator written to {path}")
-
-
-def torch_tensor(a):
-    import torch
-
-    return torch.as_tensor(a)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -519,19 +514,13 @@ def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
         from .io import load_scores
 
         z, _ = load_scores(file, logits_key=key, labels_key=labels_key or "labels")
-    out = cal(torch_tensor(z).double())
-    result = {"logits": out.numpy(), "probs": torch_softmax(out)}
+    out = cal(torch.as_tensor(z).double())
+    result = {"logits": out.numpy(), "probs": torch.softmax(out.double(), 1).numpy()}
     lkey = labels_key or (f"labels_{split}" if f"labels_{split}" in arrays else "labels")
     if lkey in arrays:
         result["labels"] = np.asarray(arrays[lkey])
     path = save_npz(output, **result)
     _console().print(f"{len(out)} samples calibrated with {cal.name}; written to {path}")
-
-
-def torch_softmax(out):
-    import torch
-
-    return torch.softmax(out.double(), 1).numpy()
 
 
 @cli.command(context_settings=CONTEXT)

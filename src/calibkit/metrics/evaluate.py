@@ -55,20 +55,6 @@ METRICS = (
     "underconfident",
 )
 OOD_METRICS = ("ood_auroc", "ood_fpr95")
-LOWER_IS_BETTER = {
-    "ece",
-    "aece",
-    "mce",
-    "classwise_ece",
-    "nll",
-    "brier",
-    "ks_error",
-    "smooth_ece",
-    "optimal_ece",
-    "overconfident",
-    "underconfident",
-    "ood_fpr95",
-}
 
 
 @dataclass
