@@ -43,16 +43,27 @@ def _nll_and_derivatives(
 ) -> tuple[float, float, float]:
     """Mean NLL of softmax(θ z) and its first two derivatives in θ (convex in θ).
 
-    ``z2`` = z² and ``z_y`` = the label's logit may be passed precomputed.
+    Rows are processed in chunks that stay in cache; ``z2`` = z² and ``z_y`` = the label's
+    logit may be passed precomputed.
     """
-    logp = torch.log_softmax(theta * z, 1)
-    p = logp.exp()
     z2 = z * z if z2 is None else z2
     z_y = z.gather(1, y[:, None])[:, 0] if z_y is None else z_y
-    ez = (p * z).sum(1)
-    ez2 = (p * z2).sum(1)
-    nll = -(logp.gather(1, y[:, None])[:, 0]).mean()
-    return float(nll), float((ez - z_y).mean()), float((ez2 - ez * ez).mean())
+    rows = max(1, (1 << 15) // z.shape[1])
+    nll = g = h = 0.0
+    for start in range(0, len(z), rows):
+        c = z[start : start + rows]
+        e = c * theta
+        m = e.amax(1, keepdim=True)
+        e.sub_(m).exp_()
+        s0 = e.sum(1)
+        ez = (e * c).sum(1) / s0
+        ez2 = (e * z2[start : start + rows]).sum(1) / s0
+        zy = z_y[start : start + rows]
+        nll += float((m[:, 0] + s0.log() - theta * zy).sum())
+        g += float((ez - zy).sum())
+        h += float((ez2 - ez * ez).sum())
+    n = len(z)
+    return nll / n, g / n, h / n
 
 
 def fit_temperature(z: Tensor, y: Tensor, t_min: float, t_max: float, tol: float, max_iter: int):
