@@ -16,7 +16,7 @@ from .io import atomic_write
 from .metrics import _stats as st
 from .metrics._prepare import prepare
 from .metrics.binning import BinScheme
-from .metrics.evaluate import _chunk, _interval, _resample_weights
+from .metrics.evaluate import _interval, resample_chunks
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 
@@ -39,10 +39,8 @@ def bin_accuracy_band(
     """
     p = prepare(scores, labels, probs=probs, binary=binary)
     scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
-    gen = torch.Generator().manual_seed(seed)
     accs = []
-    for start in range(0, bootstrap, _chunk(p.n)):
-        w = _resample_weights(p.n, min(_chunk(p.n), bootstrap - start), gen, p.scores.device)
+    for w, _ in resample_chunks(p.n, bootstrap, seed, p.scores.device):
         sums = st.topbin_sums(p, scheme, w)
         count = sums[:, 0]
         accs.append(torch.where(count > 0, sums[:, 2] / count.clamp_min(1), torch.nan))

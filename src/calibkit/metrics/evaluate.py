@@ -219,6 +219,20 @@ def _chunk(n: int) -> int:
     return max(1, min(256, 4_000_000 // max(n, 1)))
 
 
+def resample_chunks(n: int, n_boot: int, seed: int, device, extra: int | None = None):
+    """Bootstrap resamples of ``n`` samples as (B, n) multiplicity matrices, a chunk at a time.
+
+    Yields ``(weights, extra_weights)``; with ``extra`` (the size of a second sample that is
+    resampled independently, such as OOD scores) ``extra_weights`` is (B, extra), else None.
+    The same ``seed`` gives the same resamples everywhere.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    for start in range(0, n_boot, _chunk(n)):
+        b = min(_chunk(n), n_boot - start)
+        w = _resample_weights(n, b, gen, device)
+        yield w, (None if extra is None else _resample_weights(extra, b, gen, device))
+
+
 def _bootstrap_vectors(
     preps: list[Prepared],
     binning: str,
@@ -231,20 +245,14 @@ def _bootstrap_vectors(
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Tensor]]:
     """Per-resample metric vectors for each of ``preps`` under the same resamples."""
-    gen = torch.Generator().manual_seed(seed)
-    n = preps[0].n
-    dev = preps[0].scores.device
     parts: list[list[dict[str, Tensor]]] = [[] for _ in preps]
-    for start in range(0, n_boot, _chunk(n)):
-        b = min(_chunk(n), n_boot - start)
-        w = _resample_weights(n, b, gen, dev)
-        ood_pair = None
-        if ood is not None:
-            ood_pair = (ood, _resample_weights(len(ood), b, gen, dev))
+    extra = None if ood is None else len(ood)
+    for w, w_ood in resample_chunks(preps[0].n, n_boot, seed, preps[0].scores.device, extra):
+        ood_pair = None if ood is None else (ood, w_ood)
         for part, p in zip(parts, preps, strict=True):
             part.append(_metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair))
         if progress is not None:
-            progress(b)
+            progress(len(w))
     return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
 
 
@@ -441,7 +449,6 @@ def compare_paired(
     pb = prepare(scores_b, labels, probs=probs, binary=binary)
     if pa.k != pb.k:
         raise ValueError(f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match")
-    pb.labels = pb.labels.to(pa.scores.device)
     BinScheme.make(n_bins, binning, pa.scores.dtype)  # validates the settings
     va = {
         k: float(v[0]) for k, v in _metric_vectors(pa, binning, n_bins, None, smooth=smooth).items()
