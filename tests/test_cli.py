@@ -210,3 +210,16 @@ def test_demo_makes_logits_and_a_figure(tmp_path, capsys):
     assert (tmp_path / "reliability.png").exists()
     with np.load(tmp_path / "digits_logits.npz") as d:
         assert d["logits_val"].shape == (300, 10) and d["labels_test"].shape == (497,)
+
+
+def test_unwritable_output_is_one_line(tmp_path, data, capsys, monkeypatch):
+    """An output path under a file (not a folder) fails cleanly and leaves no temporary file."""
+    monkeypatch.chdir(tmp_path)
+    z, y = data
+    np.savez("run.npz", logits=z, labels=y)
+    code, _, err = run(["evaluate", "run.npz", "--plot", "run.npz/r.png"], capsys)
+    assert (
+        code == 2
+        and err == "error: cannot write run.npz/r.png: a part of run.npz is a file, not a folder\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]

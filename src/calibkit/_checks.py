@@ -59,7 +59,7 @@ def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
         )
         raise ValueError(
             f"{name}: contains {what} value(s) (first in row {first}); "
-            "remove or fix those samples before measuring calibration"
+            "remove or fix those samples first"
         )
     return t
 

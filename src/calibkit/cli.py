@@ -22,6 +22,7 @@ USER_ERRORS = (
     TypeError,
     FileNotFoundError,
     PermissionError,
+    NotADirectoryError,
     IsADirectoryError,
     KeyError,
 )

@@ -211,7 +211,12 @@ def load_split(
 def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Path:
     """Call ``write(tmp_path)`` and move the result onto ``path`` only once it is complete."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(
+            f"cannot write {path}: a part of {path.parent} is a file, not a folder"
+        ) from None
     fd, tmp = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=suffix or path.suffix
     )
