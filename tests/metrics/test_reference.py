@@ -88,6 +88,40 @@ def test_optimal_ece_default_grid_is_rethinking_grid():
     assert value == pytest.approx(M.ece(z / t, y), abs=1e-12)
 
 
+@pytest.mark.parametrize("binning", ["calibkit", "torchmetrics", "netcal"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pruned_temperature_search_equals_the_full_scan(binning, dtype):
+    """best_temperature bounds most of the grid instead of scanning it: it must pick the
+    full scan's temperature and value, on grids in any order and with ties resolved alike."""
+    from calibkit.metrics._prepare import Prepared
+    from calibkit.metrics.binning import BinScheme
+    from calibkit.metrics.functional import _ece_over_temperatures, best_temperature
+
+    grids = [
+        torch.arange(1, 1001, dtype=torch.float64) / 100,
+        torch.arange(1000, 0, -1, dtype=torch.float64) / 200,  # descending
+        torch.rand(300, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 6,
+    ]
+    for n, k, seed, scale in [(3000, 10, 0, 6.0), (800, 40, 1, 3.0), (2000, 8, 2, 0.5)]:
+        z, y = make_logits(n, k, seed, scale=scale, dtype=dtype)
+        p = Prepared(torch.from_numpy(z), torch.from_numpy(y), False)
+        scheme = BinScheme.make(15, binning, p.scores.dtype)
+        for temps in grids:
+            full = _ece_over_temperatures(p, scheme, temps)
+            i, value = best_temperature(p, scheme, temps)
+            least = torch.nonzero(full == full.min())[:, 0]
+            assert i == int(least[torch.argmin(temps[least])]) and value == float(full.min())
+
+
+def test_pruned_temperature_search_on_real_logits_equals_brute_force(real_logits):
+    z, y = real_logits[0][:2000], real_logits[1][:2000]
+    grid = np.round(np.arange(1, 1001) / 100, 2)
+    value, t = M.optimal_ece(z, y, return_temperature=True)
+    brute = [M.ece(z / np.float32(T), y) for T in grid]
+    # z / T and z · (1 / T) round differently in float32: values agree to ~1e-9
+    assert t == grid[int(np.argmin(brute))] and value == pytest.approx(min(brute), abs=1e-7)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_smooth_ece_matches_exact_integral(seed):
     z, y = make_logits(300, 3, seed, scale=1.5)

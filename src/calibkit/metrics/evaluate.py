@@ -28,10 +28,10 @@ from ._prepare import Prepared, Runs, prepare, prepare_scores
 from .binning import BinScheme
 from .functional import (
     _check_grid,
-    _ece_over_temperatures,
     _fpr_at_tpr,
     _msp,
     _undefined_auroc_message,
+    best_temperature,
 )
 from .smooth import smooth_ece_batch
 
@@ -347,9 +347,7 @@ def evaluate(
         notes.append(_undefined_auroc_message(p))
         warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)
     if optimal:
-        eces = _ece_over_temperatures(p, scheme, _check_grid(None))
-        best = int(torch.argmin(eces))
-        metrics["optimal_ece"] = float(eces[best])
+        best, metrics["optimal_ece"] = best_temperature(p, scheme, _check_grid(None))
         settings["optimal_temperature"] = float(_check_grid(None)[best])
     order = [m for m in (*METRICS, *OOD_METRICS) if m in metrics]
     metrics = {m: metrics[m] for m in order}

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..metrics._prepare import Prepared
 from ..metrics.binning import BinScheme
-from ..metrics.functional import _check_grid, _ece_over_temperatures
+from ..metrics.functional import _check_grid, _ece_over_temperatures, best_temperature
 from .base import Calibrator, FitReport
 
 #: The temperature grids of the papers (METHODS.md §2).
@@ -157,15 +157,14 @@ class TemperatureGrid(Calibrator):
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         temps = grid_values(self.grid)
         p = Prepared(z, y, False)
-        eces = _ece_over_temperatures(p, BinScheme.make(self.n_bins, "calibkit", z.dtype), temps)
-        best = int(torch.argmin(eces))
         scheme = BinScheme.make(self.n_bins, "calibkit", z.dtype)
+        best, after = best_temperature(p, scheme, temps)
         before = float(_ece_over_temperatures(p, scheme, torch.ones(1, dtype=torch.float64))[0])
         self.temperature_ = temps[best].clone()
         return FitReport(
             "ece",
             before,
-            float(eces[best]),
+            after,
             len(temps),
             True,
             details={"temperature": float(temps[best])},
