@@ -1,0 +1,76 @@
+"""Training losses, one registry and spec strings (METHODS.md §3).
+
+>>> import torch
+>>> from calibkit import losses
+>>> loss = losses.create("focal:gamma=3")
+>>> float(loss(torch.zeros(2, 4), torch.tensor([0, 3]))) > 0
+True
+>>> losses.create("bsce-gra:gamma=1,norm=1").norm
+1.0
+"""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from .base import Loss
+from .regularised import (
+    MMCE,
+    Brier,
+    EntropyRegularised,
+    LabelSmoothing,
+    LogitL1,
+    MarginLabelSmoothing,
+    mmce_weighted,
+)
+from .weighted import (
+    BSCE,
+    BSCEGRA,
+    FLSD53,
+    CrossEntropy,
+    DualFocal,
+    DualFocalGRA,
+    Focal,
+    FocalGRA,
+    InverseFocal,
+    WeightedCE,
+)
+
+REGISTRY: Registry[Loss] = Registry("loss")
+for _cls in (
+    CrossEntropy,
+    Focal,
+    FLSD53,
+    DualFocal,
+    InverseFocal,
+    LabelSmoothing,
+    EntropyRegularised,
+    LogitL1,
+    MMCE,
+    Brier,
+    MarginLabelSmoothing,
+    BSCE,
+    BSCEGRA,
+    FocalGRA,
+    DualFocalGRA,
+):
+    REGISTRY.register(_cls.name)(_cls)
+
+
+def names() -> list[str]:
+    """Names of every registered loss."""
+    return REGISTRY.names()
+
+
+def create(spec: str, **overrides) -> Loss:
+    """A loss from a spec such as ``"ce"``, ``"focal:gamma=3"`` or ``"bsce-gra:gamma=2,norm=2"``."""
+    return REGISTRY.create(spec, **overrides)
+
+
+__all__ = [
+    "REGISTRY",
+    "Loss",
+    "WeightedCE",
+    "create",
+    "mmce_weighted",
+    "names",
+]

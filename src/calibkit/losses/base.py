@@ -1,0 +1,71 @@
+"""The loss contract: logits (N, K) and integer labels (N,) or soft targets (N, K) in, a
+scalar (``reduction="mean"``, the default, or ``"sum"``) or per-sample losses
+(``"none"``) out. Every loss is an ``nn.Module`` built from a spec (``calibkit.losses``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .._checks import check_choice
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_real(value: Any, name: str, *, low: float = 0.0, high: float = math.inf) -> float:
+    """A finite number in [low, high] (high may be inf), as float; else a one-line error."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not low <= value <= high:
+        span = f">= {low}" if high == math.inf else f"in [{low}, {high}]"
+        raise ValueError(f"{name}: expected a finite number {span}, got {value!r}")
+    return float(value)
+
+
+def soft_targets(logits: Tensor, target: Tensor) -> Tensor:
+    """(N, K) target distribution from integer labels (one-hot) or soft targets, checked."""
+    if logits.ndim != 2 or logits.shape[1] < 2:
+        raise ValueError(f"logits: expected shape (N, K) with K >= 2, got {tuple(logits.shape)}")
+    n, k = logits.shape
+    if not target.is_floating_point():
+        if target.shape != (n,):
+            raise ValueError(f"labels: expected shape ({n},), got {tuple(target.shape)}")
+        if n and (int(target.min()) < 0 or int(target.max()) >= k):
+            raise ValueError(
+                f"labels: values must lie in [0, {k - 1}] for {k} classes, "
+                f"got min {int(target.min())} and max {int(target.max())}"
+            )
+        return torch.nn.functional.one_hot(target.long(), k).to(logits.dtype)
+    if target.shape != (n, k):
+        raise ValueError(f"soft targets: expected shape ({n}, {k}), got {tuple(target.shape)}")
+    if n and (bool((target < 0).any()) or float((target.sum(1) - 1).abs().max()) > 1e-4):
+        raise ValueError("soft targets: each row must be >= 0 and sum to 1")
+    return target.to(logits.dtype)
+
+
+class Loss(nn.Module):
+    """Base class: subclasses define ``per_sample(logits, targets) -> (N,)``."""
+
+    name = ""
+
+    def __init__(self, *, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = check_choice(reduction, "reduction", REDUCTIONS)
+
+    def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        """Loss of ``logits`` (N, K) against labels (N,) or soft targets (N, K)."""
+        losses = self.per_sample(logits, soft_targets(logits, target))
+        if self.reduction == "mean":
+            return losses.mean()
+        return losses.sum() if self.reduction == "sum" else losses
+
+    def extra_repr(self) -> str:
+        skip = {"training", "name"}
+        return ", ".join(
+            f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_") and k not in skip
+        )

@@ -1,0 +1,126 @@
+"""Cross-entropy with a regulariser, and the Brier loss (METHODS.md §3).
+
+| name | loss for one sample |
+| --- | --- |
+| ``label-smoothing`` | CE against (1 − ε) t + ε / K (Müller et al. 2019) |
+| ``erl`` | CE − β H(p) (Pereyra et al. 2017; Dark Side §4, β = 0.1) |
+| ``logit-l1`` | CE + α ‖z‖₁ (Rethinking §3, α = 0.01) |
+| ``mbls`` | CE + λ Σ_k max(0, max_j z_j − z_k − m) (Liu et al. 2022, m = 10, λ = 0.1) |
+| ``brier`` | Σ_k (p_k − t_k)² |
+| ``mmce`` | CE + λ MMCE_w of the batch (Kumar et al. 2018, λ = 2) |
+
+MMCE is a statistic of the whole batch, not of one sample: with ``reduction="none"`` each
+sample's value is its CE plus λ·MMCE_w, so that the mean is CE + λ·MMCE_w. Note that
+focal_calibration (Mukhoti et al.'s code) *sums* CE and focal losses over a batch but
+*averages* Brier and MMCE; calibkit averages every loss by default.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .base import Loss, check_real
+
+
+def _ce(logits: Tensor, targets: Tensor) -> Tensor:
+    return -(targets * torch.log_softmax(logits, 1)).sum(1)
+
+
+class LabelSmoothing(Loss):
+    """CE against the target mixed with the uniform distribution: (1 − ε) t + ε / K."""
+
+    name = "label-smoothing"
+
+    def __init__(self, *, epsilon: float = 0.05, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.epsilon = check_real(epsilon, "epsilon", high=1.0)
+
+    def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
+        k = logits.shape[1]
+        return _ce(logits, (1 - self.epsilon) * targets + self.epsilon / k)
+
+
+class EntropyRegularised(Loss):
+    """CE − β H(p), H the entropy of the prediction in nats (confidence penalty)."""
+
+    name = "erl"
+
+    def __init__(self, *, beta: float = 0.1, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.beta = check_real(beta, "beta")
+
+    def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
+        logp = torch.log_softmax(logits, 1)
+        entropy = -(logp.exp() * logp).sum(1)
+        return -(targets * logp).sum(1) - self.beta * entropy
+
+
+class LogitL1(Loss):
+    """CE + α ‖z‖₁, the L1 norm of the logits."""
+
+    name = "logit-l1"
+
+    def __init__(self, *, alpha: float = 0.01, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.alpha = check_real(alpha, "alpha")
+
+    def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
+        return _ce(logits, targets) + self.alpha * logits.abs().sum(1)
+
+
+class MarginLabelSmoothing(Loss):
+    """CE + λ Σ_k max(0, max_j z_j − z_k − m): logit gaps beyond the margin m are penalised."""
+
+    name = "mbls"
+
+    def __init__(self, *, margin: float = 10.0, lam: float = 0.1, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.margin = check_real(margin, "margin")
+        self.lam = check_real(lam, "lam")
+
+    def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
+        gaps = logits.amax(1, keepdim=True) - logits - self.margin
+        return _ce(logits, targets) + self.lam * gaps.clamp_min(0).sum(1)
+
+
+class Brier(Loss):
+    """Brier loss Σ_k (p_k − t_k)²."""
+
+    name = "brier"
+
+    def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
+        return ((torch.softmax(logits, 1) - targets) ** 2).sum(1)
+
+
+def mmce_weighted(logits: Tensor, labels: Tensor, bandwidth: float = 0.4) -> Tensor:
+    """Weighted MMCE of a batch (Kumar et al. 2018, §4): with r the top-label confidence,
+    c = 1[correct], m correct of n and k(r, r') = exp(−|r − r'| / 0.4),
+
+    MMCE_w² = Σ_{C×C} (1−r)(1−r')k / m² + Σ_{W×W} r r' k / (n−m)² − 2 Σ_{C×W} (1−r) r' k / (m(n−m)),
+
+    returned as sqrt(max(MMCE_w², 0) + 1e-10) (the 1e-10 keeps the gradient finite at 0). A
+    batch with no correct (or no wrong) prediction drops the terms that need them.
+    """
+    r, pred = torch.softmax(logits, 1).max(1)
+    correct = (pred == labels).to(r.dtype)
+    m, n = correct.sum(), torch.tensor(float(len(r)), dtype=r.dtype, device=r.device)
+    a = correct * (1 - r) / m.clamp_min(1)  # weight of each correct sample
+    b = (1 - correct) * r / (n - m).clamp_min(1)  # of each wrong one
+    kernel = torch.exp(-(r[:, None] - r[None, :]).abs() / bandwidth)
+    v = a - b
+    return torch.sqrt((v @ kernel @ v).clamp_min(0) + 1e-10)
+
+
+class MMCE(Loss):
+    """CE + λ · MMCE_w of the batch (see :func:`mmce_weighted`); labels are argmax of t."""
+
+    name = "mmce"
+
+    def __init__(self, *, lam: float = 2.0, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        self.lam = check_real(lam, "lam")
+
+    def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
+        penalty = mmce_weighted(logits, targets.argmax(1))
+        return _ce(logits, targets) + self.lam * penalty
