@@ -73,22 +73,33 @@ def fit_affine(
         b0 = torch.zeros(k, dtype=x.dtype)
     else:
         w0, b0 = init
-    sw, sb = _preconditioner(x, w0, b0, matrix=matrix, reg=reg, lam=lam, mu=mu)
+    # With a free intercept, centre the features: x W^T + b = (x − m) W^T + c, c = b + W m.
+    # Log-probabilities sit far from 0, and uncentred they make the intercept fight the
+    # weights (Dir-L2 on the real logits: 500 iterations unconverged, against far fewer).
+    # ODIR penalises b itself, which would couple c and W, so it keeps m = 0.
+    m = x.new_zeros(k) if reg == "odir" else x.mean(0)
+    xc = x - m
+    c0 = b0 + (w0 @ m if matrix else w0 * m)
+    sw, sb = _preconditioner(xc, w0, c0, matrix=matrix, reg=reg, lam=lam, mu=mu)
     w = (w0 * sw).requires_grad_(True)  # optimise θ' = θ · sqrt(curvature): near-unit scales
-    b = (b0 * sb).requires_grad_(True)
+    b = (c0 * sb).requires_grad_(True)
     opt = torch.optim.LBFGS(
         [w, b],
         lr=1.0,
         max_iter=max_iter,
         tolerance_grad=tol,
-        tolerance_change=1e-15,
+        tolerance_change=1e-12,  # on the loss (nats): stricter than scipy L-BFGS-B default
         history_size=20,
         line_search_fn="strong_wolfe",
     )
 
+    def unscaled() -> tuple[Tensor, Tensor, Tensor]:
+        ww, cc = w / sw, b / sb
+        return ww, cc, cc - (ww @ m if matrix else ww * m)
+
     def objective() -> Tensor:
-        ww, bb = w / sw, b / sb
-        out = x @ ww.T + bb if matrix else x * ww + bb
+        ww, cc, bb = unscaled()
+        out = xc @ ww.T + cc if matrix else xc * ww + cc
         return torch.nn.functional.cross_entropy(out, y) + _penalty(
             ww if matrix else torch.diag(ww), bb, reg, lam, mu
         )
@@ -104,10 +115,11 @@ def fit_affine(
     iters = int(state.get("n_iter", 0))
     with torch.no_grad():
         loss = objective()
+        ww, _, bb = unscaled()
     grad = torch.cat([(w.grad * sw).reshape(-1), (b.grad * sb).reshape(-1)]).abs().max()
     return (
-        (w / sw).detach(),
-        (b / sb).detach(),
+        ww.detach(),
+        bb.detach(),
         iters,
         bool(grad <= tol or iters < max_iter),
         float(loss),
