@@ -1,0 +1,88 @@
+"""Networks, one registry (DESIGN.md: every model splits into features and head).
+
+Every factory takes ``num_classes`` and ``input_shape`` (C, H, W), which the trainer
+fills in from the data, plus the model's own settings:
+
+>>> from calibkit import models
+>>> m = models.create("resnet32", num_classes=10, input_shape=(3, 32, 32))
+>>> m.num_features, sum(p.numel() for p in m.parameters())
+(64, 464154)
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..registry import Registry
+from .base import Classifier
+from .others import cnn, densenet121, mlp, vgg16
+from .resnet import cifar_resnet, resnet50, wrn
+
+REGISTRY: Registry[Classifier] = Registry("model")
+Shape = tuple[int, ...]
+
+
+def _channels(input_shape: Shape) -> int:
+    if len(input_shape) != 3:
+        raise ValueError(
+            f"input_shape: expected (C, H, W) for a convolutional model, got {input_shape}"
+        )
+    return int(input_shape[0])
+
+
+@REGISTRY.register("resnet32")
+def _resnet32(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    return cifar_resnet(32, num_classes, _channels(input_shape))
+
+
+@REGISTRY.register("resnet110")
+def _resnet110(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    return cifar_resnet(110, num_classes, _channels(input_shape))
+
+
+@REGISTRY.register("resnet50")
+def _resnet50(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    return resnet50(num_classes, _channels(input_shape))
+
+
+@REGISTRY.register("wrn-26-10")
+def _wrn26(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    return wrn(26, 10, num_classes, _channels(input_shape))
+
+
+@REGISTRY.register("wrn-40-10")
+def _wrn40(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    return wrn(40, 10, num_classes, _channels(input_shape))
+
+
+@REGISTRY.register("densenet121")
+def _densenet121(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    return densenet121(num_classes, _channels(input_shape))
+
+
+@REGISTRY.register("vgg16")
+def _vgg16(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    return vgg16(num_classes, _channels(input_shape))
+
+
+@REGISTRY.register("mlp")
+def _mlp(*, num_classes: int = 10, input_shape: Shape = (64,), hidden: int = 256) -> Classifier:
+    return mlp(num_classes, math.prod(input_shape), hidden)
+
+
+@REGISTRY.register("cnn")
+def _cnn(*, num_classes: int = 10, input_shape: Shape = (1, 8, 8)) -> Classifier:
+    return cnn(num_classes, _channels(input_shape))
+
+
+def names() -> list[str]:
+    """Names of every registered model."""
+    return REGISTRY.names()
+
+
+def create(spec: str, **overrides) -> Classifier:
+    """A model from a spec such as ``"resnet110"`` or ``"mlp:hidden=512"``."""
+    return REGISTRY.create(spec, **overrides)
+
+
+__all__ = ["REGISTRY", "Classifier", "create", "names"]
