@@ -4,9 +4,13 @@ A spec is ``name`` or ``name:key=value,key=value``; values are Python literals (
 booleans, None, strings) or ``a/b/c`` lists, e.g. ``ts-grid:grid=rethinking`` or
 ``ms-odir:folds=5,average_folds=true``. The same string works in Python, on the command
 line and in a YAML bench spec. Unknown names and bad parameters fail with the valid ones.
+A value that starts with ``/``, ``~``, ``./`` or ``../`` is a path, not a list; quote any
+other string that contains ``/`` or ``,``: ``folder:root='data/imagenet-v2'``.
 
 >>> parse_spec("ms-odir:folds=5,average_folds=true,lambdas=0.1/1")
 ('ms-odir', {'folds': 5, 'average_folds': True, 'lambdas': [0.1, 1]})
+>>> parse_spec("cifar10:root=~/data/cifar,val_size=5000")
+('cifar10', {'root': '~/data/cifar', 'val_size': 5000})
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 def _value(text: str) -> Any:
     text = text.strip()
+    if text[:1] in ("'", '"') or text.startswith(("/", "~", "./", "../")):
+        return (
+            ast.literal_eval(text) if text[:1] in ("'", '"') else text
+        )  # a quoted string or a path
     if "/" in text:
         return [_value(part) for part in text.split("/") if part.strip()]
     if text.lower() in _WORDS:

@@ -1,0 +1,90 @@
+"""Datasets, one registry: built-in ones and loaders for local files (no downloads).
+
+>>> from calibkit import data
+>>> d = data.create("digits")
+>>> d.num_classes, d.input_shape, len(d.train), len(d.val), len(d.test)
+(10, (1, 8, 8), 1000, 300, 497)
+>>> data.create("cifar10:root=/nowhere")
+Traceback (most recent call last):
+...
+calibkit.data.base.DataFileError: root: /nowhere is not a folder
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry import Registry
+from .base import DataBundle, DataFileError, LazyImages, Split, hold_out, to_inputs
+from .builtin import digits, gaussian_toy
+from .files import (
+    CORRUPTIONS,
+    bloodmnist,
+    cifar,
+    cifar10_1,
+    cifar10_2,
+    cifar_c,
+    folder,
+    read_python_batch,
+    svhn,
+    tiny_imagenet,
+)
+
+REGISTRY: Registry[DataBundle] = Registry("dataset")
+REGISTRY.register("digits")(digits)
+REGISTRY.register("gaussian-toy")(gaussian_toy)
+REGISTRY.register("svhn")(svhn)
+REGISTRY.register("tiny-imagenet")(tiny_imagenet)
+REGISTRY.register("cifar10.1")(cifar10_1)
+REGISTRY.register("cifar10.2")(cifar10_2)
+REGISTRY.register("bloodmnist")(bloodmnist)
+REGISTRY.register("folder")(folder)
+
+
+@REGISTRY.register("cifar10")
+def _cifar10(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+    return cifar(root=root, classes=10, val_size=val_size, split_seed=split_seed)
+
+
+@REGISTRY.register("cifar100")
+def _cifar100(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+    return cifar(root=root, classes=100, val_size=val_size, split_seed=split_seed)
+
+
+@REGISTRY.register("cifar10-c")
+def _cifar10_c(
+    *, root: Any = None, corruption: str = "gaussian_noise", severity: int = 5
+) -> DataBundle:
+    return cifar_c(root=root, classes=10, corruption=corruption, severity=severity)
+
+
+@REGISTRY.register("cifar100-c")
+def _cifar100_c(
+    *, root: Any = None, corruption: str = "gaussian_noise", severity: int = 5
+) -> DataBundle:
+    return cifar_c(root=root, classes=100, corruption=corruption, severity=severity)
+
+
+def names() -> list[str]:
+    """Names of every registered dataset."""
+    return REGISTRY.names()
+
+
+def create(spec: str, **overrides: Any) -> DataBundle:
+    """A dataset from a spec such as ``"digits"`` or ``"cifar10:root=~/data"``."""
+    return REGISTRY.create(spec, **overrides)
+
+
+__all__ = [
+    "CORRUPTIONS",
+    "REGISTRY",
+    "DataBundle",
+    "DataFileError",
+    "LazyImages",
+    "Split",
+    "create",
+    "hold_out",
+    "names",
+    "read_python_batch",
+    "to_inputs",
+]

@@ -1,0 +1,129 @@
+"""What every dataset loader returns: splits of inputs and integer labels, and how to turn
+a batch of stored inputs into network inputs.
+
+Images are kept as uint8 (N, C, H, W) (a quarter of the memory of float32) and converted per
+batch by :func:`to_inputs`: scaled to [0, 1] and normalised by the dataset's channel mean
+and standard deviation. Feature data (digits, the Gaussian toy) is stored as float.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+class DataFileError(ValueError):
+    """A dataset file that is missing or not in the expected format (one-line message)."""
+
+
+class LazyImages:
+    """Image files read on demand (class-per-folder trees, Tiny-ImageNet): indexing with a
+    tensor of positions returns uint8 (n, 3, H, W), every image resized to ``size``."""
+
+    def __init__(self, paths: Sequence[Path], size: tuple[int, int]) -> None:
+        self.paths, self.size = list(paths), size
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def subset(self, idx: Tensor) -> LazyImages:
+        return LazyImages([self.paths[i] for i in idx.tolist()], self.size)
+
+    def __getitem__(self, idx: Tensor) -> Tensor:
+        from PIL import Image
+
+        out = []
+        for i in idx.tolist():
+            try:
+                with Image.open(self.paths[i]) as im:
+                    im = im.convert("RGB").resize(self.size[::-1])
+                    out.append(torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1))
+            except OSError as err:
+                raise DataFileError(f"{self.paths[i]}: not a readable image ({err})") from None
+        return torch.stack(out)
+
+
+@dataclass
+class Split:
+    """Inputs (tensor or :class:`LazyImages`) and (N,) int64 labels."""
+
+    x: Tensor | LazyImages
+    y: Tensor
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def take(self, idx: Tensor) -> tuple[Tensor, Tensor]:
+        """The stored inputs and labels at positions ``idx``."""
+        return self.x[idx], self.y[idx]
+
+    def subset(self, idx: Tensor) -> Split:
+        """The split restricted to positions ``idx`` (lazy images stay lazy)."""
+        x = self.x.subset(idx) if isinstance(self.x, LazyImages) else self.x[idx]
+        return Split(x, self.y[idx])
+
+
+@dataclass
+class DataBundle:
+    """A dataset's splits and what a trainer needs to know about it.
+
+    ``augment`` names the training augmentation (``"crop-flip"``: 4-pixel padded random
+    crop and horizontal flip, the CIFAR standard; ``None``: none). ``posterior`` maps
+    float inputs to the true class probabilities where they are known (the Gaussian toy).
+    ``extra`` holds evaluation-only splits (shifted or out-of-distribution data).
+    """
+
+    name: str
+    num_classes: int
+    input_shape: tuple[int, ...]
+    test: Split
+    train: Split | None = None
+    val: Split | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    augment: str | None = None
+    posterior: Callable[[Tensor], Tensor] | None = None
+    extra: dict[str, Split] = field(default_factory=dict)
+
+    def splits(self) -> dict[str, Split]:
+        """Every split present: train, val, test, then the extra ones."""
+        named = {"train": self.train, "val": self.val, "test": self.test}
+        return {k: v for k, v in named.items() if v is not None} | self.extra
+
+
+def to_inputs(x: Tensor, bundle: DataBundle, device: torch.device | str = "cpu") -> Tensor:
+    """Float network inputs from stored ones: uint8 scaled to [0, 1], then normalised."""
+    x = x.to(device, non_blocking=True)
+    if x.dtype == torch.uint8:
+        x = x.float().div_(255)
+    if bundle.mean is not None and bundle.std is not None:
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        mean = torch.tensor(bundle.mean, device=x.device).reshape(shape)
+        std = torch.tensor(bundle.std, device=x.device).reshape(shape)
+        x = (x - mean) / std
+    return x
+
+
+def hold_out(split: Split, n_val: int, seed: int = 0) -> tuple[Split, Split]:
+    """(train, val): ``n_val`` samples drawn without replacement (seeded) held out."""
+    if not 0 < n_val < len(split):
+        raise ValueError(
+            f"val_size: expected 1..{len(split) - 1} for {len(split)} samples, got {n_val}"
+        )
+    order = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))
+    val, train = order[:n_val].sort().values, order[n_val:].sort().values
+    return split.subset(train), split.subset(val)
+
+
+def nhwc_to_nchw(images: np.ndarray) -> Tensor:
+    """(N, H, W, C) uint8 array → (N, C, H, W) uint8 tensor (contiguous)."""
+    return torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
+
+
+def labels_tensor(labels: np.ndarray | Sequence[int]) -> Tensor:
+    return torch.as_tensor(np.asarray(labels).reshape(-1).astype(np.int64))
