@@ -95,7 +95,16 @@ def _progress(total: int, label: str, enabled: bool):
         transient=True,
     ) as bar:
         task = bar.add_task(label, total=total)
-        yield lambda k: bar.advance(task, k)
+
+        def tick(k: int, new_total: int | None = None, record: dict | None = None) -> None:
+            """Advance by k, or (with ``new_total``) set the position to k of new_total."""
+            if new_total is None:
+                bar.advance(task, k)
+                return
+            text = f"{label} epoch {record['epoch']}" if record else None
+            bar.update(task, completed=k, total=new_total, description=text or label)
+
+        yield tick
 
 
 def _print_result(result, title: str) -> None:
@@ -609,6 +618,86 @@ def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
     if bootstrap:
         console.print("intervals: use --json (95 % bootstrap intervals for every cell)")
     console.print("* best in column; ± std over seeds for methods with randomness")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--data", "data_spec", default="digits", show_default=True, help="Dataset spec.")
+@click.option("--model", default="cnn", show_default=True, help="Model spec.")
+@click.option("--loss", default="ce", show_default=True, help="Loss spec, e.g. focal:gamma=3.")
+@click.option("--epochs", default=30, show_default=True, type=int)
+@click.option("--batch-size", default=128, show_default=True, type=int)
+@click.option("--lr", default=0.1, show_default=True, type=float, help="Initial learning rate.")
+@click.option("--momentum", default=0.9, show_default=True, type=float)
+@click.option("--weight-decay", default=5e-4, show_default=True, type=float)
+@click.option(
+    "--schedule",
+    default="cifar",
+    show_default=True,
+    help="cifar, tiny-imagenet, constant or step:milestones=A/B,gamma=G.",
+)
+@click.option("--mixup", default=0.0, show_default=True, type=float, help="Mixup alpha (0: off).")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--extra", multiple=True, help="Extra evaluation split (dataset spec); repeat for more."
+)
+@click.option(
+    "--record-learned-epochs", is_flag=True, help="Record learned epochs and final max logits."
+)
+@click.option(
+    "--record-grad-norms",
+    default="",
+    help="Epochs (e.g. 10/20/30) at which to record per-sample gradient norms and Brier scores.",
+)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Run folder.")
+@click.option("--resume", is_flag=True, help="Continue the run in --output from its checkpoint.")
+@json_option
+def train(
+    data_spec, model, loss, epochs, batch_size, lr, momentum, weight_decay, schedule, mixup,
+    seed, extra, record_learned_epochs, record_grad_norms, device, output, resume, as_json,
+) -> None:  # fmt: skip
+    """Train a model and write its logits for val, test and extra splits (the format
+    `calibkit compare --file` reads), its per-epoch history and a checkpoint per epoch.
+
+    \b
+    Examples:
+      calibkit train --data digits --model cnn --loss bsce-gra --epochs 30 --seed 1 -o runs/x
+      calibkit train --data cifar10:root=~/data --model resnet110 --loss focal:gamma=3 \\
+          --epochs 350 --extra cifar10.1:root=~/data -o runs/r110-focal
+      calibkit train ... -o runs/x --resume          # after a crash: finishes the same run
+      torchrun --nproc-per-node 2 -m calibkit train ...   # data-parallel (gloo on CPU)
+    """
+    from .training import TrainConfig
+    from .training import train as run_training
+
+    grad_epochs = [int(e) for e in str(record_grad_norms).replace(",", "/").split("/") if e.strip()]
+    config = TrainConfig(
+        data=data_spec, model=model, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
+        momentum=momentum, weight_decay=weight_decay, schedule=schedule, mixup=mixup,
+        seed=seed, extra=list(extra), record_learned_epochs=record_learned_epochs,
+        record_grad_norms=grad_epochs, device=device,
+    ).check()  # fmt: skip
+    last: dict = {}
+
+    with _progress(1, "training", not as_json) as tick:
+
+        def progress(step: int, total: int, record: dict | None) -> None:
+            if tick is not None:
+                tick(step, total, record)
+            if record is not None:
+                last.update(record)
+
+        result = run_training(config, output, resume=resume, progress=progress)
+    if as_json:
+        click.echo(json.dumps({"output": str(output), "history": result.history}, indent=2))
+        return
+    h = result.history[-1]
+    _console().print(
+        f"{h['epoch']} epochs: train accuracy {h['train_acc']:.4f}; validation accuracy "
+        f"{h['val_acc']:.4f}, ECE {h['val_ece']:.4f}, NLL {h['val_nll']:.4f}, optimal ECE "
+        f"{h['val_optimal_ece']:.4f}\nwritten to {output}/ (logits.npz, history.json, run.json, "
+        "model.safetensors)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

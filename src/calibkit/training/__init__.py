@@ -1,0 +1,25 @@
+"""Training: the trainer, schedules, batch transforms and recorders (METHODS.md §3, §6, §7).
+
+>>> from calibkit.training import TrainConfig
+>>> TrainConfig(data="digits", model="cnn", loss="bsce-gra", epochs=2).check().loss
+'bsce-gra'
+"""
+
+from __future__ import annotations
+
+from .augment import crop_flip, mixup
+from .schedule import lr_at, milestones
+from .trainer import TrainConfig, TrainingError, TrainResult, build, predict, train
+
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "TrainingError",
+    "build",
+    "crop_flip",
+    "lr_at",
+    "milestones",
+    "mixup",
+    "predict",
+    "train",
+]

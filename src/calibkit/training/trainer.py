@@ -1,0 +1,440 @@
+"""The trainer: deterministic, resumable, distributed when launched by torchrun.
+
+Every random draw of epoch e (the order of the samples, crops, flips, mixup) comes from
+generators seeded with (seed, e), and the model is initialised under ``torch.manual_seed
+(seed)``, so a run is a function of its configuration. A checkpoint (weights, optimiser
+state with momentum, history, recorders) is written atomically after every epoch; a run
+resumed after a crash restarts the interrupted epoch from the last checkpoint and finishes
+with exactly the weights and numbers of an uninterrupted run (tested by killing one with
+SIGKILL).
+
+A run directory holds, when the run finishes:
+
+- ``logits.npz``: ``logits_val``, ``labels_val``, ``logits_test``, ``labels_test`` and
+  ``logits_<name>``/``labels_<name>`` for every extra split (the format ``calibkit
+  compare --file`` reads);
+- ``history.json``: one record per epoch (train loss and accuracy, validation accuracy,
+  ECE, NLL and optimal ECE, learning rate, seconds);
+- ``run.json``: the resolved configuration and what shapes confidence (loss and its
+  parameters, mixup, augmentation, seed, versions, device, git revision);
+- ``model.safetensors``: the final weights;
+- ``analysis.npz`` when a recorder is on (learned epochs, max logits, gradient norms).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .. import __version__, data, losses, models
+from ..io import atomic_write, save_npz, write_text
+from ..metrics import functional as M
+from ..registry import parse_spec
+from .augment import crop_flip, mixup
+from .recorders import LearnedEpochs, grad_norms
+from .schedule import lr_at, milestones
+
+CHECKPOINT = "checkpoint.pt"
+
+
+class TrainingError(ValueError):
+    """Training cannot go on (diverged loss, a resume that does not match): one line."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that determines a run. Specs are the registries' spec strings."""
+
+    data: str = "digits"
+    model: str = "cnn"
+    loss: str = "ce"
+    epochs: int = 30
+    batch_size: int = 128
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    schedule: str = "cifar"
+    mixup: float = 0.0
+    seed: int = 0
+    extra: list[str] = field(default_factory=list)
+    record_learned_epochs: bool = False
+    record_grad_norms: list[int] = field(default_factory=list)
+    device: str = "auto"
+
+    def check(self) -> TrainConfig:
+        """Validate every field, building nothing heavy; returns self."""
+        for name in ("epochs", "batch_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        for name in ("lr", "momentum", "weight_decay", "mixup"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+        if self.lr <= 0:
+            raise ValueError(f"lr: expected a learning rate > 0, got {self.lr!r}")
+        milestones(self.schedule, self.epochs)
+        losses.create(self.loss)
+        for spec, registry in ((self.model, models.REGISTRY), (self.data, data.REGISTRY)):
+            name, _ = parse_spec(spec)
+            if name not in registry.names():
+                registry.create(spec)  # raises the registry's message
+        bad = [e for e in self.record_grad_norms if not 1 <= e <= self.epochs]
+        if bad:
+            raise ValueError(f"record_grad_norms: epochs must lie in 1..{self.epochs}, got {bad}")
+        return self
+
+
+@dataclass
+class TrainResult:
+    """What a finished run produced: its folder, per-epoch history and the final model."""
+
+    out: Path
+    history: list[dict[str, float]]
+    model: nn.Module
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device: {name!r} requested but CUDA is not available")
+    return torch.device(name)
+
+
+def _generator(seed: int, epoch: int, stream: int) -> torch.Generator:
+    return torch.Generator().manual_seed(((seed * 1_000_003 + epoch) * 7 + stream) % (2**63))
+
+
+class _Distributed:
+    """Rank and world size; sums across processes under torchrun (gloo or nccl)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.world > 1 and not torch.distributed.is_initialized():
+            backend = "nccl" if device.type == "cuda" else "gloo"
+            torch.distributed.init_process_group(backend)
+
+    def shard(self, idx: Tensor) -> Tensor:
+        return torch.tensor_split(idx, self.world)[self.rank] if self.world > 1 else idx
+
+    def total(self, t: Tensor, op: str = "sum") -> Tensor:
+        if self.world > 1:
+            reduce_op = (
+                torch.distributed.ReduceOp.MAX if op == "max" else torch.distributed.ReduceOp.SUM
+            )
+            torch.distributed.all_reduce(t, op=reduce_op)
+        return t
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def predict(
+    model: nn.Module, split: data.Split, bundle: data.DataBundle, device: torch.device
+) -> Tensor:
+    """(N, K) float32 logits of a split in eval mode, on the CPU."""
+    model.eval()
+    out = []
+    with torch.no_grad(), _autocast(device):
+        for idx in torch.arange(len(split)).split(1024):
+            x, _ = split.take(idx)
+            out.append(model(_layout(data.to_inputs(x, bundle, device), device)).float().cpu())
+    return torch.cat(out)
+
+
+def _autocast(device: torch.device):
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+def _layout(x: Tensor, device: torch.device) -> Tensor:
+    if device.type == "cuda" and x.ndim == 4:
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
+
+
+def _val_metrics(logits: Tensor, labels: Tensor) -> dict[str, float]:
+    return {
+        "val_acc": M.accuracy(logits, labels),
+        "val_ece": M.ece(logits, labels),
+        "val_nll": M.nll(logits, labels),
+        "val_optimal_ece": float(M.optimal_ece(logits, labels)),
+    }
+
+
+def build(config: TrainConfig) -> tuple[data.DataBundle, nn.Module, losses.Loss]:
+    """The data (with extra splits), the freshly initialised model and the loss of a run."""
+    bundle = data.create(config.data)
+    if bundle.train is None or bundle.val is None:
+        raise ValueError(f"data: {config.data!r} has no training split; use it with --extra")
+    for spec in config.extra:
+        name = parse_spec(spec)[0]
+        extra = data.create(spec)
+        if extra.num_classes != bundle.num_classes:
+            raise ValueError(
+                f"extra {spec!r}: {extra.num_classes} classes, the training data has "
+                f"{bundle.num_classes}"
+            )
+        key = name.replace(".", "_").replace("-", "_")
+        bundle.extra[key if key not in bundle.extra else f"{key}_{len(bundle.extra)}"] = extra.test
+    torch.manual_seed(config.seed)
+    model = models.create(
+        config.model, num_classes=bundle.num_classes, input_shape=bundle.input_shape
+    )
+    return bundle, model, losses.create(config.loss)
+
+
+def train(
+    config: TrainConfig,
+    out: str | os.PathLike,
+    *,
+    resume: bool = False,
+    progress: Callable[[int, int, dict[str, float] | None], None] | None = None,
+) -> TrainResult:
+    """Train a model as ``config`` says, writing the run to ``out`` (see the module docstring).
+
+    ``progress(step, total_steps, record)`` is called after every step (``record`` None)
+    and after every epoch (``record`` that epoch's history entry).
+    """
+    config.check()
+    out = Path(out)
+    device = pick_device(config.device)
+    dist = _Distributed(device)
+    bundle, model, loss_fn = build(config)
+    model.to(device)
+    if device.type == "cuda":
+        model.to(memory_format=torch.channels_last)
+    wrapped: nn.Module = model
+    if dist.world > 1:
+        wrapped = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(
+        model.parameters(), lr=config.lr, momentum=config.momentum,
+        weight_decay=config.weight_decay,
+    )  # fmt: skip
+    train_split = bundle.train
+    assert train_split is not None and bundle.val is not None  # checked in build
+    learned = LearnedEpochs(len(train_split), device) if config.record_learned_epochs else None
+    analysis: dict[str, np.ndarray] = {}
+    history: list[dict[str, float]] = []
+    start = 0
+    if resume:
+        start, history = _resume(out / CHECKPOINT, config, model, opt, learned, analysis)
+    elif (out / CHECKPOINT).exists() or (out / "history.json").exists():
+        raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
+    steps_per_epoch = math.ceil(len(train_split) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    for epoch in range(start, config.epochs):
+        began = time.perf_counter()
+        lr = lr_at(config.schedule, config.lr, epoch, config.epochs)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        wrapped.train()
+        order_gen, aug_gen = _generator(config.seed, epoch, 0), _generator(config.seed, epoch, 1)
+        rng = np.random.default_rng([config.seed, epoch])
+        sums = torch.zeros(3, dtype=torch.float64, device=device)  # loss, correct, count
+        order = torch.randperm(len(train_split), generator=order_gen)
+        for step, batch in enumerate(order.split(config.batch_size)):
+            idx = dist.shard(batch)
+            x, y = train_split.take(idx)
+            x, y = data.to_inputs(x, bundle, device), y.to(device)
+            if bundle.augment == "crop-flip":
+                x = crop_flip(x, aug_gen)
+            target: Tensor = y
+            if config.mixup > 0:
+                onehot = nn.functional.one_hot(y, bundle.num_classes).float()
+                x, target = mixup(x, onehot, config.mixup, aug_gen, rng)
+            with _autocast(device):
+                logits = wrapped(_layout(x, device))
+            loss = loss_fn(logits.float(), target)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                correct = logits.argmax(1) == y
+                sums += torch.stack(
+                    [
+                        loss.detach().double() * len(y),
+                        correct.sum().double(),
+                        sums.new_tensor(len(y)),
+                    ]
+                )
+                if learned is not None:
+                    learned.update(idx.to(device), correct, epoch + 1)
+            if progress is not None:
+                progress(epoch * steps_per_epoch + step + 1, total, None)
+        sums = dist.total(sums)
+        if learned is not None:  # each process saw its own shard; the last epochs only grow
+            dist.total(learned.last_wrong, op="max")
+        train_loss = float(sums[0] / sums[2])
+        if not math.isfinite(train_loss):
+            raise TrainingError(
+                f"the training loss became {train_loss} in epoch {epoch + 1}; lower the learning "
+                "rate or check the data"
+            )
+        record = {
+            "epoch": epoch + 1,
+            "train_loss": train_loss,
+            "train_acc": float(sums[1] / sums[2]),
+        }
+        record |= _val_metrics(predict(model, bundle.val, bundle, device), bundle.val.y)
+        if epoch + 1 in config.record_grad_norms:
+            analysis |= _grad_norm_record(model, loss_fn, bundle, device, epoch + 1)
+        record |= {"lr": lr, "time": time.perf_counter() - began}
+        history.append(record)
+        if dist.main:
+            _checkpoint(out / CHECKPOINT, config, model, opt, epoch + 1, history, learned, analysis)
+        if progress is not None:
+            progress((epoch + 1) * steps_per_epoch, total, record)
+    if dist.main:
+        _finish(out, config, model, bundle, device, history, learned, analysis)
+    if dist.world > 1:
+        torch.distributed.barrier()
+    return TrainResult(out, history, model)
+
+
+def _grad_norm_record(
+    model: nn.Module,
+    loss_fn: losses.Loss,
+    bundle: data.DataBundle,
+    device: torch.device,
+    epoch: int,
+) -> dict[str, np.ndarray]:
+    model.eval()
+    split = bundle.train
+    assert split is not None
+    norms, briers = [], []
+    for idx in torch.arange(len(split)).split(1024):
+        x, y = split.take(idx)
+        g, b = grad_norms(model, loss_fn, data.to_inputs(x, bundle, device), y.to(device))
+        norms.append(g.cpu())
+        briers.append(b.cpu())
+    return {
+        f"grad_norm_epoch{epoch}": torch.cat(norms).numpy(),
+        f"brier_epoch{epoch}": torch.cat(briers).numpy(),
+    }
+
+
+def _checkpoint(
+    path: Path,
+    config: TrainConfig,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    epoch: int,
+    history: list[dict[str, float]],
+    learned: LearnedEpochs | None,
+    analysis: dict[str, np.ndarray],
+) -> None:
+    state = {
+        "config": json.dumps(asdict(config), sort_keys=True),
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "history": json.dumps(history),
+        "learned": learned.state_dict() if learned is not None else {},
+        "analysis": {k: torch.from_numpy(v) for k, v in analysis.items()},
+    }
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
+def _resume(
+    path: Path,
+    config: TrainConfig,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    learned: LearnedEpochs | None,
+    analysis: dict[str, np.ndarray],
+) -> tuple[int, list[dict[str, float]]]:
+    if not path.exists():
+        return 0, []  # killed before the first epoch ended: start over
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # any unreadable checkpoint gets the same message
+        raise TrainingError(f"{path}: not a readable calibkit checkpoint ({err})") from None
+    if state.get("config") != json.dumps(asdict(config), sort_keys=True):
+        raise TrainingError(
+            f"{path} was written by a run with another configuration; resume with the same "
+            "options or start a new output folder"
+        )
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    if learned is not None:
+        learned.load_state_dict(state["learned"])
+    analysis.update({k: v.numpy() for k, v in state["analysis"].items()})
+    return int(state["epoch"]), json.loads(state["history"])
+
+
+def provenance(config: TrainConfig, device: torch.device) -> dict[str, Any]:
+    """What shapes the confidence of a run's model, and where it ran."""
+    name, params = parse_spec(config.loss)
+    return {
+        "config": asdict(config),
+        "loss": {"name": name, "parameters": vars(losses.create(config.loss)) | params},
+        "label_smoothing": params.get("epsilon", 0.0) if name == "label-smoothing" else 0.0,
+        "mixup": config.mixup,
+        "augmentation": data.create(config.data).augment,
+        "seed": config.seed,
+        "device": str(device),
+        "versions": {
+            "calibkit": __version__,
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+        },
+        "git_revision": _git_revision(),
+    }
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _finish(
+    out: Path,
+    config: TrainConfig,
+    model: nn.Module,
+    bundle: data.DataBundle,
+    device: torch.device,
+    history: list[dict[str, float]],
+    learned: LearnedEpochs | None,
+    analysis: dict[str, np.ndarray],
+) -> None:
+    from safetensors.torch import save_file
+
+    arrays: dict[str, Any] = {}
+    for name, split in bundle.splits().items():
+        if name == "train":
+            continue
+        arrays[f"logits_{name}"] = predict(model, split, bundle, device).numpy()
+        arrays[f"labels_{name}"] = split.y.numpy()
+    save_npz(out / "logits.npz", **arrays)
+    if learned is not None and bundle.train is not None:
+        analysis["learned_epoch"] = learned.learned_epoch().cpu().numpy()
+        analysis["max_logit"] = predict(model, bundle.train, bundle, device).amax(1).numpy()
+        analysis["train_labels"] = bundle.train.y.numpy()
+    if analysis:
+        save_npz(out / "analysis.npz", **analysis)
+    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    atomic_write(out / "model.safetensors", lambda tmp: save_file(weights, tmp))
+    write_text(out / "history.json", json.dumps(history, indent=1))
+    write_text(out / "run.json", json.dumps(provenance(config, device), indent=1, default=str))

@@ -1,0 +1,76 @@
+"""Schedules, batch transforms and recorders of the trainer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from calibkit import losses, models
+from calibkit.training import crop_flip, lr_at, milestones, mixup
+from calibkit.training.recorders import LearnedEpochs, grad_norms
+
+
+def test_schedule_presets_scale_with_the_run_length():
+    assert milestones("cifar", 350) == ([150, 250], 0.1)
+    assert milestones("tiny-imagenet", 100) == ([40, 60], 0.1)
+    assert milestones("cifar", 30) == ([13, 21], 0.1)
+    assert [lr_at("cifar", 0.1, e, 350) for e in (0, 149, 150, 249, 250)] == pytest.approx(
+        [0.1, 0.1, 0.01, 0.01, 0.001]
+    )
+    assert lr_at("step:milestones=2/4,gamma=0.5", 1.0, 4, 10) == 0.25
+    assert lr_at("constant", 0.3, 99, 100) == 0.3
+    with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
+        milestones("cosine", 10)
+    with pytest.raises(ValueError, match="milestones must be positive integers"):
+        milestones("step:milestones=a", 10)
+
+
+def test_crop_flip_returns_a_flipped_or_plain_crop_of_the_padded_image():
+    x = torch.arange(2 * 3 * 6 * 6, dtype=torch.float32).reshape(2, 3, 6, 6) + 1
+    out = crop_flip(x, torch.Generator().manual_seed(0), pad=2)
+    padded = torch.nn.functional.pad(x, (2, 2, 2, 2))
+    for b in range(2):
+        crops = [
+            padded[b, :, i : i + 6, j : j + 6].flip(-1) if f else padded[b, :, i : i + 6, j : j + 6]
+            for i in range(5) for j in range(5) for f in (False, True)
+        ]  # fmt: skip
+        assert any(torch.equal(out[b], c) for c in crops)
+    again = crop_flip(x, torch.Generator().manual_seed(0), pad=2)
+    assert torch.equal(out, again)
+
+
+def test_mixup_is_one_convex_combination_per_batch():
+    x = torch.randn(8, 3)
+    t = torch.nn.functional.one_hot(torch.arange(8) % 4, 4).float()
+    xm, tm = mixup(x, t, 0.4, torch.Generator().manual_seed(1), np.random.default_rng(2))
+    lam = float(np.random.default_rng(2).beta(0.4, 0.4))
+    perm = torch.randperm(8, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(xm, lam * x + (1 - lam) * x[perm])
+    assert torch.allclose(tm.sum(1), torch.ones(8)) and torch.allclose(
+        tm, lam * t + (1 - lam) * t[perm]
+    )
+
+
+def test_learned_epoch_is_the_epoch_since_which_a_sample_stays_correct():
+    rec = LearnedEpochs(3)
+    history = {1: [True, False, True], 2: [True, True, False], 3: [True, True, False]}
+    for epoch, correct in history.items():
+        rec.update(torch.arange(3), torch.tensor(correct), epoch)
+    assert rec.learned_epoch().tolist() == [1, 2, 4]  # 4: wrong in the last epoch
+
+
+def test_grad_norms_equal_per_sample_autograd_on_the_head():
+    torch.manual_seed(0)
+    model = models.create("mlp:hidden=16", num_classes=4, input_shape=(5,)).double().eval()
+    x, y = torch.randn(6, 5, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 0, 1])
+    for spec in ("ce", "bsce-gra", "focal:gamma=2"):
+        loss = losses.create(spec, reduction="sum")
+        norms, brier = grad_norms(model, loss, x, y)
+        for i in range(6):
+            model.zero_grad()
+            loss(model(x[i : i + 1]), y[i : i + 1]).backward()
+            g = torch.cat([model.head.weight.grad.flatten(), model.head.bias.grad])
+            assert float(norms[i]) == pytest.approx(float(g.norm()), rel=1e-10)
+        p = torch.softmax(model(x), 1)
+        assert torch.allclose(brier, ((p - torch.nn.functional.one_hot(y, 4)) ** 2).sum(1))
