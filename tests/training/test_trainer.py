@@ -127,11 +127,15 @@ def test_cifar_files_with_an_extra_split_flow_into_compare(tmp_path):
     np.save(tmp_path / "cifar10.1_v6_labels.npy", np.arange(6))
     root = f"root={tmp_path}"
     run = tmp_path / "run"
-    cfg = TrainConfig(data=f"cifar10:{root},val_size=20", model="resnet32", epochs=1,
-                      batch_size=32, extra=[f"cifar10.1:{root}"])  # fmt: skip
+    write_cifar_binary(tmp_path, 100, per_batch=10)  # another label set: out-of-distribution
+    extra = [f"cifar10.1:{root}", f"cifar100:{root},val_size=2"]
+    cfg = TrainConfig(
+        data=f"cifar10:{root},val_size=20", model="resnet32", epochs=1, batch_size=32, extra=extra
+    )
     train(cfg, run)
     with np.load(run / "logits.npz") as f:
         assert f["logits_cifar10_1"].shape == (6, 10) and f["labels_val"].shape == (20,)
+        assert f["logits_ood_cifar100"].shape == (10, 10) and "labels_ood_cifar100" not in f
     out = subprocess.run(
         [sys.executable, "-m", "calibkit", "compare", "--file", str(run / "logits.npz"),
          "--methods", "ts", "--bootstrap", "0", "--json"],

@@ -12,7 +12,8 @@ A run directory holds, when the run finishes:
 
 - ``logits.npz``: ``logits_val``, ``labels_val``, ``logits_test``, ``labels_test`` and
   ``logits_<name>``/``labels_<name>`` for every extra split (the format ``calibkit
-  compare --file`` reads);
+  compare --file`` reads); an extra split with another number of classes is
+  out-of-distribution (SVHN for a CIFAR-100 model): ``logits_ood_<name>``, no labels;
 - ``history.json``: one record per epoch (train loss and accuracy, validation accuracy,
   ECE, NLL and optimal ECE, learning rate, seconds);
 - ``run.json``: the resolved configuration and what shapes confidence (loss and its
@@ -184,13 +185,16 @@ def build(config: TrainConfig) -> tuple[data.DataBundle, nn.Module, losses.Loss]
     for spec in config.extra:
         name = parse_spec(spec)[0]
         extra = data.create(spec)
-        if extra.num_classes != bundle.num_classes:
+        if extra.input_shape != bundle.input_shape:
             raise ValueError(
-                f"extra {spec!r}: {extra.num_classes} classes, the training data has "
-                f"{bundle.num_classes}"
+                f"extra {spec!r}: inputs of shape {extra.input_shape}, the model takes "
+                f"{bundle.input_shape}"
             )
         key = name.replace(".", "_").replace("-", "_")
-        bundle.extra[key if key not in bundle.extra else f"{key}_{len(bundle.extra)}"] = extra.test
+        key = key if key not in bundle.extra else f"{key}_{len(bundle.extra)}"
+        if extra.num_classes != bundle.num_classes:  # another label set: out-of-distribution
+            key = f"ood_{key}"
+        bundle.extra[key] = extra.test
     torch.manual_seed(config.seed)
     model = models.create(
         config.model, num_classes=bundle.num_classes, input_shape=bundle.input_shape
@@ -426,7 +430,8 @@ def _finish(
         if name == "train":
             continue
         arrays[f"logits_{name}"] = predict(model, split, bundle, device).numpy()
-        arrays[f"labels_{name}"] = split.y.numpy()
+        if not name.startswith("ood_"):  # out-of-distribution labels mean nothing here
+            arrays[f"labels_{name}"] = split.y.numpy()
     save_npz(out / "logits.npz", **arrays)
     if learned is not None and bundle.train is not None:
         analysis["learned_epoch"] = learned.learned_epoch().cpu().numpy()
