@@ -102,7 +102,12 @@ def test_pruned_temperature_search_equals_the_full_scan(binning, dtype):
         torch.arange(1000, 0, -1, dtype=torch.float64) / 200,  # descending
         torch.rand(300, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 6,
     ]
-    for n, k, seed, scale in [(3000, 10, 0, 6.0), (800, 40, 1, 3.0), (2000, 8, 2, 0.5)]:
+    for n, k, seed, scale in [
+        (3000, 10, 0, 6.0),
+        (800, 40, 1, 3.0),
+        (2000, 8, 2, 0.5),
+        (900, 3, 3, 2.0),
+    ]:
         z, y = make_logits(n, k, seed, scale=scale, dtype=dtype)
         p = Prepared(torch.from_numpy(z), torch.from_numpy(y), False)
         scheme = BinScheme.make(15, binning, p.scores.dtype)

@@ -24,20 +24,29 @@ def check_real(value: Any, name: str, *, low: float = 0.0, high: float = math.in
     return float(value)
 
 
-def soft_targets(logits: Tensor, target: Tensor) -> Tensor:
-    """(N, K) target distribution from integer labels (one-hot) or soft targets, checked."""
+def check_labels(logits: Tensor, labels: Tensor) -> None:
+    """Integer labels that fit (N, K) logits; else a one-line error."""
     if logits.ndim != 2 or logits.shape[1] < 2:
         raise ValueError(f"logits: expected shape (N, K) with K >= 2, got {tuple(logits.shape)}")
     n, k = logits.shape
+    if labels.shape != (n,):
+        raise ValueError(f"labels: expected shape ({n},), got {tuple(labels.shape)}")
+    lo, hi = labels.aminmax() if n else (labels.new_zeros(()), labels.new_zeros(()))
+    if int(lo) < 0 or int(hi) >= k:
+        raise ValueError(
+            f"labels: values must lie in [0, {k - 1}] for {k} classes, "
+            f"got min {int(lo)} and max {int(hi)}"
+        )
+
+
+def soft_targets(logits: Tensor, target: Tensor) -> Tensor:
+    """(N, K) target distribution from integer labels (one-hot) or soft targets, checked."""
     if not target.is_floating_point():
-        if target.shape != (n,):
-            raise ValueError(f"labels: expected shape ({n},), got {tuple(target.shape)}")
-        if n and (int(target.min()) < 0 or int(target.max()) >= k):
-            raise ValueError(
-                f"labels: values must lie in [0, {k - 1}] for {k} classes, "
-                f"got min {int(target.min())} and max {int(target.max())}"
-            )
-        return torch.nn.functional.one_hot(target.long(), k).to(logits.dtype)
+        check_labels(logits, target)
+        return torch.nn.functional.one_hot(target.long(), logits.shape[1]).to(logits.dtype)
+    if logits.ndim != 2 or logits.shape[1] < 2:
+        raise ValueError(f"logits: expected shape (N, K) with K >= 2, got {tuple(logits.shape)}")
+    n, k = logits.shape
     if target.shape != (n, k):
         raise ValueError(f"soft targets: expected shape ({n}, {k}), got {tuple(target.shape)}")
     if n and (bool((target < 0).any()) or float((target.sum(1) - 1).abs().max()) > 1e-4):
@@ -59,7 +68,17 @@ class Loss(nn.Module):
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
         """Loss of ``logits`` (N, K) against labels (N,) or soft targets (N, K)."""
-        losses = self.per_sample(logits, soft_targets(logits, target))
+        if target.is_floating_point():
+            soft_targets(logits, target)
+        else:
+            check_labels(logits, target)
+        return self.compute(logits, target)
+
+    def compute(self, logits: Tensor, target: Tensor) -> Tensor:
+        """As ``forward`` without checking the target (the trainer checks labels once)."""
+        if not target.is_floating_point():
+            target = torch.nn.functional.one_hot(target.long(), logits.shape[1]).to(logits.dtype)
+        losses = self.per_sample(logits, target.to(logits.dtype))
         if self.reduction == "mean":
             return losses.mean()
         return losses.sum() if self.reduction == "sum" else losses

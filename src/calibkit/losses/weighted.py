@@ -56,6 +56,12 @@ class CrossEntropy(WeightedCE):
 
     name = "ce"
 
+    def compute(self, logits: Tensor, target: Tensor) -> Tensor:
+        if target.is_floating_point():
+            return super().compute(logits, target)
+        # integer labels: torch's fused kernel, the same value
+        return torch.nn.functional.cross_entropy(logits, target, reduction=self.reduction)
+
 
 class Focal(WeightedCE):
     """Focal loss −(1 − p_y)^γ log p_y (Lin et al. 2017); ∂L/∂z = g(p_y, γ) ∂CE/∂z with

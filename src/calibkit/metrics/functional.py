@@ -321,7 +321,7 @@ def best_temperature(p: Prepared, scheme: BinScheme, temps: Tensor) -> tuple[int
     moving c by δ changes it by at most |δ| / n; a slack of 1e-5 on each confidence covers
     the float32 rounding of the exact scan.
     """
-    if p.binary == "positive" or len(temps) < 64 or p.k < 8:
+    if p.binary == "positive" or len(temps) < 64:
         eces = _ece_over_temperatures(p, scheme, temps)
         return _argmin_smallest_t(eces, temps)
     z = p.scores.log() if p.is_probs else p.scores

@@ -117,7 +117,7 @@ class HistogramBinning(_ConfidenceMap):
             else:
                 e = torch.quantile(conf, torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64))
                 e[0], e[-1] = 0.0, 1.0
-            idx = torch.bucketize(conf, e[1:-1].contiguous())
+            idx = torch.bucketize(conf.contiguous(), e[1:-1].contiguous())
             count = torch.bincount(idx, minlength=self.n_bins).double()
             acc = torch.bincount(idx, hit, minlength=self.n_bins) / count.clamp_min(1)
             edges.append(e)
