@@ -166,8 +166,6 @@ class Calibrator(nn.Module):
 
     def save(self, path: str | Path) -> Path:
         """Write the fitted calibrator to ``path`` (safetensors with JSON metadata), atomically."""
-        from safetensors.torch import save_file
-
         if self.n_classes_ is None:
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; nothing to save")
         tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
@@ -180,41 +178,14 @@ class Calibrator(nn.Module):
             "n_classes": self.n_classes_,
             "fit_report": asdict(self.fit_report_) if self.fit_report_ else None,
         }
-        text = json.dumps(meta, sort_keys=True, default=_json_default)
-        digest = _digest(text, tensors)
-        atomic_write(
-            path,
-            lambda tmp: save_file(tensors, tmp, metadata={"calibkit": text, "sha256": digest}),
-            suffix=".tmp",
-        )
-        return Path(path)
+        return write_checked(path, tensors, meta)
 
     @classmethod
     def load(cls, path: str | Path) -> Calibrator:
         """Read a calibrator written by :meth:`save`; refuses corrupted or altered files."""
-        from safetensors import safe_open
-
         from . import REGISTRY
 
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: no such file")
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                meta_raw = f.metadata() or {}
-                tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
-        except Exception as e:  # safetensors raises its own error types for bad headers
-            raise FileFormatError(f"{path}: not a calibkit calibrator file ({e})") from None
-        text, digest = meta_raw.get("calibkit"), meta_raw.get("sha256")
-        if text is None or digest is None:
-            raise FileFormatError(f"{path}: not a calibkit calibrator file (no calibkit metadata)")
-        if _digest(text, tensors) != digest:
-            raise FileFormatError(f"{path}: checksum mismatch; the file was altered or damaged")
-        meta = json.loads(text)
-        if meta.get("version", 0) > FORMAT_VERSION:
-            raise FileFormatError(
-                f"{path}: written by a newer calibkit (format {meta['version']}); upgrade calibkit"
-            )
+        meta, tensors = read_checked(path, "calibrator")
         if meta.get("method") not in REGISTRY.names():
             raise FileFormatError(f"{path}: unknown calibrator {meta.get('method')!r}")
         obj = REGISTRY.create(meta["method"], **meta["settings"])
@@ -225,6 +196,47 @@ class Calibrator(nn.Module):
         if meta.get("fit_report"):
             obj.fit_report_ = FitReport(**meta["fit_report"])
         return obj
+
+
+def write_checked(path: str | Path, tensors: dict[str, Tensor], meta: dict[str, Any]) -> Path:
+    """Tensors as safetensors with JSON metadata and a SHA-256 over both, written atomically."""
+    from safetensors.torch import save_file
+
+    text = json.dumps(meta, sort_keys=True, default=_json_default)
+    digest = _digest(text, tensors)
+    atomic_write(
+        path,
+        lambda tmp: save_file(tensors, tmp, metadata={"calibkit": text, "sha256": digest}),
+        suffix=".tmp",
+    )
+    return Path(path)
+
+
+def read_checked(path: str | Path, what: str) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """(metadata, tensors) of a file from :func:`write_checked`; refuses altered files, files
+    of a newer format and anything that is not one (``what`` names the kind in messages)."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta_raw = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    except Exception as e:  # safetensors raises its own error types for bad headers
+        raise FileFormatError(f"{path}: not a calibkit {what} file ({e})") from None
+    text, digest = meta_raw.get("calibkit"), meta_raw.get("sha256")
+    if text is None or digest is None:
+        raise FileFormatError(f"{path}: not a calibkit {what} file (no calibkit metadata)")
+    if _digest(text, tensors) != digest:
+        raise FileFormatError(f"{path}: checksum mismatch; the file was altered or damaged")
+    meta = json.loads(text)
+    if meta.get("version", 0) > FORMAT_VERSION:
+        raise FileFormatError(
+            f"{path}: written by a newer calibkit (format {meta['version']}); upgrade calibkit"
+        )
+    return meta, tensors
 
 
 def _json_default(o: Any) -> Any:
