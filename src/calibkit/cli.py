@@ -649,12 +649,25 @@ def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
     help="Epochs (e.g. 10/20/30) at which to record per-sample gradient norms and Brier scores.",
 )
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option(
+    "--stage2",
+    default=None,
+    help="Then retrain the head: maccal[:width=128,adaptive=decaying,gamma=0.9,...].",
+)
+@click.option(
+    "--from",
+    "source",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="With --stage2: start from this finished stage-1 run instead of training one.",
+)
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Run folder.")
 @click.option("--resume", is_flag=True, help="Continue the run in --output from its checkpoint.")
 @json_option
 def train(
     data_spec, model, loss, epochs, batch_size, lr, momentum, weight_decay, schedule, mixup,
-    seed, extra, record_learned_epochs, record_grad_norms, device, output, resume, as_json,
+    seed, extra, record_learned_epochs, record_grad_norms, device, stage2, source, output,
+    resume, as_json,
 ) -> None:  # fmt: skip
     """Train a model and write its logits for val, test and extra splits (the format
     `calibkit compare --file` reads), its per-epoch history and a checkpoint per epoch.
@@ -665,11 +678,26 @@ def train(
       calibkit train --data cifar10:root=~/data --model resnet110 --loss focal:gamma=3 \\
           --epochs 350 --extra cifar10.1:root=~/data -o runs/r110-focal
       calibkit train ... -o runs/x --resume          # after a crash: finishes the same run
+      calibkit train ... --stage2 maccal -o runs/m   # + MaC-Cal (stage 1 in runs/m/stage1)
+      calibkit train --from runs/x --stage2 maccal:adaptive=static -o runs/x-maccal
       torchrun --nproc-per-node 2 -m calibkit train ...   # data-parallel (gloo on CPU)
     """
     from .training import TrainConfig
     from .training import train as run_training
+    from .training.maccal import stage2_config
+    from .training.runs import run_stage2
 
+    settings = stage2_config(stage2) if stage2 else None
+    if source and settings is None:
+        raise click.UsageError("--from needs --stage2 (which stage-2 method to run)")
+    if source:
+        with _progress(1, "stage 2", not as_json) as tick:
+            history = run_stage2(
+                source, settings, output, device=device,
+                progress=(lambda e, n, r: tick(e, n, r)) if tick else None,
+            )  # fmt: skip
+        _report_stage2(output, history, as_json)
+        return
     grad_epochs = [int(e) for e in str(record_grad_norms).replace(",", "/").split("/") if e.strip()]
     config = TrainConfig(
         data=data_spec, model=model, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
@@ -687,7 +715,16 @@ def train(
             if record is not None:
                 last.update(record)
 
-        result = run_training(config, output, resume=resume, progress=progress)
+        stage1 = Path(output) / "stage1" if settings else Path(output)
+        result = run_training(config, stage1, resume=resume, progress=progress)
+    if settings:
+        with _progress(1, "stage 2", not as_json) as tick:
+            history = run_stage2(
+                stage1, settings, output, device=device,
+                progress=(lambda e, n, r: tick(e, n, r)) if tick else None,
+            )  # fmt: skip
+        _report_stage2(output, history, as_json)
+        return
     if as_json:
         click.echo(json.dumps({"output": str(output), "history": result.history}, indent=2))
         return
@@ -697,6 +734,91 @@ def train(
         f"{h['val_acc']:.4f}, ECE {h['val_ece']:.4f}, NLL {h['val_nll']:.4f}, optimal ECE "
         f"{h['val_optimal_ece']:.4f}\nwritten to {output}/ (logits.npz, history.json, run.json, "
         "model.safetensors)"
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option(
+    "--gamma-pool", default="1", show_default=True, help="Focal γ values to choose from by ECE."
+)
+@click.option(
+    "--init",
+    type=click.Choice(["random", "data"]),
+    default="random",
+    show_default=True,
+    help="δ's start: random, or data-driven (Theorem 3.2, inside the data's feasible range).",
+)
+@click.option("--epochs", default=100, show_default=True, type=int)
+@click.option("--lr", default=0.001, show_default=True, type=float)
+@click.option("--batch-size", default=512, show_default=True, type=int)
+@click.option("--lam", default=None, type=float, help="λ of ‖δ‖² (default 0.1 × initial loss).")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--device", default="auto", show_default=True)
+@click.option(
+    "-o", "--output", default=None, type=click.Path(file_okay=False),
+    help="Folder for the calibrated logits (default RUN_DIR/clamp).",
+)  # fmt: skip
+@json_option
+def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, output, as_json):
+    """Neural Clamping on a finished run: learn an input perturbation δ and a temperature T
+    on its validation split, then write calibrated logits of every split in the format
+    `calibkit compare --file` reads, and δ and T (clamping.safetensors).
+
+    \b
+    Examples:
+      calibkit clamp runs/x                          # writes runs/x/clamp/logits.npz
+      calibkit clamp runs/x --gamma-pool 1/2/3 --init data -o runs/x-nc --json
+    """
+    from . import data as data_mod
+    from .io import save_npz
+    from .posthoc.clamping import NeuralClamping
+    from .training.runs import load_run
+    from .training.trainer import pick_device, predict
+
+    pool = [float(g) for g in str(gamma_pool).replace(",", "/").split("/") if g.strip()]
+    config, bundle, model, _ = load_run(run_dir, device)
+    dev = pick_device(device)
+    bounds = data_mod.input_bounds(bundle)
+    if init == "data" and bounds is None:
+        raise ValueError(
+            f"--init data: {config.data!r} has no feasible input range; use --init random"
+        )
+    nc = NeuralClamping(
+        model, gamma_pool=pool, lam=lam, lr=lr, batch_size=batch_size, epochs=epochs, init=init,
+        input_range=bounds, seed=seed,
+    )  # fmt: skip
+    assert bundle.val is not None
+    nc.fit(data_mod.to_inputs(bundle.val.x, bundle, dev), bundle.val.y.to(dev))
+    out = Path(output) if output else Path(run_dir) / "clamp"
+    arrays = {}
+    for name, split in bundle.splits().items():
+        if name == "train":
+            continue
+        arrays[f"logits_{name}"] = predict(nc, split, bundle, dev).numpy()
+        if not name.startswith("ood_"):
+            arrays[f"labels_{name}"] = split.y.numpy()
+    save_npz(out / "logits.npz", **arrays)
+    nc.save(out / "clamping.safetensors")
+    if as_json:
+        click.echo(json.dumps({"output": str(out)} | nc.report_, indent=2))
+        return
+    r = nc.report_
+    _console().print(
+        f"Neural Clamping: γ = {r['gamma']:g}, T = {r['temperature']:.4f}, λ = {r['lam']:.4g}, "
+        f"calibration ECE {r['ece_calibration']:.4f}\nwritten to {out}/ (logits.npz, "
+        "clamping.safetensors)"
+    )
+
+
+def _report_stage2(output, history: list[dict], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"output": str(output), "stage2_history": history}, indent=2))
+        return
+    h = history[-1]
+    _console().print(
+        f"stage 2: {h['epoch']} epochs, final mask rate q = {h['q']:.3f}; validation accuracy "
+        f"{h['val_acc']:.4f}, ECE {h['val_ece']:.4f}\nwritten to {output}/"
     )
 
 

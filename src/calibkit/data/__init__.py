@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..registry import Registry
-from .base import DataBundle, DataFileError, LazyImages, Split, hold_out, to_inputs
+from .base import (
+    DataBundle,
+    DataFileError,
+    LazyImages,
+    Split,
+    hold_out,
+    input_bounds,
+    to_inputs,
+)
 from .builtin import digits, gaussian_toy
 from .files import (
     CORRUPTIONS,
@@ -84,6 +92,7 @@ __all__ = [
     "Split",
     "create",
     "hold_out",
+    "input_bounds",
     "names",
     "read_python_batch",
     "to_inputs",

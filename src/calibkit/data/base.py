@@ -96,6 +96,22 @@ class DataBundle:
         return {k: v for k, v in named.items() if v is not None} | self.extra
 
 
+def input_bounds(bundle: DataBundle) -> tuple[Tensor, Tensor] | None:
+    """Feasible network inputs: the per-channel image of [0, 1] under the dataset's
+    normalisation, shaped (C, 1, 1), for images (stored as bytes) and the digits; None for
+    data without a natural range (the Gaussian toy)."""
+    x = bundle.test.x
+    if not (isinstance(x, LazyImages) or x.dtype == torch.uint8 or bundle.name == "digits"):
+        return None
+    channels = bundle.input_shape[0]
+    lo, hi = torch.zeros(channels, 1, 1), torch.ones(channels, 1, 1)
+    if bundle.mean is not None and bundle.std is not None:
+        mean = torch.tensor(bundle.mean).reshape(-1, 1, 1)
+        std = torch.tensor(bundle.std).reshape(-1, 1, 1)
+        lo, hi = (lo - mean) / std, (hi - mean) / std
+    return lo, hi
+
+
 def to_inputs(x: Tensor, bundle: DataBundle, device: torch.device | str = "cpu") -> Tensor:
     """Float network inputs from stored ones: uint8 scaled to [0, 1], then normalised."""
     x = x.to(device, non_blocking=True)

@@ -433,6 +433,24 @@ def _finish(
     learned: LearnedEpochs | None,
     analysis: dict[str, np.ndarray],
 ) -> None:
+    if learned is not None and bundle.train is not None:
+        analysis["learned_epoch"] = learned.learned_epoch().cpu().numpy()
+        analysis["max_logit"] = predict(model, bundle.train, bundle, device).amax(1).numpy()
+        analysis["train_labels"] = bundle.train.y.numpy()
+    if analysis:
+        save_npz(out / "analysis.npz", **analysis)
+    write_run(out, model, bundle, device, history, provenance(config, device))
+
+
+def write_run(
+    out: Path,
+    model: nn.Module,
+    bundle: data.DataBundle,
+    device: torch.device,
+    history: list[dict[str, float]],
+    info: dict[str, Any],
+) -> None:
+    """Write a finished run's logits of every split but train, weights, history and run.json."""
     from safetensors.torch import save_file
 
     arrays: dict[str, Any] = {}
@@ -443,13 +461,7 @@ def _finish(
         if not name.startswith("ood_"):  # out-of-distribution labels mean nothing here
             arrays[f"labels_{name}"] = split.y.numpy()
     save_npz(out / "logits.npz", **arrays)
-    if learned is not None and bundle.train is not None:
-        analysis["learned_epoch"] = learned.learned_epoch().cpu().numpy()
-        analysis["max_logit"] = predict(model, bundle.train, bundle, device).amax(1).numpy()
-        analysis["train_labels"] = bundle.train.y.numpy()
-    if analysis:
-        save_npz(out / "analysis.npz", **analysis)
     weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     atomic_write(out / "model.safetensors", lambda tmp: save_file(weights, tmp))
     write_text(out / "history.json", json.dumps(history, indent=1))
-    write_text(out / "run.json", json.dumps(provenance(config, device), indent=1, default=str))
+    write_text(out / "run.json", json.dumps(info, indent=1, default=str))

@@ -1,0 +1,79 @@
+"""Finished runs on disk: load one back, and run MaC-Cal stage 2 on it.
+
+A run folder written by :func:`calibkit.training.train` holds ``run.json`` (its
+configuration) and ``model.safetensors``; :func:`load_run` rebuilds the data and the model
+from them (safetensors: no code runs on load). A stage-2 run's ``run.json`` also records
+its stage-2 settings, so its masked head is rebuilt too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .. import data
+from .maccal import MacCalConfig, MaskedHead, stage2
+from .trainer import TrainConfig, TrainingError, build, pick_device, provenance, write_run
+
+
+def _read_run(path: Path) -> dict[str, Any]:
+    info = path / "run.json"
+    if not info.exists() or not (path / "model.safetensors").exists():
+        raise TrainingError(
+            f"{path} is not a finished calibkit run (run.json and model.safetensors expected)"
+        )
+    try:
+        return json.loads(info.read_text())
+    except json.JSONDecodeError as err:
+        raise TrainingError(f"{info}: not valid JSON ({err})") from None
+
+
+def load_run(
+    path: str | os.PathLike, device: str = "auto"
+) -> tuple[TrainConfig, data.DataBundle, nn.Module, dict]:
+    """(configuration, data, model with its trained weights, run.json) of a finished run."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    info = _read_run(path)
+    known = {f.name for f in fields(TrainConfig)}
+    config = TrainConfig(**{k: v for k, v in info["config"].items() if k in known})
+    bundle, model, _ = build(config)
+    if "stage2" in info:
+        s2 = MacCalConfig(**info["stage2"])
+        model.head = MaskedHead(
+            model.num_features, bundle.num_classes, head=s2.head, width=s2.width,
+            restrict=s2.restrict, inference=s2.inference,
+        )  # fmt: skip
+    try:
+        model.load_state_dict(load_file(path / "model.safetensors"))
+    except (RuntimeError, OSError) as err:
+        first = str(err).splitlines()[0]
+        raise TrainingError(
+            f"{path}/model.safetensors: does not fit the run's model ({first})"
+        ) from None
+    return config, bundle, model.to(pick_device(device)).eval(), info
+
+
+def run_stage2(
+    source: str | os.PathLike, settings: MacCalConfig, out: str | os.PathLike, *,
+    device: str = "auto", progress: Any = None,
+) -> list[dict[str, float]]:  # fmt: skip
+    """MaC-Cal stage 2 on the finished stage-1 run ``source``, written as a run to ``out``."""
+    config, bundle, model, info = load_run(source, device)
+    if "stage2" in info:
+        raise TrainingError(f"{source} is already a stage-2 run; start from its stage-1 run")
+    dev = pick_device(device)
+    model, history = stage2(model, bundle, settings, dev, progress=progress)
+    record = provenance(config, dev) | {
+        "stage2": asdict(settings),
+        "stage1": str(Path(source).resolve()),
+    }
+    out = Path(out)
+    write_run(out, model, bundle, dev, history, record)
+    return history
