@@ -1,0 +1,132 @@
+"""Neural Clamping: with δ held at 0 it is temperature scaling fitted with focal loss; the
+data-driven start is Theorem 3.2's formula; saving is safe; bad input fails clearly."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize_scalar
+from torch import nn
+
+from calibkit.losses.weighted import Focal
+from calibkit.posthoc.clamping import NeuralClamping
+from tests.test_cli import run, run_ok
+
+
+def toy_model(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 4)).double()
+
+
+def toy_data(n: int = 200, seed: int = 1):
+    """Inputs, and labels drawn from softmax(3 f(x)) of toy_model(): f is under-confident."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 3, generator=g, dtype=torch.float64) * 4 - 2
+    with torch.no_grad():
+        p = torch.softmax(3 * toy_model()(x), 1)
+    return x, torch.multinomial(p, 1, generator=g)[:, 0]
+
+
+def test_delta_held_at_zero_is_focal_loss_temperature_scaling():
+    model = toy_model()
+    x, y = toy_data()
+    nc = NeuralClamping(model, fit_delta=False, gamma_pool=(2.0,), lr=2e-4, epochs=3000)
+    nc.fit(x, y)
+    assert torch.equal(nc.delta_, torch.zeros(3, dtype=torch.float64))
+    with torch.no_grad():
+        z = model(x)
+    focal = Focal(gamma=2.0, reduction="sum")
+    best = minimize_scalar(
+        lambda s: float(focal(z / math.exp(s), y)), bounds=(-5, 5), method="bounded",
+        options={"xatol": 1e-10},
+    )  # fmt: skip
+    assert 0.2 < math.exp(best.x) < 0.6  # a finite optimum: the model is under-confident
+    assert float(nc.temperature_) == pytest.approx(math.exp(best.x), rel=1e-4)
+
+
+def test_data_driven_start_is_theorem_3_2():
+    model = toy_model(3)
+    x, _ = toy_data()
+    nc = NeuralClamping(model, init="data", input_range=(-2.5, 2.5), epochs=1, lr=1e-12)
+    delta = nc._init_delta(x, nc._bounds(x), torch.Generator())
+    xg = x.clone().requires_grad_(True)
+    p = torch.softmax(model(xg), 1)
+    (g,) = torch.autograd.grad(-(p * p.log()).sum(), xg)
+    g = g.sum(0)
+    lo, hi = x.amin(0), x.amax(0)
+    expected = torch.where(g < 0, -(lo + 2.5), torch.where(g > 0, 2.5 - hi, 0.0))
+    assert torch.allclose(delta, expected) and (delta != 0).all()
+    assert bool(((x + delta) >= -2.5 - 1e-12).all()) and bool(((x + delta) <= 2.5 + 1e-12).all())
+
+
+def test_gamma_is_chosen_from_the_pool_by_calibration_ece():
+    from calibkit.metrics import ece
+
+    model = toy_model()
+    x, y = toy_data()
+    scores = {}
+    for gamma in (0.0, 3.0):
+        one = NeuralClamping(model, gamma_pool=(gamma,), epochs=20).fit(x, y)
+        with torch.no_grad():
+            scores[gamma] = ece(one(x), y)
+    both = NeuralClamping(model, gamma_pool=(0.0, 3.0), epochs=20).fit(x, y)
+    assert both.gamma_ == min(scores, key=scores.get)
+
+
+def test_save_load_round_trip_and_tampering(tmp_path):
+    model = toy_model()
+    x, y = toy_data()
+    nc = NeuralClamping(model, epochs=5).fit(x, y)
+    path = nc.save(tmp_path / "nc.safetensors")
+    back = NeuralClamping.load(path, model)
+    assert torch.equal(back(x), nc(x)) and back.gamma_ == nc.gamma_
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0xFF
+    (tmp_path / "bad.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        NeuralClamping.load(tmp_path / "bad.safetensors", model)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda m: NeuralClamping(m, init="data"), "init='data' needs input_range"),
+        (lambda m: NeuralClamping(m, gamma_pool=(-1,)), r"gamma_pool: focal γ values in \[0, 20\]"),
+        (lambda m: NeuralClamping(m, init="zeros"), "init: expected 'random' or 'data'"),
+        (lambda m: NeuralClamping(m, epochs=0), "epochs: expected an integer >= 1"),
+        (lambda m: NeuralClamping(m, init="data", input_range=(0, 1)).fit(*toy_data()),
+         r"input_range: the calibration inputs span \[.*\], outside the range given"),
+        (lambda m: NeuralClamping(m).fit(torch.full((2, 3), math.nan), torch.zeros(2)),
+         "NaN or inf"),
+        (lambda m: NeuralClamping(m)(torch.zeros(1, 3)), "not fitted yet"),
+        (lambda m: NeuralClamping(m, epochs=1).fit(*toy_data())(torch.zeros(2, 5)),
+         r"expected samples of shape \(3,\), got \(5,\)"),
+    ],
+)  # fmt: skip
+def test_bad_input_fails_with_one_line(make, message):
+    with pytest.raises(ValueError, match=message):
+        make(toy_model())
+
+
+def test_clamp_command_writes_logits_for_compare(tmp_path, capsys):
+    from calibkit.training import TrainConfig, train
+
+    train(TrainConfig(epochs=2), tmp_path / "run")
+    out = run_ok(
+        ["clamp", str(tmp_path / "run"), "--epochs", "3", "--init", "data", "--json"], capsys
+    )
+    assert json.loads(out)["gamma"] == 1.0
+    with np.load(tmp_path / "run" / "clamp" / "logits.npz") as f:
+        assert f["logits_test"].shape == (497, 10) and f["labels_val"].shape == (300,)
+    train(
+        TrainConfig(epochs=1, data="gaussian-toy:n_train=20,n_test=10", model="mlp"),
+        tmp_path / "toy",
+    )
+    code, _, err = run(["clamp", str(tmp_path / "toy"), "--init", "data"], capsys)
+    assert code == 2 and "has no feasible input range; use --init random" in err
+    code, _, err = run(["clamp", str(tmp_path / "nothing")], capsys)
+    assert code == 2 and "is not a finished calibkit run" in err
