@@ -685,18 +685,12 @@ def train(
     from .training import TrainConfig
     from .training import train as run_training
     from .training.maccal import stage2_config
-    from .training.runs import run_stage2
 
     settings = stage2_config(stage2) if stage2 else None
     if source and settings is None:
         raise click.UsageError("--from needs --stage2 (which stage-2 method to run)")
     if source:
-        with _progress(1, "stage 2", not as_json) as tick:
-            history = run_stage2(
-                source, settings, output, device=device,
-                progress=(lambda e, n, r: tick(e, n, r)) if tick else None,
-            )  # fmt: skip
-        _report_stage2(output, history, as_json)
+        _stage2(source, settings, output, device, as_json)
         return
     grad_epochs = [int(e) for e in str(record_grad_norms).replace(",", "/").split("/") if e.strip()]
     config = TrainConfig(
@@ -705,25 +699,11 @@ def train(
         seed=seed, extra=list(extra), record_learned_epochs=record_learned_epochs,
         record_grad_norms=grad_epochs, device=device,
     ).check()  # fmt: skip
-    last: dict = {}
-
+    stage1 = Path(output) / "stage1" if settings else Path(output)
     with _progress(1, "training", not as_json) as tick:
-
-        def progress(step: int, total: int, record: dict | None) -> None:
-            if tick is not None:
-                tick(step, total, record)
-            if record is not None:
-                last.update(record)
-
-        stage1 = Path(output) / "stage1" if settings else Path(output)
-        result = run_training(config, stage1, resume=resume, progress=progress)
+        result = run_training(config, stage1, resume=resume, progress=tick)
     if settings:
-        with _progress(1, "stage 2", not as_json) as tick:
-            history = run_stage2(
-                stage1, settings, output, device=device,
-                progress=(lambda e, n, r: tick(e, n, r)) if tick else None,
-            )  # fmt: skip
-        _report_stage2(output, history, as_json)
+        _stage2(stage1, settings, output, device, as_json)
         return
     if as_json:
         click.echo(json.dumps({"output": str(output), "history": result.history}, indent=2))
@@ -811,7 +791,11 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
     )
 
 
-def _report_stage2(output, history: list[dict], as_json: bool) -> None:
+def _stage2(source, settings, output, device: str, as_json: bool) -> None:
+    from .training.runs import run_stage2
+
+    with _progress(1, "stage 2", not as_json) as tick:
+        history = run_stage2(source, settings, output, device=device, progress=tick)
     if as_json:
         click.echo(json.dumps({"output": str(output), "stage2_history": history}, indent=2))
         return
