@@ -791,6 +791,93 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
     )
 
 
+@cli.command(context_settings=CONTEXT)
+@click.argument("spec", default="default")
+@click.option(
+    "--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+    help="local processes, or Ray tasks (pip install 'calibkit[ray]').",
+)  # fmt: skip
+@click.option("--workers", default=1, show_default=True, type=int, help="Local worker processes.")
+@click.option(
+    "--threads", default=1, show_default=True, type=click.IntRange(min=1),
+    help="CPU threads per run (the same for every engine, so that numbers agree).",
+)  # fmt: skip
+@click.option("--address", default=None, help="Ray cluster address (default: start a local one).")
+@click.option(
+    "-o", "--out", default="calibkit-results", show_default=True,
+    type=click.Path(file_okay=False), help="Folder for the store, run folders and the report.",
+)  # fmt: skip
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="Store path.")
+@json_option
+def bench(spec, engine, workers, threads, address, out, db, as_json) -> None:
+    """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
+    about 10 minutes on 2 cores), store every result in SQLite, write the report and print
+    the headline table. Killed and started again, it finishes only what is missing.
+
+    \b
+    Examples:
+      calibkit bench                                  # the default preset into calibkit-results/
+      calibkit bench my-sweep.yaml --workers 2 -o results/
+      calibkit bench paper-cifar --engine ray --address auto
+    """
+    from .bench.report import write_report
+    from .bench.runner import run_bench
+    from .bench.spec import load_spec
+
+    plan = load_spec(spec)
+    with _progress(len(plan.runs), f"bench {plan.name}", not as_json) as tick:
+        counts = run_bench(
+            plan, out, engine=engine, workers=workers, address=address, db=db, threads=threads,
+            progress=(lambda done, total, _run: tick(done, total)) if tick else None,
+        )  # fmt: skip
+    store = db or Path(out) / "results.sqlite"
+    summary = write_report(store, out) if counts["done"] + counts["skipped"] else None
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"counts": counts, "store": str(store), "report": str(Path(out) / "report.html")},
+                indent=2,
+            )
+        )
+        return
+    console = _console()
+    if summary:
+        from rich.table import Table
+
+        head, *rows = summary["headline"]
+        table = Table(
+            title="test ECE (%), uncalibrated: mean ± std over seeds", title_justify="left"
+        )
+        for h in head:
+            table.add_column(h, justify="left" if h == "method" else "right")
+        for row in rows:
+            table.add_row(*[c.replace("**", "*") for c in row])
+        console.print(table)
+    console.print(
+        f"{counts['done']} runs done, {counts['skipped']} already in the store, {counts['failed']} "
+        f"failed; store {store}; report {Path(out) / 'report.html'} and report.md"
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Report folder.")
+def report(db, out) -> None:
+    """Write report.md and a standalone report.html (tables and figures) from a results store.
+
+    \b
+    Example:
+      calibkit report calibkit-results/results.sqlite -o report/
+    """
+    from .bench.report import write_report
+
+    info = write_report(db, out)
+    _console().print(
+        f"{info['runs']} runs: {info['tables']} tables, {info['figures']} figures written to "
+        f"{out}/report.md and {out}/report.html"
+    )
+
+
 def _stage2(source, settings, output, device: str, as_json: bool) -> None:
     from .training.runs import run_stage2
 

@@ -111,7 +111,7 @@ def test_every_table5_row_runs_with_deterministic_inference(stage1, row):
 
 def test_expected_weight_inference_scales_a_linear_head_by_q(stage1):
     _, bundle, model, _ = load_run(stage1)
-    cfg = MacCalConfig(head="linear", adaptive="none", q0=0.3, epochs=1, inference="expected")
+    cfg = MacCalConfig(head="linear", adaptive="fixed", q0=0.3, epochs=1, inference="expected")
     model, _ = stage2(model, bundle, cfg, torch.device("cpu"))
     lin = model.head.layers[0]
     h = torch.randn(5, model.num_features)

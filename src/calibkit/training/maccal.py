@@ -11,9 +11,9 @@ Switches reach every row of the paper's Table 5 (``ABLATIONS``):
 
 | row | ``head`` | ``restrict`` | ``adaptive`` |
 | --- | --- | --- | --- |
-| masked retraining | ``linear`` | False | ``none`` (q = q₀) |
-| + gradient restriction | ``linear`` | True | ``none`` |
-| + bottleneck head | ``bottleneck`` | True | ``none`` |
+| masked retraining | ``linear`` | False | ``fixed`` (q = q₀) |
+| + gradient restriction | ``linear`` | True | ``fixed`` |
+| + bottleneck head | ``bottleneck`` | True | ``fixed`` |
 | + static adaptive sparsity | ``bottleneck`` | True | ``static`` (η_t = η_init) |
 | + decaying adaptive sparsity (MaC-Cal) | ``bottleneck`` | True | ``decaying`` (Eq. 13) |
 
@@ -32,7 +32,9 @@ Switches reach every row of the paper's Table 5 (``ABLATIONS``):
   lightweight two-layer bottleneck" and gives no width; ``width`` defaults to 128).
 - Inference is deterministic: ``inference="full"`` uses the unmasked W, ``"expected"``
   uses q_T · W, the mask's expectation. The paper does not say which; calibkit measures
-  both (docs/model-level.md) and defaults to the better one on that measurement, ``full``.
+  both (docs/model-level.md: on digits, test ECE 1.06 ± 0.34 % with expected weights and
+  1.12 ± 0.17 % with full ones, AECE 0.55 against 0.69 %) and defaults to ``expected``,
+  the better on that measurement, though the gap is within the spread over seeds.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from ..metrics import functional as M
 from ..models import Classifier
 from ..registry import Registry
 
-ADAPTIVE = ("none", "static", "decaying")
+ADAPTIVE = ("fixed", "static", "decaying")
 
 
 @dataclass(kw_only=True)
@@ -68,7 +70,7 @@ class MacCalConfig:
     eta_final: float = 0.001
     q_min: float = 0.05
     resample: str = "batch"
-    inference: str = "full"
+    inference: str = "expected"
     epochs: int = 40
     lr: float = 0.1
     momentum: float = 0.9
@@ -108,9 +110,9 @@ class MacCalConfig:
 
 
 ABLATIONS: dict[str, dict[str, Any]] = {
-    "masked retraining": {"head": "linear", "restrict": False, "adaptive": "none"},
-    "+ gradient restriction": {"head": "linear", "restrict": True, "adaptive": "none"},
-    "+ bottleneck head": {"head": "bottleneck", "restrict": True, "adaptive": "none"},
+    "masked retraining": {"head": "linear", "restrict": False, "adaptive": "fixed"},
+    "+ gradient restriction": {"head": "linear", "restrict": True, "adaptive": "fixed"},
+    "+ bottleneck head": {"head": "bottleneck", "restrict": True, "adaptive": "fixed"},
     "+ static adaptive sparsity": {"head": "bottleneck", "restrict": True, "adaptive": "static"},
     "+ decaying adaptive sparsity": {
         "head": "bottleneck",
@@ -133,7 +135,7 @@ class MaskedHead(nn.Module):
 
     def __init__(
         self, in_features: int, num_classes: int, *, head: str = "bottleneck", width: int = 128,
-        restrict: bool = True, inference: str = "full",
+        restrict: bool = True, inference: str = "expected",
     ) -> None:  # fmt: skip
         super().__init__()
         sizes = (
@@ -286,7 +288,7 @@ def stage2(
             "train_loss": mean_loss, "val_acc": M.accuracy(val_logits, y_val),
             "val_ece": M.ece(val_logits, y_val), "lr": lr,
         }  # fmt: skip
-        if config.adaptive != "none":
+        if config.adaptive != "fixed":
             eta = eta_at(config, epoch)
             q = min(
                 1.0,

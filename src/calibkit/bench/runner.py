@@ -1,0 +1,128 @@
+"""Run a sweep: every run of a spec not yet finished in the store, on an engine.
+
+- ``local``: in this process (``workers=1``) or in N worker processes;
+- ``ray``: each run a Ray task (``threads`` CPUs, and one GPU when the cluster has any),
+  retried up to twice on failure; ``address`` joins an existing cluster, otherwise Ray
+  starts a local one.
+
+Runs are keyed by the hash of their resolved settings; the store skips finished keys, so a
+sweep killed at any point and started again finishes the rest without redoing work or
+writing a row twice. The driver writes each finished run to the store in one transaction;
+a run that fails twice is recorded as failed (with its error) and retried by the next start.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .execute import execute
+from .spec import BenchSpec, RunSpec
+from .store import Store
+
+RETRIES = 2
+
+
+def _attempt(run: RunSpec, root: str, threads: int) -> dict[str, Any]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    last = ""
+    try:
+        for _ in range(RETRIES):
+            try:
+                return execute(run, Path(root))
+            except Exception:  # any failure of a run is recorded, not fatal
+                last = traceback.format_exc(limit=3).strip().splitlines()[-1]
+        return {"failed": last}
+    finally:
+        torch.set_num_threads(before)
+
+
+def _failed_row(run: RunSpec, error: str) -> dict[str, Any]:
+    return {"key": run.key, "spec": run.__dict__ | {"key": run.key}, "dataset": run.dataset,
+            "model": run.model, "method": run.method, "seed": run.seed, "status": "failed",
+            "error": error}  # fmt: skip
+
+
+def run_bench(
+    spec: BenchSpec,
+    out: str | Path,
+    *,
+    engine: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    db: str | Path | None = None,
+    threads: int = 1,
+    progress: Callable[[int, int, RunSpec | None], None] | None = None,
+) -> dict[str, int]:
+    """Run every unfinished run of ``spec``; results into the store (default
+    ``out/results.sqlite``). Returns counts: total, skipped (already done), done, failed.
+
+    Every run uses ``threads`` CPU threads whatever the engine or the number of workers: a
+    run's numbers depend on the thread count (it changes the order of float sums), so a fixed
+    count makes 1 worker, N workers and Ray give identical results."""
+    out = Path(out)
+    store = Store(db or out / "results.sqlite")
+    finished = store.done()
+    todo = [r for r in spec.runs if r.key not in finished]
+    counts = {
+        "total": len(spec.runs),
+        "skipped": len(spec.runs) - len(todo),
+        "done": 0,
+        "failed": 0,
+    }
+    if progress is not None:
+        progress(counts["skipped"], counts["total"], None)
+
+    def land(run: RunSpec, result: dict[str, Any]) -> None:
+        if "failed" in result:
+            store.write_run(_failed_row(run, result["failed"]), [])
+            counts["failed"] += 1
+        else:
+            store.write_run(result["run"], result["metrics"], result["history"], result["curves"])
+            counts["done"] += 1
+        if progress is not None:
+            progress(counts["skipped"] + counts["done"] + counts["failed"], counts["total"], run)
+
+    if engine == "ray":
+        _run_ray(todo, out, address, threads, land)
+    elif engine == "local":
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+        if workers == 1 or len(todo) <= 1:
+            for run in todo:
+                land(run, _attempt(run, str(out), threads))
+        else:
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+                pending = {pool.submit(_attempt, r, str(out), threads): r for r in todo}
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        land(pending.pop(fut), fut.result())
+    else:
+        raise ValueError(f"engine: expected 'local' or 'ray', got {engine!r}")
+    return counts
+
+
+def _run_ray(todo: list[RunSpec], out: Path, address: str | None, threads: int, land) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(
+            "--engine ray needs Ray, which is not installed; pip install 'calibkit[ray]'"
+        ) from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=RETRIES)(_attempt)
+    refs = {task.remote(r, str(out.resolve()), threads): r for r in todo}
+    while refs:
+        ready, _ = ray.wait(list(refs), num_returns=1)
+        for ref in ready:
+            land(refs.pop(ref), ray.get(ref))

@@ -1,0 +1,289 @@
+"""Bench specs: one YAML file → the list of runs it means, validated before anything runs.
+
+A spec (the ``default`` preset is ``calibkit/bench/presets/default.yaml``)::
+
+    name: my-sweep
+    seeds: [1, 2, 3]
+    train: {epochs: 30, batch_size: 128, lr: 0.1, schedule: cifar}
+    datasets:
+      - data: cifar10:root=~/data         # any dataset spec
+        models: [resnet110, wrn-26-10]
+        splits: [cifar10.1:root=~/data, svhn:root=~/data]   # shift and OOD evaluation
+    methods:                               # training methods
+      - {name: CE, loss: ce}
+      - {name: Focal, loss: focal:gamma=3}
+      - {name: Mixup, loss: ce, mixup: 0.2}
+      - {name: MaC-Cal, loss: ce, stage2: maccal}
+    posthoc: [ts, ts-grid, hist-binning, dir-odir, neural-clamping]
+    calibration_sizes: [all, 100]          # Rethinking Fig. 3
+    record: true                           # learned epochs and gradient norms
+
+Every training run is one (dataset, model, method, seed); post-hoc methods and calibration
+sizes are evaluated inside it on its logits. Each run is keyed by a hash of its resolved
+settings, so changing anything that shapes a run makes a new key and nothing else does.
+Every name and parameter is checked against the registries first; an error names its place
+in the file (``spec.yaml:14: methods[1].loss: ...``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import data, losses, models, posthoc
+from ..registry import Registry, parse_spec
+from ..training.maccal import stage2_config
+from ..training.trainer import TrainConfig
+
+PRESETS = Path(__file__).parent / "presets"
+TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule")
+TOP_KEYS = (
+    "name",
+    "seeds",
+    "train",
+    "datasets",
+    "methods",
+    "posthoc",
+    "calibration_sizes",
+    "record",
+)
+
+
+class SpecError(ValueError):
+    """A spec that cannot run, with its place in the file (one line)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run of a sweep, fully resolved."""
+
+    dataset: str
+    model: str
+    method: str
+    loss: str
+    mixup: float
+    stage2: str | None
+    seed: int
+    train: dict[str, Any]
+    splits: tuple[str, ...]
+    posthoc: tuple[str, ...]
+    calibration_sizes: tuple[int | None, ...]
+    record: bool
+
+    @property
+    def key(self) -> str:
+        """Hash of everything that shapes the run's numbers (16 hex digits)."""
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(
+            data=self.dataset, model=self.model, loss=self.loss, mixup=self.mixup, seed=self.seed,
+            extra=list(self.splits), record_learned_epochs=self.record,
+            record_grad_norms=[self.train["epochs"]] if self.record else [], **self.train,
+        )  # fmt: skip
+
+
+@dataclass
+class BenchSpec:
+    name: str
+    runs: list[RunSpec] = field(default_factory=list)
+    source: str = ""
+
+
+class _Lines:
+    """Line numbers (1-based) of every value in a YAML document, by path."""
+
+    def __init__(self, source: str) -> None:
+        self.source, self.at = source, {}
+
+    def where(self, path: str) -> str:
+        line = self.at.get(path)
+        return f"{self.source}:{line}: {path}" if line else f"{self.source}: {path}"
+
+
+def _plain(node: yaml.Node, path: str, lines: _Lines) -> Any:
+    lines.at[path or "(top)"] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for k, v in node.value:
+            key = str(yaml.safe_load(yaml.serialize(k)))
+            sub = f"{path}.{key}" if path else key
+            lines.at[sub] = k.start_mark.line + 1
+            out[key] = _plain(v, sub, lines)
+            lines.at[sub] = k.start_mark.line + 1
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain(v, f"{path}[{i}]", lines) for i, v in enumerate(node.value)]
+    return yaml.safe_load(yaml.serialize(node))
+
+
+def load_spec(source: str | Path) -> BenchSpec:
+    """Read and validate a spec file, or a preset by name (``default``, ``paper-cifar``)."""
+    path = Path(source)
+    if not path.exists() and (PRESETS / f"{source}.yaml").exists():
+        path = PRESETS / f"{source}.yaml"
+    if not path.exists():
+        names = ", ".join(p.stem for p in sorted(PRESETS.glob("*.yaml")))
+        raise SpecError(f"{source}: no such spec file or preset (presets: {names})")
+    try:
+        node = yaml.compose(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise SpecError(f"{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    lines = _Lines(path.name)
+    raw = _plain(node, "", lines) if node is not None else None
+    return resolve(raw, lines)
+
+
+def _fail(lines: _Lines, path: str, message: str) -> SpecError:
+    return SpecError(f"{lines.where(path)}: {message}")
+
+
+def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str, build: bool) -> str:
+    """A registry spec, checked: the name and parameters, and (``build``) the values."""
+    if not isinstance(spec, str):
+        raise _fail(lines, path, f"expected a spec string such as 'name:key=value', got {spec!r}")
+    try:
+        name, kwargs = parse_spec(spec)
+        if build:
+            registry.create(spec)
+        elif name not in registry.names():
+            registry.create(spec)  # raises the registry's message
+        else:
+            bad = sorted(set(kwargs) - set(registry.parameters(name)))
+            if bad:
+                allowed = ", ".join(registry.parameters(name))
+                raise ValueError(
+                    f"{registry.family} {name!r} has no parameter {bad[0]!r}; valid: {allowed}"
+                )
+    except (ValueError, TypeError) as err:
+        raise _fail(lines, path, str(err).splitlines()[0]) from None
+    return spec
+
+
+def _list(raw: dict, key: str, lines: _Lines, default: Any = None) -> list:
+    value = raw.get(key, default)
+    if value is None:
+        raise _fail(lines, key, "missing; expected a list")
+    if not isinstance(value, list) or not value:
+        raise _fail(lines, key, f"expected a non-empty list, got {value!r}")
+    return value
+
+
+def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
+    """Validate a parsed spec completely and expand it into runs."""
+    lines = lines or _Lines("spec")
+    if not isinstance(raw, dict):
+        raise _fail(lines, "(top)", "expected a mapping with datasets, methods, ...")
+    unknown = sorted(set(raw) - set(TOP_KEYS))
+    if unknown:
+        raise _fail(lines, unknown[0], f"unknown key; valid: {', '.join(TOP_KEYS)}")
+    seeds = _list(raw, "seeds", lines, [0])
+    for i, s in enumerate(seeds):
+        if not isinstance(s, int) or isinstance(s, bool):
+            raise _fail(lines, f"seeds[{i}]", f"expected an integer seed, got {s!r}")
+    train = dict(raw.get("train") or {})
+    for k in train:
+        if k not in TRAIN_KEYS:
+            raise _fail(
+                lines, f"train.{k}", f"unknown training option; valid: {', '.join(TRAIN_KEYS)}"
+            )
+    defaults = TrainConfig()
+    train = {k: train.get(k, getattr(defaults, k)) for k in TRAIN_KEYS}
+    try:
+        TrainConfig(**train).check()
+    except ValueError as err:
+        raise _fail(lines, "train", str(err)) from None
+    post = [
+        _check_posthoc(p, lines, f"posthoc[{i}]") for i, p in enumerate(raw.get("posthoc") or [])
+    ]
+    sizes = []
+    for i, s in enumerate(raw.get("calibration_sizes") or ["all"]):
+        if s != "all" and not (isinstance(s, int) and s >= 2):
+            raise _fail(
+                lines, f"calibration_sizes[{i}]", f"expected 'all' or an integer >= 2, got {s!r}"
+            )
+        sizes.append(None if s == "all" else s)
+    record = raw.get("record", False)
+    if not isinstance(record, bool):
+        raise _fail(lines, "record", f"expected true or false, got {record!r}")
+    methods = []
+    names: set[str] = set()
+    for i, m in enumerate(_list(raw, "methods", lines)):
+        methods.append(_check_method(m, lines, f"methods[{i}]", names))
+    runs = []
+    for i, d in enumerate(_list(raw, "datasets", lines)):
+        where = f"datasets[{i}]"
+        if not isinstance(d, dict) or "data" not in d:
+            raise _fail(lines, where, "expected a mapping with 'data' and 'models'")
+        bad = sorted(set(d) - {"data", "models", "splits"})
+        if bad:
+            raise _fail(lines, f"{where}.{bad[0]}", "unknown key; valid: data, models, splits")
+        dataset = _check_spec(data.REGISTRY, d["data"], lines, f"{where}.data", build=True)
+        splits = [
+            _check_spec(data.REGISTRY, s, lines, f"{where}.splits[{j}]", build=True)
+            for j, s in enumerate(d.get("splits") or [])
+        ]
+        for j, model in enumerate(
+            _list(d, "models", lines) if "models" in d else _missing(lines, where)
+        ):
+            _check_spec(models.REGISTRY, model, lines, f"{where}.models[{j}]", build=False)
+            for method in methods:
+                for seed in seeds:
+                    runs.append(RunSpec(
+                        dataset=dataset, model=model, method=method["name"], loss=method["loss"],
+                        mixup=method["mixup"], stage2=method["stage2"], seed=seed, train=train,
+                        splits=tuple(splits), posthoc=tuple(post),
+                        calibration_sizes=tuple(sizes), record=record,
+                    ))  # fmt: skip
+    name = raw.get("name", "bench")
+    return BenchSpec(str(name), runs, lines.source)
+
+
+def _missing(lines: _Lines, where: str) -> list:
+    raise _fail(lines, where, "missing 'models': a list of model specs")
+
+
+def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[str, Any]:
+    if not isinstance(m, dict) or "loss" not in m:
+        raise _fail(
+            lines, where, "expected a mapping with at least 'loss' (and name, mixup, stage2)"
+        )
+    bad = sorted(set(m) - {"name", "loss", "mixup", "stage2"})
+    if bad:
+        raise _fail(lines, f"{where}.{bad[0]}", "unknown key; valid: name, loss, mixup, stage2")
+    _check_spec(losses.REGISTRY, m["loss"], lines, f"{where}.loss", build=True)
+    mixup = m.get("mixup", 0.0)
+    if not isinstance(mixup, int | float) or isinstance(mixup, bool) or mixup < 0:
+        raise _fail(lines, f"{where}.mixup", f"expected a mixup alpha >= 0, got {mixup!r}")
+    stage2 = m.get("stage2")
+    if stage2 is not None:
+        try:
+            stage2_config(stage2)
+        except (ValueError, TypeError) as err:
+            raise _fail(lines, f"{where}.stage2", str(err)) from None
+    name = str(
+        m.get("name")
+        or m["loss"] + (f"+mixup{mixup}" if mixup else "") + (f"+{stage2}" if stage2 else "")
+    )
+    if name in names:
+        raise _fail(lines, f"{where}.name", f"method name {name!r} is used twice")
+    names.add(name)
+    return {"name": name, "loss": m["loss"], "mixup": float(mixup), "stage2": stage2}
+
+
+def _check_posthoc(p: Any, lines: _Lines, where: str) -> str:
+    if isinstance(p, str) and parse_spec(p)[0] == "neural-clamping":
+        _, kwargs = parse_spec(p)
+        bad = sorted(set(kwargs) - {"gamma_pool", "init", "epochs", "lr", "batch_size", "seed"})
+        if bad:
+            raise _fail(lines, where, f"neural-clamping has no parameter {bad[0]!r}")
+        return p
+    return _check_spec(posthoc.REGISTRY, p, lines, where, build=True)

@@ -1,0 +1,176 @@
+"""The results store: one SQLite file (WAL journal), written in transactions.
+
+Tables: ``meta`` (the schema version), ``runs`` (one row per finished training run: its
+resolved spec, status, timings, provenance and artefact paths), ``metrics`` (one value per
+run, split, calibrator, calibration-set size and metric), ``history`` (per-epoch records of
+stage 1 and stage 2) and ``curves`` (JSON data behind the report's figures). A run's rows are
+written in a single transaction, so a process killed while writing leaves either the whole
+run or nothing; several processes may write at once (SQLite serialises them; each waits up
+to a minute for the lock).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    key TEXT PRIMARY KEY, spec TEXT NOT NULL, dataset TEXT, model TEXT, method TEXT,
+    seed INTEGER, status TEXT NOT NULL, error TEXT, started REAL, finished REAL,
+    seconds REAL, provenance TEXT, artefacts TEXT
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_key TEXT NOT NULL, split TEXT NOT NULL, calibrator TEXT NOT NULL,
+    cal_size INTEGER NOT NULL, metric TEXT NOT NULL, value REAL,
+    PRIMARY KEY (run_key, split, calibrator, cal_size, metric)
+);
+CREATE TABLE IF NOT EXISTS history (
+    run_key TEXT NOT NULL, stage INTEGER NOT NULL, epoch INTEGER NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (run_key, stage, epoch)
+);
+CREATE TABLE IF NOT EXISTS curves (
+    run_key TEXT NOT NULL, split TEXT NOT NULL, calibrator TEXT NOT NULL, kind TEXT NOT NULL,
+    data TEXT NOT NULL, PRIMARY KEY (run_key, split, calibrator, kind)
+);
+"""
+
+#: cal_size stored for "the whole calibration split"
+ALL = 0
+
+
+class StoreError(ValueError):
+    """The store cannot be opened or written (one line, what to do)."""
+
+
+def _explain(err: sqlite3.Error, path: Path) -> StoreError:
+    text = str(err)
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"{path}: the results store is read-only; choose a writable --out folder")
+    if "disk is full" in text or "disk I/O" in text:
+        return StoreError(f"{path}: the disk is full or failing; nothing of this run was written")
+    if "not a database" in text or "malformed" in text:
+        return StoreError(f"{path}: not a calibkit results store (corrupted or another file)")
+    return StoreError(f"{path}: {text}")
+
+
+class Store:
+    """A results store at ``path`` (created if missing)."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"{self.path}: no such results store")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(
+                f"{self.path.parent}: cannot create the folder ({err.strerror})"
+            ) from None
+        try:
+            with closing(self._connect()) as con, con:
+                con.executescript(SCHEMA)
+                row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None:
+                    con.execute(
+                        "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    )
+                elif int(row[0]) > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{self.path}: written by a newer calibkit (schema {row[0]}, this one "
+                        f"reads {SCHEMA_VERSION}); upgrade calibkit"
+                    )
+        except sqlite3.Error as err:
+            raise _explain(err, self.path) from None
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=60)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")
+        return con
+
+    def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        try:
+            with closing(self._connect()) as con:
+                return con.execute(sql, tuple(args)).fetchall()
+        except sqlite3.Error as err:
+            raise _explain(err, self.path) from None
+
+    def done(self) -> set[str]:
+        """Keys of the runs already finished."""
+        return {k for (k,) in self._read("SELECT key FROM runs WHERE status = 'done'")}
+
+    def write_run(
+        self,
+        run: dict[str, Any],
+        metrics: Iterable[tuple[str, str, int, str, float]],
+        history: Iterable[tuple[int, int, dict]] = (),
+        curves: Iterable[tuple[str, str, str, Any]] = (),
+    ) -> None:
+        """Write one finished run and all its rows in one transaction (all or nothing).
+        ``metrics`` rows are (split, calibrator, cal_size, metric, value)."""
+        key = run["key"]
+        row = (
+            key, json.dumps(run["spec"], sort_keys=True), run.get("dataset"), run.get("model"),
+            run.get("method"), run.get("seed"), run.get("status", "done"), run.get("error"),
+            run.get("started"), run.get("finished", time.time()), run.get("seconds"),
+            json.dumps(run.get("provenance"), default=str), json.dumps(run.get("artefacts")),
+        )  # fmt: skip
+        try:
+            with closing(self._connect()) as con, con:
+                con.execute("BEGIN IMMEDIATE")
+                for table in ("metrics", "history", "curves"):
+                    con.execute(f"DELETE FROM {table} WHERE run_key = ?", (key,))
+                con.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+                con.executemany(
+                    "INSERT INTO metrics VALUES (?,?,?,?,?,?)", [(key, *m) for m in metrics]
+                )
+                con.executemany(
+                    "INSERT INTO history VALUES (?,?,?,?)",
+                    [(key, s, e, json.dumps(r)) for s, e, r in history],
+                )
+                con.executemany(
+                    "INSERT INTO curves VALUES (?,?,?,?,?)",
+                    [(key, sp, cal, kind, json.dumps(d)) for sp, cal, kind, d in curves],
+                )
+        except sqlite3.Error as err:
+            raise _explain(err, self.path) from None
+
+    def runs(self, status: str = "done") -> list[dict[str, Any]]:
+        cols = ("key", "spec", "dataset", "model", "method", "seed", "status", "error", "seconds")
+        rows = self._read(f"SELECT {', '.join(cols)} FROM runs WHERE status = ?", (status,))
+        out = []
+        for r in rows:
+            d = dict(zip(cols, r, strict=True))
+            d["spec"] = json.loads(d["spec"])
+            out.append(d)
+        return out
+
+    def metrics(self) -> list[tuple[str, str, str, int, str, float]]:
+        """(run_key, split, calibrator, cal_size, metric, value) rows."""
+        return self._read("SELECT run_key, split, calibrator, cal_size, metric, value FROM metrics")
+
+    def history(self, run_key: str, stage: int = 1) -> list[dict]:
+        rows = self._read(
+            "SELECT record FROM history WHERE run_key = ? AND stage = ? ORDER BY epoch",
+            (run_key, stage),
+        )
+        return [json.loads(r) for (r,) in rows]
+
+    def curves(self, kind: str) -> list[tuple[str, str, str, Any]]:
+        """(run_key, split, calibrator, data) rows of one kind of curve."""
+        rows = self._read(
+            "SELECT run_key, split, calibrator, data FROM curves WHERE kind = ?", (kind,)
+        )
+        return [(k, s, c, json.loads(d)) for k, s, c, d in rows]
+
+    def schema_version(self) -> int:
+        return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])

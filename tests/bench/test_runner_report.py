@@ -1,0 +1,145 @@
+"""The sweep runner resumes after SIGKILL without redoing work or duplicating rows, gives
+the same numbers with 1 or 2 workers, and its HTML report renders in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibkit.bench.report import write_report
+from calibkit.bench.runner import run_bench
+from calibkit.bench.spec import load_spec
+from calibkit.bench.store import Store
+from tests.test_cli import run
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = """name: three
+seeds: [1, 2, 3]
+train: {epochs: 3}
+datasets:
+  - data: digits
+    models: [mlp]
+methods:
+  - {name: CE, loss: ce}
+posthoc: [ts, hist-binning]
+record: true
+"""
+
+
+def bench_cmd(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    return subprocess.Popen([sys.executable, "-m", "calibkit", "bench", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """A sweep killed with SIGKILL after its first finished run, then started again."""
+    root = tmp_path_factory.mktemp("sweep")
+    (root / "spec.yaml").write_text(SPEC)
+    out = root / "out"
+    proc = bench_cmd(str(root / "spec.yaml"), "-o", str(out))
+    db = out / "results.sqlite"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if db.exists() and Store(db).done():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    first = {k: t for k, t in sqlite3.connect(db).execute("SELECT key, finished FROM runs")}
+    second = bench_cmd(str(root / "spec.yaml"), "-o", str(out))
+    assert second.wait(timeout=600) == 0, second.stderr.read().decode()[-2000:]
+    return root, out, first
+
+
+def test_a_killed_sweep_finishes_the_rest_once(swept):
+    _, out, first = swept
+    assert 1 <= len(first) < 3, "the sweep was not interrupted"
+    con = sqlite3.connect(out / "results.sqlite")
+    rows = dict(con.execute("SELECT key, finished FROM runs"))
+    assert len(rows) == 3 and set(Store(out / "results.sqlite").done()) == set(rows)
+    assert all(rows[k] == t for k, t in first.items())  # finished runs were not redone
+    per_run = dict(con.execute("SELECT run_key, COUNT(*) FROM metrics GROUP BY run_key"))
+    assert len(set(per_run.values())) == 1 and set(per_run) == set(rows)
+
+
+def test_two_workers_give_the_numbers_of_one(swept, tmp_path):
+    root, out, _ = swept
+    counts = run_bench(load_spec(root / "spec.yaml"), tmp_path / "two", workers=2)
+    assert counts["done"] == 3
+    a = {tuple(r[:5]): r[5] for r in Store(out / "results.sqlite").metrics()}
+    b = {tuple(r[:5]): r[5] for r in Store(tmp_path / "two" / "results.sqlite").metrics()}
+
+    assert a == b  # every run uses the same thread count: bit-identical numbers
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    if os.environ.get("CI"):
+        pytest.fail("Chromium is missing; .ci/run installs Debian's chromium package")
+    pytest.skip("no Chromium on this machine (CI installs Debian's)")
+
+
+def test_the_html_report_renders_in_headless_chromium(swept, tmp_path):
+    _, out, _ = swept
+    info = write_report(out / "results.sqlite", tmp_path)
+    page = (tmp_path / "report.html").resolve()
+    browser = chromium()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True,
+                         text=True, timeout=120, check=True).stdout  # fmt: skip
+    assert dom.count("<table>") == info["tables"] >= 6
+    assert dom.count("<img") == info["figures"] >= 4 and "data:image/png;base64," in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,1600",
+                    page.as_uri()], capture_output=True, timeout=120, check=True)  # fmt: skip
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)
+    assert pixels.shape == (1600, 1200) and pixels.std() > 10  # not a blank page
+    assert (pixels < 128).mean() > 0.01  # text and table lines are drawn
+
+
+def test_bench_and_report_commands_fail_with_one_line(tmp_path, capsys):
+    code, _, err = run(["bench", "default", "--engine", "ray", "-o", str(tmp_path)], capsys)
+    if "ray" not in sys.modules:
+        assert code == 2 and "pip install 'calibkit[ray]'" in err
+    code, _, err = run(["report", str(tmp_path / "none.sqlite"), "-o", str(tmp_path)], capsys)
+    assert code == 2 and "no such results store" in err
+    Store(tmp_path / "empty.sqlite")
+    code, _, err = run(["report", str(tmp_path / "empty.sqlite"), "-o", str(tmp_path)], capsys)
+    assert code == 2 and "holds no finished run" in err
+    (tmp_path / "bad.yaml").write_text("datasets: 3\n")
+    code, _, err = run(["bench", str(tmp_path / "bad.yaml")], capsys)
+    assert code == 2 and "bad.yaml" in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_tables_follow_the_store(swept, tmp_path):
+    _, out, _ = swept
+    info = write_report(out / "results.sqlite", tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    for title in ("Test ECE (%), uncalibrated", "ECE (%) after temperature scaling",
+                  "calibratability", "Refinement AUROC", "Post-hoc methods"):  # fmt: skip
+        assert title in md
+    head, *rows = info["headline"]
+    assert head == ["method", "digits / mlp"] and rows[0][0] == "CE"
+    store = Store(out / "results.sqlite")
+    eces = [
+        v for k, s, c, n, m, v in store.metrics() if (s, c, m) == ("test", "uncalibrated", "ece")
+    ]
+    mean, std = 100 * np.mean(eces), 100 * np.std(eces, ddof=1)
+    assert rows[0][1].strip("*") == f"{mean:.2f} ± {std:.2f}"
+    assert json.loads(json.dumps(info["headline"]))

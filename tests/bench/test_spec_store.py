@@ -1,0 +1,188 @@
+"""Bench specs are validated completely, with places in the file; the store keeps whole
+runs only, survives parallel writers and refuses newer schemas."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from calibkit.bench.spec import SpecError, load_spec
+from calibkit.bench.store import SCHEMA_VERSION, Store, StoreError
+
+TINY = """name: tiny
+seeds: [1, 2]
+train: {epochs: 2}
+datasets:
+  - data: digits
+    models: [cnn, mlp]
+methods:
+  - {name: CE, loss: ce}
+  - {name: MaC-Cal, loss: ce, stage2: "maccal:epochs=2"}
+posthoc: [ts, "neural-clamping:epochs=2"]
+calibration_sizes: [all, 50]
+"""
+
+
+def spec_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_spec_expands_to_keyed_runs(tmp_path):
+    spec = load_spec(spec_file(tmp_path, TINY))
+    assert len(spec.runs) == 2 * 2 * 2  # models x methods x seeds
+    keys = [r.key for r in spec.runs]
+    assert len(set(keys)) == len(keys)
+    again = load_spec(spec_file(tmp_path, TINY))
+    assert [r.key for r in again.runs] == keys
+    changed = load_spec(spec_file(tmp_path, TINY.replace("epochs: 2}", "epochs: 3}")))
+    assert not set(r.key for r in changed.runs) & set(keys)
+    assert {r.calibration_sizes for r in spec.runs} == {(None, 50)}
+    assert len(load_spec("default").runs) > 50
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("loss: ce}", "loss: focus}"), "spec.yaml:8: methods[0].loss: unknown loss 'focus'"),
+        (
+            ("models: [cnn, mlp]", "models: [cnn, resnet18]"),
+            "spec.yaml:6: datasets[0].models[1]: unknown model",
+        ),
+        (("models: [cnn, mlp]", "models: ['cnn:depth=3']"), "model 'cnn' has no parameter 'depth'"),
+        (
+            ("data: digits", "data: cifar10:root=/nowhere"),
+            "datasets[0].data: root: /nowhere is not a folder",
+        ),
+        (("seeds: [1, 2]", "seeds: [1, two]"), "spec.yaml:2: seeds[1]: expected an integer seed"),
+        (("posthoc: [ts,", "posthoc: [tss,"), "posthoc[0]: unknown calibrator 'tss'"),
+        (
+            ('"maccal:epochs=2"', '"maccal:q0=2"'),
+            "methods[1].stage2: q0: a mask rate must lie in (0, 1]",
+        ),
+        (("name: MaC-Cal", "name: CE"), "methods[1].name: method name 'CE' is used twice"),
+        (
+            ("train: {epochs: 2}", "train: {epochs: 2, lr2: 1}"),
+            "spec.yaml:3: train.lr2: unknown training option",
+        ),
+        (("name: tiny", "nam: tiny"), "spec.yaml:1: nam: unknown key"),
+        (("[all, 50]", "[all, 1]"), "calibration_sizes[1]: expected 'all' or an integer >= 2"),
+        (("seeds: [1, 2]", "seeds: [1, 2"), "not valid YAML"),
+    ],
+)
+def test_bad_specs_name_their_place(tmp_path, edit, message):
+    with pytest.raises(SpecError) as err:
+        load_spec(spec_file(tmp_path, TINY.replace(*edit)))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def row(key: str) -> dict:
+    return {"key": key, "spec": {"k": key}, "dataset": "d", "model": "m", "method": "CE", "seed": 1}
+
+
+def metrics(n: int) -> list:
+    return [("test", "ts", 0, f"m{i}", float(i)) for i in range(n)]
+
+
+def writer(path: str, start: int) -> None:
+    store = Store(path)
+    for i in range(start, start + 20):
+        store.write_run(
+            row(f"run{i}"), metrics(30), [(1, 1, {"a": 1})], [("test", "ts", "bins", [1])]
+        )
+
+
+def test_parallel_writers_lose_no_row(tmp_path):
+    path = str(tmp_path / "r.sqlite")
+    Store(path)
+    procs = [mp.get_context("spawn").Process(target=writer, args=(path, 100 * p)) for p in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    store = Store(path)
+    assert len(store.done()) == 80 and len(store.metrics()) == 80 * 30
+
+
+KILLER = """
+import sys
+from calibkit.bench.store import Store
+s = Store(sys.argv[1])
+i = 0
+while True:
+    rows = [("test", "ts", 0, f"m{j}", 1.0) for j in range(3000)]
+    s.write_run({"key": f"k{i}", "spec": {}}, rows)
+    i += 1
+"""
+
+
+def test_a_process_killed_while_writing_leaves_whole_runs_only(tmp_path):
+    path = tmp_path / "r.sqlite"
+    Store(path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", KILLER, str(path)], env=env)
+    deadline = time.time() + 60
+    while len(Store(path).done()) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    store = Store(path)
+    counts = {}
+    for key, *_ in store.metrics():
+        counts[key] = counts.get(key, 0) + 1
+    assert len(store.done()) >= 3 and set(counts) == store.done()
+    assert set(counts.values()) == {3000}
+
+
+def test_newer_schema_corrupt_file_and_write_failures_are_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "r.sqlite"
+    Store(path)
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
+        )
+    with pytest.raises(StoreError, match=r"written by a newer calibkit .* upgrade calibkit"):
+        Store(path)
+    (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a calibkit results store"):
+        Store(tmp_path / "junk.sqlite")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match="cannot create the folder"):
+        Store(tmp_path / "file" / "r.sqlite")
+    store = Store(tmp_path / "ok.sqlite")
+    real = sqlite3.connect
+
+    for text, message in (("attempt to write a readonly database", "read-only"),
+                          ("database or disk is full", "disk is full")):  # fmt: skip
+
+        class Failing:
+            def __init__(self, *a, **k):
+                self.con = real(*a, **k)
+
+            def __getattr__(self, name):
+                return getattr(self.con, name)
+
+            def executemany(self, *a, text=text):
+                raise sqlite3.OperationalError(text)
+
+            def __enter__(self):
+                return self.con.__enter__() and self
+
+            def __exit__(self, *a):
+                return self.con.__exit__(*a)
+
+        monkeypatch.setattr(sqlite3, "connect", Failing)
+        with pytest.raises(StoreError, match=message):
+            store.write_run(row("x"), metrics(2))
+        monkeypatch.setattr(sqlite3, "connect", real)
+        assert "x" not in store.done()  # the transaction rolled back: nothing of the run
