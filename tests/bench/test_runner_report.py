@@ -143,3 +143,18 @@ def test_report_tables_follow_the_store(swept, tmp_path):
     mean, std = 100 * np.mean(eces), 100 * np.std(eces, ddof=1)
     assert rows[0][1].strip("*") == f"{mean:.2f} ± {std:.2f}"
     assert json.loads(json.dumps(info["headline"]))
+
+
+def test_ray_engine_gives_the_numbers_of_the_local_engine(swept, tmp_path):
+    """A local Ray cluster of 2 CPUs runs each run as a task; the numbers are the local ones."""
+    ray = pytest.importorskip("ray") if not os.environ.get("CI") else __import__("ray")
+    root, out, _ = swept
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        counts = run_bench(load_spec(root / "spec.yaml"), tmp_path / "ray", engine="ray")
+    finally:
+        ray.shutdown()
+    assert counts["done"] == 3
+    a = {tuple(r[:5]): r[5] for r in Store(out / "results.sqlite").metrics()}
+    b = {tuple(r[:5]): r[5] for r in Store(tmp_path / "ray" / "results.sqlite").metrics()}
+    assert a == b
