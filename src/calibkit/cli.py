@@ -7,6 +7,7 @@ no traceback reaches the terminal.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -797,7 +798,10 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
     "--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
     help="local processes, or Ray tasks (pip install 'calibkit[ray]').",
 )  # fmt: skip
-@click.option("--workers", default=1, show_default=True, type=int, help="Local worker processes.")
+@click.option(
+    "--workers", default=0, type=click.IntRange(min=0),
+    help="Local worker processes (default: one per CPU core).",
+)  # fmt: skip
 @click.option(
     "--threads", default=1, show_default=True, type=click.IntRange(min=1),
     help="CPU threads per run (the same for every engine, so that numbers agree).",
@@ -825,6 +829,7 @@ def bench(spec, engine, workers, threads, address, out, db, as_json) -> None:
     from .bench.spec import load_spec
 
     plan = load_spec(spec)
+    workers = workers or max(1, (os.cpu_count() or 1) // threads)
     with _progress(len(plan.runs), f"bench {plan.name}", not as_json) as tick:
         counts = run_bench(
             plan, out, engine=engine, workers=workers, address=address, db=db, threads=threads,

@@ -48,7 +48,7 @@ def swept(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     (root / "spec.yaml").write_text(SPEC)
     out = root / "out"
-    proc = bench_cmd(str(root / "spec.yaml"), "-o", str(out))
+    proc = bench_cmd(str(root / "spec.yaml"), "-o", str(out), "--workers", "1")
     db = out / "results.sqlite"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -58,7 +58,7 @@ def swept(tmp_path_factory):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     first = {k: t for k, t in sqlite3.connect(db).execute("SELECT key, finished FROM runs")}
-    second = bench_cmd(str(root / "spec.yaml"), "-o", str(out))
+    second = bench_cmd(str(root / "spec.yaml"), "-o", str(out), "--workers", "1")
     assert second.wait(timeout=600) == 0, second.stderr.read().decode()[-2000:]
     return root, out, first
 

@@ -126,7 +126,7 @@ class HistogramBinning(_ConfidenceMap):
 
     def _apply_map(self, column: int, values: Tensor) -> Tensor:
         e, v = self.edges_[column].to(values.device), self.values_[column].to(values.device)
-        mapped = v[torch.bucketize(values, e[1:-1].contiguous())]
+        mapped = v[torch.bucketize(values.contiguous(), e[1:-1].contiguous())]
         return torch.where(torch.isnan(mapped), values, mapped)
 
 
