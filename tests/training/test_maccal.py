@@ -158,6 +158,9 @@ def test_cli_stage2_from_a_run_and_bad_input(stage1, tmp_path):
     plain = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
     with pytest.raises(ValueError, match="split into forward_features and head"):
         stage2(plain, bundle, MacCalConfig(epochs=1), torch.device("cpu"))
+    with pytest.raises(ValueError, match="stage 2 diverged: the loss became nan in epoch 1"):
+        stage2(model, bundle, MacCalConfig(epochs=2, lr=1e30), torch.device("cpu"))
+    _, bundle, model, _ = load_run(stage1)
     model.num_features = 99
     with pytest.raises(
         ValueError, match="features have width 64 but the model says num_features = 99"

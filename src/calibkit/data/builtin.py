@@ -11,6 +11,7 @@
   overlap: the Bayes classifier is right about 76 % of the time for the default means. A
   tenth of the training points is held out for validation. The true posterior
   η(x) = softmax_k(−½ (x − μ_k)ᵀ Σ⁻¹ (x − μ_k)) of any point is ``bundle.posterior(x)``.
+  The network sees x / 10 (``mean`` 0, ``std`` 10), so that its inputs are of order one.
 """
 
 from __future__ import annotations
@@ -62,4 +63,9 @@ def gaussian_toy(*, n_train: int = 10_000, n_test: int = 1_000, data_seed: int =
 
     train, test = sample(n_train), sample(n_test)
     train, val = hold_out(train, len(train) // 10, seed=data_seed)
-    return DataBundle("gaussian-toy", 5, (2,), test, train, val, posterior=posterior)
+    # inputs are scaled by 1/10 for the network (means lie in [-10, 10]); posterior() takes
+    # the raw points, as stored
+    return DataBundle(
+        "gaussian-toy", 5, (2,), test, train, val, mean=(0.0, 0.0), std=(10.0, 10.0),
+        posterior=posterior,
+    )  # fmt: skip
