@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -338,7 +339,7 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     md.append("## Figures\n")
     page.append("<h2>Figures</h2>")
     for name, png in figures.items():
-        file = name.replace(" ", "-").replace("/", "-") + ".png"
+        file = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") + ".png"
         (out / "figures").mkdir(parents=True, exist_ok=True)
         (out / "figures" / file).write_bytes(png)
         md.append(f"![{name}](figures/{file})")
