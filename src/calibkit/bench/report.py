@@ -194,6 +194,14 @@ def build_figures(res: Results) -> dict[str, bytes]:
         plt.close(fig)
         figures[name] = buf.getvalue()
 
+    def single(name: str, draw, **labels) -> None:
+        """One-panel figure: ``draw(ax)``, then labels and a legend."""
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        draw(ax)
+        ax.set(**labels)
+        ax.legend(fontsize=7)
+        save(name, fig)
+
     first = _first_runs(res)
     bins = {(k, c): d for k, _, c, d in res.store.curves("bins")}
     for column, key in first.items():
@@ -211,86 +219,76 @@ def build_figures(res: Results) -> dict[str, bytes]:
         fig.suptitle(f"Reliability, {res.runs[key]['method']} on {column[0]} / {column[1]}")
         save(f"reliability {column[0]} {column[1]}", fig)
     densities = {k: d for k, _, _, d in res.store.curves("confidence")}
+    xs = [(i + 0.5) / 40 for i in range(40)]
     for column, key in first.items():
+        method = res.runs[key]["method"]
         if key in densities:
-            fig, ax = plt.subplots(figsize=(5, 3.2))
-            xs = [(i + 0.5) / 40 for i in range(40)]
-            for label in ("correct", "incorrect"):
-                counts = densities[key][label]
-                total = sum(counts) or 1
-                ax.plot(xs, [c / total * 40 for c in counts], label=label)
-            ax.set(
-                xlabel="confidence",
-                ylabel="density",
-                title=f"Confidence, {res.runs[key]['method']} ({column[0]})",
-            )
-            ax.legend()
-            save(f"confidence {column[0]} {column[1]}", fig)
-    for column, key in first.items():
+            d = densities[key]
+            single(
+                f"confidence {column[0]} {column[1]}",
+                lambda ax, d=d: [
+                    ax.plot(xs, [c / (sum(d[lab]) or 1) * 40 for c in d[lab]], label=lab)
+                    for lab in ("correct", "incorrect")
+                ],
+                xlabel="confidence", ylabel="density", title=f"Confidence, {method} ({column[0]})",
+            )  # fmt: skip
         hist = res.store.history(key)
         if hist:
-            fig, ax = plt.subplots(figsize=(5, 3.2))
-            ax.plot([h["epoch"] for h in hist], [h["val_ece"] for h in hist], label="ECE")
-            ax.plot(
-                [h["epoch"] for h in hist],
-                [h["val_optimal_ece"] for h in hist],
-                label="optimal ECE",
-            )
-            ax.set(
-                xlabel="epoch",
-                ylabel="validation",
-                title=f"ECE over epochs, {res.runs[key]['method']} ({column[0]})",
-            )
-            ax.legend()
-            save(f"epochs {column[0]} {column[1]}", fig)
+            epochs = [h["epoch"] for h in hist]
+            single(
+                f"epochs {column[0]} {column[1]}",
+                lambda ax, h=hist, e=epochs: [
+                    ax.plot(e, [r[k] for r in h], label=lab)
+                    for k, lab in (("val_ece", "ECE"), ("val_optimal_ece", "optimal ECE"))
+                ],
+                xlabel="epoch", ylabel="validation",
+                title=f"ECE over epochs, {method} ({column[0]})",
+            )  # fmt: skip
     learned = {k: d for k, _, _, d in res.store.curves("learned_epoch")}
     for column, key in first.items():
         if key in learned:
-            d = learned[key]
             groups: dict[int, list[float]] = defaultdict(list)
-            for e, v in zip(d["learned"], d["max_logit"], strict=True):
+            for e, v in zip(learned[key]["learned"], learned[key]["max_logit"], strict=True):
                 groups[e].append(v)
-            fig, ax = plt.subplots(figsize=(5, 3.2))
-            for e in sorted(groups)[:: max(1, len(groups) // 5)]:
-                ax.hist(groups[e], bins=30, alpha=0.5, label=f"learned at {e}")
-            ax.set(
-                xlabel="max logit",
-                ylabel="training samples",
+            shown = sorted(groups)[:: max(1, len(groups) // 5)]
+            single(
+                f"learned {column[0]} {column[1]}",
+                lambda ax, g=groups, sh=shown: [
+                    ax.hist(g[e], bins=30, alpha=0.5, label=f"learned at {e}") for e in sh
+                ],
+                xlabel="max logit", ylabel="training samples",
                 title=f"Max logit by learned epoch ({column[0]})",
-            )
-            ax.legend(fontsize=7)
-            save(f"learned {column[0]} {column[1]}", fig)
+            )  # fmt: skip
     grads = defaultdict(list)
     for k, _, _, d in res.store.curves("grad_norm"):
         grads[(res.runs[k]["dataset"], res.runs[k]["model"], res.runs[k]["method"])].append(d)
     for column in res.columns:
         chosen = [m for m in res.methods if (column[0], column[1], m) in grads][:3]
         if chosen:
-            fig, ax = plt.subplots(figsize=(5, 3.2))
-            for m in chosen:
-                d = grads[(column[0], column[1], m)][0]
-                ax.scatter(d["brier"], d["grad_norm"], s=4, alpha=0.5, label=m)
-            ax.set(
-                xlabel="Brier score",
-                ylabel="last-layer gradient norm",
+            data = [(m, grads[(column[0], column[1], m)][0]) for m in chosen]
+            single(
+                f"gradnorm {column[0]} {column[1]}",
+                lambda ax, data=data: [
+                    ax.scatter(d["brier"], d["grad_norm"], s=4, alpha=0.5, label=m) for m, d in data
+                ],
+                xlabel="Brier score", ylabel="last-layer gradient norm",
                 title=f"Gradient norm against Brier ({column[0]})",
-            )
-            ax.legend(fontsize=7)
-            save(f"gradnorm {column[0]} {column[1]}", fig)
+            )  # fmt: skip
     for column in res.columns:
         curves = []
         for k, r in res.runs.items():
             if (r["dataset"], r["model"]) == column and r["spec"].get("stage2"):
                 hist = res.store.history(k, stage=2)
                 if hist and "eta" in hist[0]:
-                    curves.append((r["method"], r["seed"], [h["q"] for h in hist]))
+                    curves.append((f"{r['method']} s{r['seed']}", [h["q"] for h in hist]))
         if curves:
-            fig, ax = plt.subplots(figsize=(5, 3.2))
-            for method, seed, q in curves:
-                ax.plot(range(1, len(q) + 1), q, lw=1, label=f"{method} s{seed}")
-            ax.set(xlabel="stage-2 epoch", ylabel="q_t", title=f"MaC-Cal mask rate ({column[0]})")
-            ax.legend(fontsize=6)
-            save(f"maccal q {column[0]} {column[1]}", fig)
+            single(
+                f"maccal q {column[0]} {column[1]}",
+                lambda ax, c=curves: [
+                    ax.plot(range(1, len(q) + 1), q, lw=1, label=lab) for lab, q in c
+                ],
+                xlabel="stage-2 epoch", ylabel="q_t", title=f"MaC-Cal mask rate ({column[0]})",
+            )  # fmt: skip
     return figures
 
 
