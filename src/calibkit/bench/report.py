@@ -289,6 +289,22 @@ def build_figures(res: Results) -> dict[str, bytes]:
                 ],
                 xlabel="stage-2 epoch", ylabel="q_t", title=f"MaC-Cal mask rate ({column[0]})",
             )  # fmt: skip
+    sizes = res.sizes()
+    if len(sizes) > 1 and "ts" in res.calibrators():
+        names = ["all" if s == ALL else str(s) for s in sizes]
+        for column in res.columns:
+            lines = []
+            for m in res.methods[:6]:
+                means = [res.seeds(m, column, "test", "ts", s, "ece") for s in sizes]
+                if all(means):
+                    lines.append((m, [100 * statistics.mean(v) for v in means]))
+            if lines:
+                single(
+                    f"calibration size {column[0]} {column[1]}",
+                    lambda ax, ls=lines: [ax.plot(names, y, marker="o", label=m) for m, y in ls],
+                    xlabel="calibration-set size", ylabel="test ECE after TS (%)",
+                    title=f"ECE against calibration-set size ({column[0]})",
+                )  # fmt: skip
     return figures
 
 
