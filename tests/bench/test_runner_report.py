@@ -113,10 +113,13 @@ def test_the_html_report_renders_in_headless_chromium(swept, tmp_path):
     assert (pixels < 128).mean() > 0.01  # text and table lines are drawn
 
 
-def test_bench_and_report_commands_fail_with_one_line(tmp_path, capsys):
-    code, _, err = run(["bench", "default", "--engine", "ray", "-o", str(tmp_path)], capsys)
-    if "ray" not in sys.modules:
-        assert code == 2 and "pip install 'calibkit[ray]'" in err
+def test_bench_and_report_commands_fail_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    (tmp_path / "one.yaml").write_text(SPEC.replace("seeds: [1, 2, 3]", "seeds: [1]"))
+    code, _, err = run(
+        ["bench", str(tmp_path / "one.yaml"), "--engine", "ray", "-o", str(tmp_path)], capsys
+    )
+    assert code == 2 and "pip install 'calibkit[ray]'" in err
     code, _, err = run(["report", str(tmp_path / "none.sqlite"), "-o", str(tmp_path)], capsys)
     assert code == 2 and "no such results store" in err
     Store(tmp_path / "empty.sqlite")
@@ -149,6 +152,8 @@ def test_ray_engine_gives_the_numbers_of_the_local_engine(swept, tmp_path):
     """A local Ray cluster of 2 CPUs runs each run as a task; the numbers are the local ones."""
     ray = pytest.importorskip("ray") if not os.environ.get("CI") else __import__("ray")
     root, out, _ = swept
+    if ray.is_initialized():
+        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         counts = run_bench(load_spec(root / "spec.yaml"), tmp_path / "ray", engine="ray")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as hs
 from hypothesis.extra import numpy as hnp
 
@@ -44,7 +44,9 @@ def test_sample_order_does_not_matter(prob, rnd):
     _same(_metrics(z, y), _metrics(z[perm], y[perm]))
 
 
-@settings(max_examples=60, deadline=None)
+# The near-tie filter below is intentional and can reject most draws for some versions of
+# Hypothesis' generator; too few survivors still fails the test (Unsatisfiable).
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(problems(unique=True), hs.randoms(use_true_random=False))
 def test_class_order_does_not_matter(prob, rnd):
     z, y = prob  # unique logits: argmax ties would resolve by class index

@@ -67,6 +67,11 @@ def run_bench(
     Every run uses ``threads`` CPU threads whatever the engine or the number of workers: a
     run's numbers depend on the thread count (it changes the order of float sums), so a fixed
     count makes 1 worker, N workers and Ray give identical results."""
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine: expected 'local' or 'ray', got {engine!r}")
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
     store = Store(db or out / "results.sqlite")
     finished = store.done()
@@ -90,33 +95,33 @@ def run_bench(
         if progress is not None:
             progress(counts["skipped"] + counts["done"] + counts["failed"], counts["total"], run)
 
-    if engine == "ray":
-        _run_ray(todo, out, address, threads, land)
-    elif engine == "local":
-        if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
-        if workers == 1 or len(todo) <= 1:
-            for run in todo:
-                land(run, _attempt(run, str(out), threads))
-        else:
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-                pending = {pool.submit(_attempt, r, str(out), threads): r for r in todo}
-                while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        land(pending.pop(fut), fut.result())
+    if ray is not None:
+        _run_ray(ray, todo, out, address, threads, land)
+    elif workers == 1 or len(todo) <= 1:
+        for run in todo:
+            land(run, _attempt(run, str(out), threads))
     else:
-        raise ValueError(f"engine: expected 'local' or 'ray', got {engine!r}")
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            pending = {pool.submit(_attempt, r, str(out), threads): r for r in todo}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    land(pending.pop(fut), fut.result())
     return counts
 
 
-def _run_ray(todo: list[RunSpec], out: Path, address: str | None, threads: int, land) -> None:
+def _require_ray() -> Any:
     try:
         import ray
     except ImportError:
         raise ValueError(
             "--engine ray needs Ray, which is not installed; pip install 'calibkit[ray]'"
         ) from None
+    return ray
+
+
+def _run_ray(ray: Any, todo: list[RunSpec], out: Path, address: str | None, threads: int,
+             land) -> None:  # fmt: skip
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
