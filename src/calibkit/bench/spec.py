@@ -168,12 +168,13 @@ def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str, build: 
     return spec
 
 
-def _list(raw: dict, key: str, lines: _Lines, default: Any = None) -> list:
+def _list(raw: dict, key: str, lines: _Lines, default: Any = None, at: str = "") -> list:
+    path = f"{at}.{key}" if at else key
     value = raw.get(key, default)
     if value is None:
-        raise _fail(lines, key, "missing; expected a list")
+        raise _fail(lines, path, "missing; expected a list")
     if not isinstance(value, list) or not value:
-        raise _fail(lines, key, f"expected a non-empty list, got {value!r}")
+        raise _fail(lines, path, f"expected a non-empty list, got {value!r}")
     return value
 
 
@@ -231,9 +232,9 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
             _check_spec(data.REGISTRY, s, lines, f"{where}.splits[{j}]", build=True)
             for j, s in enumerate(d.get("splits") or [])
         ]
-        for j, model in enumerate(
-            _list(d, "models", lines) if "models" in d else _missing(lines, where)
-        ):
+        if "models" not in d:
+            raise _fail(lines, where, "missing 'models': a list of model specs")
+        for j, model in enumerate(_list(d, "models", lines, at=where)):
             _check_spec(models.REGISTRY, model, lines, f"{where}.models[{j}]", build=False)
             for method in methods:
                 for seed in seeds:
@@ -245,10 +246,6 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
                     ))  # fmt: skip
     name = raw.get("name", "bench")
     return BenchSpec(str(name), runs, lines.source)
-
-
-def _missing(lines: _Lines, where: str) -> list:
-    raise _fail(lines, where, "missing 'models': a list of model specs")
 
 
 def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[str, Any]:
