@@ -76,6 +76,9 @@ def run_bench(
     store = Store(db or out / "results.sqlite")
     finished = store.done()
     todo = [r for r in spec.runs if r.key not in finished]
+    # Longest first (two-stage runs, then the rest in spec order), so that parallel workers
+    # do not end with one long run each while the others idle.
+    todo.sort(key=lambda r: r.stage2 is None)
     counts = {
         "total": len(spec.runs),
         "skipped": len(spec.runs) - len(todo),
