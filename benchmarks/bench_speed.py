@@ -1,7 +1,7 @@
 """The sweep harness: overhead per run, local scaling, and Ray against the local engine.
 
     python benchmarks/bench_speed.py                  # on the `default` preset (~30 minutes)
-    python benchmarks/bench_speed.py --spec my.yaml   # on another spec
+    python benchmarks/bench_speed.py --spec benchmarks/quick.yaml   # a 12-run sweep, ~3 min
     python benchmarks/bench_speed.py --ray            # + the Ray engine (pip install ray)
 
 1. Harness overhead: one run through the harness (train, measure, store) with no post-hoc
