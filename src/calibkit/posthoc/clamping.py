@@ -3,7 +3,7 @@ temperature T learned together on the calibration split, the network frozen.
 
 The calibrated network is f_NC(x) = f(x + δ) / T. δ (the shape of one input) and T
 minimise Σᵢ FL_γ(f(xᵢ + δ)/T, yᵢ) + λ ‖δ‖² over each mini-batch (the sum, as in the
-paper's Eq. 3) by SGD (learning rate 0.001, batch 512, 100 epochs, T from 1), with λ =
+paper's Eq. 9, §3.1) by SGD (learning rate 0.001, batch 512, 100 epochs, T from 1), with λ =
 0.1 × the data term at initialisation (``lam=None``: 0.1 × the mean initial focal loss ×
 the batch size) and γ chosen from ``gamma_pool`` by ECE on the calibration split
 (default: γ = 1 alone).
