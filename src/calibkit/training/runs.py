@@ -70,7 +70,7 @@ def run_stage2(
         raise TrainingError(f"{source} is already a stage-2 run; start from its stage-1 run")
     dev = pick_device(device)
     model, history = stage2(model, bundle, settings, dev, progress=progress)
-    record = provenance(config, dev) | {
+    record = provenance(config, dev, bundle.augment) | {
         "stage2": asdict(settings),
         "stage1": str(Path(source).resolve()),
     }

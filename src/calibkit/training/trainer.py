@@ -391,15 +391,16 @@ def _resume(
     return int(state["epoch"]), json.loads(state["history"])
 
 
-def provenance(config: TrainConfig, device: torch.device) -> dict[str, Any]:
-    """What shapes the confidence of a run's model, and where it ran."""
+def provenance(config: TrainConfig, device: torch.device, augment: str | None) -> dict[str, Any]:
+    """What shapes the confidence of a run's model (``augment``: the data's augmentation),
+    and where it ran."""
     name, params = parse_spec(config.loss)
     return {
         "config": asdict(config),
         "loss": {"name": name, "parameters": vars(losses.create(config.loss)) | params},
         "label_smoothing": params.get("epsilon", 0.0) if name == "label-smoothing" else 0.0,
         "mixup": config.mixup,
-        "augmentation": data.create(config.data).augment,
+        "augmentation": augment,
         "seed": config.seed,
         "device": str(device),
         "versions": {
@@ -439,7 +440,7 @@ def _finish(
         analysis["train_labels"] = bundle.train.y.numpy()
     if analysis:
         save_npz(out / "analysis.npz", **analysis)
-    write_run(out, model, bundle, device, history, provenance(config, device))
+    write_run(out, model, bundle, device, history, provenance(config, device, bundle.augment))
 
 
 def write_run(
