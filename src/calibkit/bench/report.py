@@ -330,6 +330,10 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     if not res.runs:
         raise ValueError(f"{db}: the store holds no finished run yet; nothing to report")
     out = Path(out)
+    try:
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot write the report to {out}: {err.strerror}") from None
     tables = build_tables(res)
     figures = build_figures(res)
     n = len(res.runs)
@@ -354,7 +358,6 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     page.append("<h2>Figures</h2>")
     for name, png in figures.items():
         file = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") + ".png"
-        (out / "figures").mkdir(parents=True, exist_ok=True)
         (out / "figures" / file).write_bytes(png)
         md.append(f"![{name}](figures/{file})")
         b64 = base64.b64encode(png).decode()
