@@ -69,6 +69,19 @@ def cli() -> None:
     """
 
 
+@contextmanager
+def _options_named():
+    """Name the command-line option in an error raised for a setting (``lr: ...`` becomes
+    ``--lr: ...``)."""
+    try:
+        yield
+    except ValueError as err:
+        name, sep, rest = str(err).partition(": ")
+        if sep and name.isidentifier():
+            raise ValueError(f"--{name.replace('_', '-')}: {rest}") from None
+        raise
+
+
 def _console():
     from rich.console import Console
 
@@ -693,13 +706,20 @@ def train(
     if source:
         _stage2(source, settings, output, device, as_json)
         return
-    grad_epochs = [int(e) for e in str(record_grad_norms).replace(",", "/").split("/") if e.strip()]
-    config = TrainConfig(
-        data=data_spec, model=model, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
-        momentum=momentum, weight_decay=weight_decay, schedule=schedule, mixup=mixup,
-        seed=seed, extra=list(extra), record_learned_epochs=record_learned_epochs,
-        record_grad_norms=grad_epochs, device=device,
-    ).check()  # fmt: skip
+    with _options_named():
+        try:
+            parts = str(record_grad_norms).replace(",", "/").split("/")
+            grad_epochs = [int(e) for e in parts if e.strip()]
+        except ValueError:
+            raise ValueError(
+                f"record_grad_norms: expected epochs such as 10/20, got {record_grad_norms!r}"
+            ) from None
+        config = TrainConfig(
+            data=data_spec, model=model, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
+            momentum=momentum, weight_decay=weight_decay, schedule=schedule, mixup=mixup,
+            seed=seed, extra=list(extra), record_learned_epochs=record_learned_epochs,
+            record_grad_norms=grad_epochs, device=device,
+        ).check()  # fmt: skip
     stage1 = Path(output) / "stage1" if settings else Path(output)
     with _progress(1, "training", not as_json) as tick:
         result = run_training(config, stage1, resume=resume, progress=tick)
@@ -757,19 +777,20 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
     from .training.runs import load_run
     from .training.trainer import pick_device, predict
 
-    pool = [float(g) for g in str(gamma_pool).replace(",", "/").split("/") if g.strip()]
-    config, bundle, model, _ = load_run(run_dir, device)
     dev = pick_device(device)
+    config, bundle, model, _ = load_run(run_dir, device)
     bounds = data_mod.input_bounds(bundle)
     if init == "data" and bounds is None:
         raise ValueError(
             f"--init data: {config.data!r} has no feasible input range; use --init random"
         )
-    nc = NeuralClamping(
-        model, gamma_pool=pool, lam=lam, lr=lr, batch_size=batch_size, epochs=epochs, init=init,
-        input_range=bounds, seed=seed,
-    )  # fmt: skip
-    assert bundle.val is not None
+    with _options_named():
+        nc = NeuralClamping(
+            model, gamma_pool=gamma_pool, lam=lam, lr=lr, batch_size=batch_size, epochs=epochs,
+            init=init, input_range=bounds, seed=seed,
+        )  # fmt: skip
+    if bundle.val is None:
+        raise ValueError(f"{run_dir}: the run has no validation split to calibrate on")
     nc.fit(data_mod.to_inputs(bundle.val.x, bundle, dev), bundle.val.y.to(dev))
     out = Path(output) if output else Path(run_dir) / "clamp"
     arrays = {}
@@ -782,12 +803,14 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
     save_npz(out / "logits.npz", **arrays)
     nc.save(out / "clamping.safetensors")
     if as_json:
-        click.echo(json.dumps({"output": str(out)} | nc.report_, indent=2))
+        click.echo(json.dumps({"output": str(out)} | nc.fit_report_, indent=2))
         return
-    r = nc.report_
+    r = nc.fit_report_
+    (e0, e1), (a0, a1) = r["ece_calibration"], r["accuracy_calibration"]
     _console().print(
-        f"Neural Clamping: γ = {r['gamma']:g}, T = {r['temperature']:.4f}, λ = {r['lam']:.4g}, "
-        f"calibration ECE {r['ece_calibration']:.4f}\nwritten to {out}/ (logits.npz, "
+        f"Neural Clamping: γ = {r['gamma']:g}, T = {r['temperature']:.4f} (from "
+        f"{r['temperature_start']:.4f}), λ' = {r['lam']:.4g}; on the calibration split ECE "
+        f"{e0:.4f} → {e1:.4f}, accuracy {a0:.4f} → {a1:.4f}\nwritten to {out}/ (logits.npz, "
         "clamping.safetensors)"
     )
 
@@ -837,14 +860,30 @@ def bench(spec, engine, workers, threads, address, out, db, as_json) -> None:
         )  # fmt: skip
     store = db or Path(out) / "results.sqlite"
     summary = write_report(store, out) if counts["done"] + counts["skipped"] else None
+    report = str(Path(out) / "report.html") if summary else None
+    failed = _failed_runs(store, plan)
     if as_json:
-        click.echo(
-            json.dumps(
-                {"counts": counts, "store": str(store), "report": str(Path(out) / "report.html")},
-                indent=2,
-            )
-        )
-        return
+        click.echo(json.dumps({
+            "counts": counts, "store": str(store), "report": report,
+            "anomalies": summary["anomalies"] if summary else {},
+            "failed": [{"method": r["method"], "seed": r["seed"], "error": r["error"]}
+                       for r in failed],
+        }, indent=2))  # fmt: skip
+    else:
+        _print_bench_summary(summary, counts, store, report, failed)
+    if failed:
+        sys.exit(1)
+
+
+def _failed_runs(store: Path, plan) -> list[dict]:
+    """The spec's runs recorded as failed in ``store`` (and not finished since)."""
+    from .bench.store import Store
+
+    keys = {r.key for r in plan.runs}
+    return [r for r in Store(store, create=False).runs("failed") if r["key"] in keys]
+
+
+def _print_bench_summary(summary, counts, store, report, failed) -> None:
     console = _console()
     if summary:
         from rich.table import Table
@@ -858,10 +897,24 @@ def bench(spec, engine, workers, threads, address, out, db, as_json) -> None:
         for row in rows:
             table.add_row(*[c.replace("**", "*") for c in row])
         console.print(table)
+        verdicts = summary["verdicts"][1:]
+        for paper, claim, column, verdict, numbers in verdicts:
+            console.print(f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {numbers}",
+                          markup=False, highlight=False)  # fmt: skip
+        kinds = summary["anomalies"]
+        if kinds:
+            listed = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+            console.print(f"anomalies flagged: {listed} (see the report's Anomalies section)",
+                          markup=False)  # fmt: skip
+        else:
+            console.print("anomalies flagged: none")
+    where = f"report {report} and report.md" if report else "no report (no finished run)"
     console.print(
-        f"{counts['done']} runs done, {counts['skipped']} already in the store, {counts['failed']} "
-        f"failed; store {store}; report {Path(out) / 'report.html'} and report.md"
-    )
+        f"{counts['done']} runs done, {counts['skipped']} already in the store, "
+        f"{counts['failed']} failed; store {store}; {where}", markup=False,
+    )  # fmt: skip
+    for r in failed:
+        console.print(f"failed: {r['method']} seed {r['seed']}: {r['error']}", markup=False)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -208,6 +208,20 @@ def load_split(
     return load_scores(path, logits_key=logits_key, labels_key=labels_key)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the OS allows (Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # elsewhere: read by setting it, then put it back at once
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Path:
     """Call ``write(tmp_path)`` and move the result onto ``path`` only once it is complete."""
     path = Path(path)
@@ -223,6 +237,8 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
     os.close(fd)
     try:
         write(tmp)
+        # mkstemp creates 0600; the finished file gets the mode any new file would (umask).
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

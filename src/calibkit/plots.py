@@ -84,17 +84,61 @@ def reliability_diagram(
         optimal=False,
         smooth=False,
     )
-    b = r.bins
-    edges = np.asarray(b.edges[: n_bins + 1], dtype=float)
+    band = None
+    if bootstrap:
+        band = bin_accuracy_band(
+            scores,
+            labels,
+            probs=probs,
+            n_bins=n_bins,
+            binning=binning,
+            binary=binary,
+            bootstrap=bootstrap,
+            seed=seed,
+        )[:, :n_bins]
+    fig = draw_reliability(
+        r.bins, n_bins=n_bins, title=title, ax=ax, band=band,
+        xlabel="confidence" if binary == "top-label" else "P(class 1)",
+    )  # fmt: skip
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def draw_reliability(
+    bins: Any,
+    *,
+    n_bins: int | None = None,
+    title: str | None = None,
+    ax: Any = None,
+    band: np.ndarray | None = None,
+    xlabel: str = "confidence",
+):
+    """Draw a reliability diagram from per-bin data (a :class:`~calibkit.metrics.Bins` or
+    its ``to_dict()``: edges, count, accuracy, confidence), as :func:`reliability_diagram`
+    does: accuracy bars over the diagonal, the gap to confidence shaded, the confidence
+    histogram beneath; ECE, accuracy and mean confidence, all computed from the bins, in the
+    title. ``band`` (2, M) draws a 95 % interval on each bin's accuracy."""
+    get = bins.get if isinstance(bins, dict) else lambda k: getattr(bins, k)
+    count_all = np.asarray(get("count"), dtype=float)
+    n_bins = n_bins or len(np.asarray(get("edges"))) - 1
+    edges = np.asarray(get("edges"), dtype=float)[: n_bins + 1]
     lo, hi = edges[:-1], edges[1:]
-    acc, conf, count = b.accuracy[:n_bins], b.confidence[:n_bins], b.count[:n_bins].astype(float)
-    if len(b.count) > n_bins:  # torchmetrics' extra bin (confidence exactly 1.0) joins the last
-        extra = b.count[n_bins]
+    acc_all = np.asarray(get("accuracy"), dtype=float)
+    conf_all = np.asarray(get("confidence"), dtype=float)
+    acc, conf, count = acc_all[:n_bins].copy(), conf_all[:n_bins].copy(), count_all[:n_bins].copy()
+    if len(count_all) > n_bins:  # torchmetrics' extra bin (confidence exactly 1.0) joins the last
+        extra = count_all[n_bins]
         if extra:
             tot = count[-1] + extra
-            acc[-1] = np.nansum([acc[-1] * count[-1], b.accuracy[n_bins] * extra]) / tot
-            conf[-1] = np.nansum([conf[-1] * count[-1], b.confidence[n_bins] * extra]) / tot
+            acc[-1] = np.nansum([acc[-1] * count[-1], acc_all[n_bins] * extra]) / tot
+            conf[-1] = np.nansum([conf[-1] * count[-1], conf_all[n_bins] * extra]) / tot
             count[-1] = tot
+    filled = count > 0
+    n = max(count.sum(), 1)
+    accuracy = float(np.sum(count[filled] * acc[filled]) / n)
+    mean_conf = float(np.sum(count[filled] * conf[filled]) / n)
+    ece = float(np.sum(count[filled] * np.abs(acc[filled] - conf[filled])) / n)
     if ax is None:
         fig, (top, bottom) = plt.subplots(
             2, 1, figsize=(5, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
@@ -103,7 +147,7 @@ def reliability_diagram(
         top, bottom = ax
         fig = top.figure
     width = hi - lo
-    filled = count > 0
+
     top.plot([0, 1], [0, 1], ls="--", color="0.4", lw=1, label="perfect calibration")
     top.bar(
         lo[filled],
@@ -127,17 +171,7 @@ def reliability_diagram(
         edgecolor="#d62728",
         label="gap to confidence",
     )
-    if bootstrap:
-        band = bin_accuracy_band(
-            scores,
-            labels,
-            probs=probs,
-            n_bins=n_bins,
-            binning=binning,
-            binary=binary,
-            bootstrap=bootstrap,
-            seed=seed,
-        )[:, :n_bins]
+    if band is not None:
         mid = (lo + hi) / 2
         top.errorbar(
             mid[filled],
@@ -153,19 +187,17 @@ def reliability_diagram(
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
     head = title or "Reliability diagram"
-    top.set_title(f"{head}\nECE = {r['ece']:.4f} ({n_bins} bins), accuracy = {r['accuracy']:.4f}")
+    top.set_title(f"{head}\nECE = {ece:.4f} ({n_bins} bins), accuracy = {accuracy:.4f}")
     top.legend(loc="upper left", fontsize=8)
     bottom.bar(
         lo, count / max(count.sum(), 1), width=width, align="edge", color="0.5", edgecolor="white"
     )
-    bottom.axvline(r["mean_confidence"], color="#d62728", lw=1.2, label="mean confidence")
-    bottom.axvline(r["accuracy"], color="#3b75af", lw=1.2, ls="--", label="accuracy")
-    bottom.set_xlabel("confidence" if binary == "top-label" else "P(class 1)")
+    bottom.axvline(mean_conf, color="#d62728", lw=1.2, label="mean confidence")
+    bottom.axvline(accuracy, color="#3b75af", lw=1.2, ls="--", label="accuracy")
+    bottom.set_xlabel(xlabel)
     bottom.set_ylabel("fraction")
     bottom.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path)
     return fig
 
 

@@ -72,8 +72,17 @@ def test_meter_errors():
         m.update(np.zeros((2, 3), dtype=np.float64), [0, 1])
     with pytest.raises(ValueError, match="differ in settings"):
         m.merge(M.CalibrationMeter(n_bins=10))
-    with pytest.raises(RuntimeError, match="not initialised"):
-        m.sync()
+
+
+def test_sync_outside_distributed_is_a_no_op():
+    """The README's snippet runs in one process: sync() keeps the totals (issue 11.10)."""
+    logits = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
+    labels = np.arange(50) % 4
+    m = M.CalibrationMeter()
+    m.update(logits, labels)
+    before = m.compute()
+    assert m.sync() is m
+    assert m.compute()["ece"] == before["ece"] == pytest.approx(M.ece(logits, labels), abs=1e-7)
 
 
 def _free_port() -> int:

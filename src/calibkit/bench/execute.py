@@ -15,12 +15,13 @@ import torch
 
 from .. import data, posthoc
 from ..metrics import evaluate
-from ..posthoc.clamping import NeuralClamping
+from ..posthoc.clamping import ClampingDivergedError, NeuralClamping
 from ..registry import parse_spec
 from ..training import train
 from ..training.maccal import stage2_config
 from ..training.runs import load_run, run_stage2
 from ..training.trainer import predict
+from .anomalies import check_calibrated
 from .spec import RunSpec
 from .store import ALL
 
@@ -71,14 +72,19 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     ood_names = [k for k in logits if k.startswith("ood_")]
     metrics: list[tuple[str, str, int, str, float]] = []
     curves: list[tuple[str, str, str, Any]] = []
+    anomalies: list[tuple[str, int, str, str]] = []
 
-    def record(calibrator: str, size: int | None, outputs: dict[str, torch.Tensor]) -> None:
+    def record(calibrator: str, size: int | None, outputs: dict[str, torch.Tensor]) -> dict:
+        """Measure every split; the test split's metrics."""
         ood = {k: outputs[k] for k in ood_names}
+        test: dict[str, float] = {}
         for split, z in outputs.items():
             if split.startswith("ood_") or split == "val":
                 continue
             for m, v in _measure(z, labels[split], ood if split == "test" else {}).items():
                 metrics.append((split, calibrator, size or ALL, m, float(v)))
+                if split == "test":
+                    test[m] = float(v)
         if size is None:
             r = evaluate(
                 outputs["test"], labels["test"], optimal=calibrator == "uncalibrated", smooth=False
@@ -89,21 +95,39 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
                 curves.append(
                     ("test", calibrator, "confidence", _densities(outputs["test"], labels["test"]))
                 )
+        return test
 
-    record("uncalibrated", None, logits)
+    plain = record("uncalibrated", None, logits)
     for spec in run.posthoc:
         name = parse_spec(spec)[0]
         for size in run.calibration_sizes:
             idx = _subset(len(yv), size, run.seed)
-            if name == "neural-clamping":
-                outputs, temperature = _clamp(spec, model, bundle, splits, idx, device, run.seed)
-            else:
-                cal = posthoc.create(spec).fit(zv[idx], yv[idx])
-                outputs = {k: cal(z.double()).float() for k, z in logits.items()}
-                temperature = getattr(cal, "temperature_", None)
-            record(spec, size, outputs)
+            converged = None
+            try:
+                if name == "neural-clamping":
+                    outputs, temperature = _clamp(
+                        spec, model, bundle, splits, idx, device, run.seed
+                    )
+                    keeps = False
+                else:
+                    cal = posthoc.create(spec).fit(zv[idx], yv[idx])
+                    outputs = {k: cal(z) for k, z in logits.items()}
+                    temperature = getattr(cal, "temperature_", None)
+                    converged = cal.fit_report_.converged
+                    keeps = cal.preserves_argmax
+            except ClampingDivergedError as err:
+                anomalies.append((spec, size or ALL, "diverged", str(err)))
+                continue
+            calibrated = record(spec, size, outputs)
             if temperature is not None:
                 metrics.append(("test", spec, size or ALL, "temperature", float(temperature)))
+            found = check_calibrated(
+                plain, calibrated, logits_before=logits["test"], logits_after=outputs["test"],
+                preserves_argmax=keeps,
+                temperature=None if temperature is None else float(temperature),
+                converged=converged,
+            )  # fmt: skip
+            anomalies += [(spec, size or ALL, kind, detail) for kind, detail in found]
     if run.record and bundle.train is not None:
         curves += _analysis(stage1, run.train["epochs"])
     return {
@@ -124,6 +148,7 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
         "metrics": metrics,
         "history": history,
         "curves": curves,
+        "anomalies": anomalies,
     }
 
 
@@ -168,8 +193,6 @@ def _analysis(stage1: Path, last_epoch: int) -> list[tuple[str, str, str, Any]]:
 
 def _clamp(spec, model, bundle, splits, idx, device, seed) -> tuple[dict[str, torch.Tensor], float]:
     _, kwargs = parse_spec(spec)
-    if "gamma_pool" in kwargs and not isinstance(kwargs["gamma_pool"], list):
-        kwargs["gamma_pool"] = [kwargs["gamma_pool"]]
     bounds = data.input_bounds(bundle)
     if kwargs.get("init") == "data" and bounds is None:
         kwargs["init"] = "random"  # no feasible range for this data: the paper's default start

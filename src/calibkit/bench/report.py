@@ -1,22 +1,32 @@
 """Reports from the results store alone: ``report.md`` and one standalone ``report.html``
 (figures inlined), in the shapes of the papers' tables.
 
-Tables (mean ± std over seeds, best in bold, per (dataset, model) column):
+Methods keep the spec's order; the spec names the baseline (default: its first method).
+Every comparison is against the baseline: a paired t-test over seeds where both methods ran
+the same seeds (Welch's t-test otherwise), at 0.05; † marks a difference, and each caption
+names the test. Bold marks the best value of a column only where the metric has a direction
+(lower or higher is better); a fitted temperature has none.
+
+First the verdicts (one line per headline claim of the papers that the sweep can test, see
+:mod:`calibkit.bench.verdicts`) and the anomalies the runs' checks flagged
+(:mod:`calibkit.bench.anomalies`); ⚠ marks a table cell whose runs have one. Then the
+tables (mean ± std over seeds, per (dataset, model) column):
 
 - test ECE of every training method, uncalibrated (the headline);
 - ECE before and after temperature scaling with the fitted temperature (BSCE-GRA Table 1),
-  with a two-sample t-test against CE at 0.05 (Rethinking Table 2): † marks a method whose
-  seeds differ significantly from CE's;
+  with the t-test against the baseline (Rethinking Table 2);
 - calibratability: ECE after TS and after histogram binning (Rethinking §4);
 - Brier, ECE and refinement AUROC side by side (Dark Side Tables 1–3);
 - OOD AUROC and FPR95 for every out-of-distribution split (MaC-Cal Table 2);
-- every post-hoc method, Neural Clamping included (Neural Clamping Table 2);
+- every post-hoc method on the baseline, Neural Clamping included (Neural Clamping Table 2),
+  ECE and accuracy;
 - ECE against the calibration-set size (Rethinking Fig. 3).
 
-Figures: reliability diagrams, confidence of correct against incorrect predictions (Dark
+Figures: reliability diagrams of the baseline (:func:`calibkit.plots.draw_reliability`),
+confidence of correct against incorrect predictions (Dark
 Side Fig. 2), ECE and optimal ECE over epochs (Rethinking Fig. 4), max-logit histograms by
-learned epoch (Rethinking Fig. 5), gradient norm against Brier score (BSCE-GRA Fig. 4) and
-MaC-Cal's q_t (Fig. 8).
+learned epoch (Rethinking Fig. 5), gradient norm against Brier score for CE, focal loss and
+BSCE-GRA (BSCE-GRA Fig. 4) and MaC-Cal's q_t (Fig. 8).
 """
 
 from __future__ import annotations
@@ -33,12 +43,18 @@ from typing import Any
 from scipy import stats
 
 from ..io import write_text
+from ..registry import parse_spec
 from .store import ALL, Store
+from .verdicts import verdict_table
 
-LOWER_IS_BETTER = {"ece", "aece", "mce", "classwise_ece", "nll", "brier", "ood_fpr95"}
+#: lower (-1) or higher (+1) is better; metrics not listed have no direction (no bold)
+DIRECTION = {"ece": -1, "aece": -1, "mce": -1, "classwise_ece": -1, "nll": -1, "brier": -1,
+             "ood_fpr95": -1, "accuracy": 1, "refinement_auroc": 1, "ood_auroc": 1}  # fmt: skip
+ALPHA = 0.05
 
 
-def _fmt(values: list[float], scale: float = 100.0) -> str:
+def fmt_mean_std(values: list[float], scale: float = 100.0) -> str:
+    """``mean ± std`` (sample std) of ``values`` × ``scale``, two decimals; "–" when empty."""
     if not values:
         return "–"
     mean = statistics.mean(values) * scale
@@ -47,27 +63,69 @@ def _fmt(values: list[float], scale: float = 100.0) -> str:
     return f"{mean:.2f} ± {statistics.stdev(values) * scale:.2f}"
 
 
+def compare(a: dict[int, float], b: dict[int, float]) -> tuple[float, str] | None:
+    """p-value of ``a`` against ``b`` (values by seed) and the test's name: paired over the
+    seeds both have when they have the same seeds (at least 2), else Welch's two-sample
+    t-test; None when either has fewer than 2 values or the test is undefined."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if set(a) == set(b):
+        seeds = sorted(a)
+        x, y = [a[s] for s in seeds], [b[s] for s in seeds]
+        if all(u == v for u, v in zip(x, y, strict=True)):
+            return None  # identical runs (a shared stage 1): nothing to test
+        p, name = stats.ttest_rel(x, y).pvalue, "paired t-test"
+    else:
+        p, name = (
+            stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False).pvalue,
+            ("Welch t-test"),
+        )
+    return (float(p), name) if p == p else None
+
+
 class Results:
-    """The store's numbers, indexed for tables: values[(run_key, split, cal, size, metric)]."""
+    """The store's numbers, indexed for tables: values[(run_key, split, cal, size, metric)].
+
+    ``methods`` follow the sweep's spec order (recorded in the store), and ``baseline`` is
+    the spec's baseline; a store without that record keeps the order runs were written in
+    and takes "CE" as the baseline if present, else the first method."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.runs = {r["key"]: r for r in store.runs()}
         self.values = {tuple(row[:5]): row[5] for row in store.metrics()}
         self.columns = sorted({(r["dataset"], r["model"]) for r in self.runs.values()})
-        order: dict[str, int] = {}
+        present: dict[str, int] = {}
         for r in self.runs.values():
-            order.setdefault(r["method"], len(order))
-        self.methods = sorted(order, key=order.get)
+            present.setdefault(r["method"], len(present))
+        sweep = store.sweep() or {}
+        spec_order = [m for m in sweep.get("methods", []) if m in present]
+        self.methods = spec_order + [m for m in sorted(present, key=present.get)
+                                     if m not in spec_order]  # fmt: skip
+        baseline = sweep.get("baseline")
+        if baseline not in present:
+            baseline = "CE" if "CE" in present else self.methods[0] if self.methods else None
+        self.baseline = baseline
+        self.anomalies = store.anomalies()
 
-    def seeds(self, method: str, column: tuple[str, str], split: str, cal: str, size: int,
-              metric: str) -> list[float]:  # fmt: skip
-        return [
-            self.values[(k, split, cal, size, metric)]
+    def by_seed(self, method: str, column: tuple[str, str], split: str, cal: str, size: int,
+                metric: str) -> dict[int, float]:  # fmt: skip
+        return {
+            r["seed"]: self.values[(k, split, cal, size, metric)]
             for k, r in self.runs.items()
             if r["method"] == method and (r["dataset"], r["model"]) == column
             and (k, split, cal, size, metric) in self.values
-        ]  # fmt: skip
+        }  # fmt: skip
+
+    def seeds(self, method: str, column: tuple[str, str], split: str, cal: str, size: int,
+              metric: str) -> list[float]:  # fmt: skip
+        return list(self.by_seed(method, column, split, cal, size, metric).values())
+
+    def flagged(self, method: str, column: tuple[str, str], cal: str, size: int = ALL) -> bool:
+        """Whether any run of ``method`` in ``column`` has an anomaly for ``cal``."""
+        keys = {k for k, r in self.runs.items()
+                if r["method"] == method and (r["dataset"], r["model"]) == column}  # fmt: skip
+        return any(a[0] in keys and a[1] == cal and a[2] == size for a in self.anomalies)
 
     def calibrators(self) -> list[str]:
         return sorted({k[2] for k in self.values}, key=lambda c: (c != "uncalibrated", c))
@@ -79,83 +137,112 @@ class Results:
         return sorted({k[4].split(":", 1)[1] for k in self.values if k[4].startswith("ood_auroc:")})
 
 
-def _table(
-    res: Results, rows: list[str], cell, metric: str, t_test: bool = False
-) -> list[list[str]]:
-    """Rows × columns of ``cell(row, column) -> list of seed values``, best bold."""
-    header = ["method", *[f"{d} / {m}" for d, m in res.columns]]
+def short(dataset: str) -> str:
+    """A dataset spec's name without its settings, for titles and headers."""
+    return parse_spec(dataset)[0] if dataset else dataset
+
+
+def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = None,
+           flag=None) -> list[list[str]]:  # fmt: skip
+    """Rows × columns of ``cell(row, column) -> {seed: value}``. With ``base``, every other
+    row is tested against that row (:func:`compare`) and marked † at p < ALPHA; ``flag(row,
+    column)`` marks a cell ⚠. Bold: the best mean where the metric has a direction."""
+    header = ["method", *[f"{short(d)} / {m}" for d, m in res.columns]]
     body = [[r] for r in rows]
+    direction = DIRECTION.get(metric.split(":")[0])
+    scale = 1.0 if metric == "temperature" else 100.0
     for column in res.columns:
         vals = {r: cell(r, column) for r in rows}
-        means = {r: statistics.mean(v) for r, v in vals.items() if v}
+        means = {r: statistics.mean(v.values()) for r, v in vals.items() if v}
         best = None
-        if means:
-            pick = min if metric in LOWER_IS_BETTER else max
-            best = pick(means, key=means.get)
-        base = vals.get(rows[0], []) if t_test else []
+        if means and direction is not None:
+            best = (min if direction < 0 else max)(means, key=means.get)
         for i, r in enumerate(rows):
-            text = _fmt(vals[r], 1.0 if metric == "temperature" else 100.0)
-            if t_test and r != rows[0] and len(vals[r]) > 1 and len(base) > 1:
-                p = stats.ttest_ind(vals[r], base).pvalue
-                if p == p and p < 0.05:
+            text = fmt_mean_std(list(vals[r].values()), scale)
+            if base is not None and r != base and vals[r]:
+                test = compare(vals[r], vals.get(base, {}))
+                if test is not None and test[0] < ALPHA:
                     text += " †"
+            if flag is not None and vals[r] and flag(r, column):
+                text += " ⚠"
             body[i].append(f"**{text}**" if r == best and vals[r] else text)
     return [header, *body]
 
 
+TEST = "paired t-test over seeds (Welch's where seeds differ) at 0.05"
+
+
 def build_tables(res: Results) -> dict[str, list[list[str]]]:
     t: dict[str, list[list[str]]] = {}
-    methods = res.methods
+    methods, base = res.methods, res.baseline
 
     def seeds(split, cal, metric, size=ALL):
-        return lambda m, c: res.seeds(m, c, split, cal, size, metric)
+        return lambda m, c: res.by_seed(m, c, split, cal, size, metric)
+
+    def flag(cal, size=ALL):
+        return lambda m, c: res.flagged(m, c, cal, size)
 
     t["Test ECE (%), uncalibrated"] = _table(
         res, methods, seeds("test", "uncalibrated", "ece"), "ece"
     )
-    t["Test accuracy (%)"] = _table(
-        res, methods, seeds("test", "uncalibrated", "accuracy"), "accuracy"
+    t[f"Test accuracy (%) († differs from {base}, {TEST})"] = _table(
+        res, methods, seeds("test", "uncalibrated", "accuracy"), "accuracy", base
     )
     cals = res.calibrators()
     if "ts" in cals:
-        t["ECE (%) after temperature scaling († differs from CE, t-test at 0.05)"] = _table(
-            res, methods, seeds("test", "ts", "ece"), "ece", t_test=True
+        t[f"ECE (%) after temperature scaling († differs from {base}, {TEST})"] = _table(
+            res, methods, seeds("test", "ts", "ece"), "ece", base, flag("ts")
         )
-        t["Temperature fitted by TS"] = _table(
-            res, methods, seeds("test", "ts", "temperature"), "temperature"
+        t["Temperature fitted by TS (no direction: not bold)"] = _table(
+            res, methods, seeds("test", "ts", "temperature"), "temperature", flag=flag("ts")
         )
     if "hist-binning" in cals:
-        t["ECE (%) after histogram binning (calibratability)"] = _table(
-            res, methods, seeds("test", "hist-binning", "ece"), "ece", t_test=True
+        t[f"ECE (%) after histogram binning (calibratability; † differs from {base})"] = _table(
+            res, methods, seeds("test", "hist-binning", "ece"), "ece", base, flag("hist-binning")
         )
     for metric, label in (
         ("brier", "Brier score (×100)"),
         ("refinement_auroc", "Refinement AUROC (%)"),
     ):
-        t[label] = _table(res, methods, seeds("test", "uncalibrated", metric), metric)
+        t[f"{label} († differs from {base})"] = _table(
+            res, methods, seeds("test", "uncalibrated", metric), metric, base
+        )
     for ood in res.ood_splits():
-        t[f"OOD AUROC (%) against {ood}"] = _table(
-            res, methods, seeds("test", "uncalibrated", f"ood_auroc:{ood}"), "ood_auroc"
+        t[f"OOD AUROC (%) against {short(ood)}"] = _table(
+            res, methods, seeds("test", "uncalibrated", f"ood_auroc:{ood}"), "ood_auroc", base
         )
-        t[f"OOD FPR95 (%) against {ood}"] = _table(
-            res, methods, seeds("test", "uncalibrated", f"ood_fpr95:{ood}"), "ood_fpr95"
+        t[f"OOD FPR95 (%) against {short(ood)}"] = _table(
+            res, methods, seeds("test", "uncalibrated", f"ood_fpr95:{ood}"), "ood_fpr95", base
         )
-    base = methods[0]
-    post = [c for c in cals]
-    t[f"Post-hoc methods on {base}: test ECE (%)"] = _table(
-        res, post, lambda c, col: res.seeds(base, col, "test", c, ALL, "ece"), "ece"
-    )
-    if len(res.sizes()) > 1 and "ts" in cals:
+    if base is not None:
+        for metric, label in (("ece", "test ECE (%)"), ("accuracy", "test accuracy (%)")):
+            t[f"Post-hoc methods on {base}: {label} († differs from uncalibrated)"] = _table(
+                res, cals, lambda c, col, m=metric: res.by_seed(base, col, "test", c, ALL, m),
+                metric, "uncalibrated", lambda c, col: res.flagged(base, col, c),
+            )  # fmt: skip
+    if len(res.sizes()) > 1 and "ts" in cals and base is not None:
         sizes = res.sizes()
         label = {s: "all" if s == ALL else str(s) for s in sizes}
         size_of = {v: k for k, v in label.items()}
         t[f"ECE (%) after TS against calibration-set size ({base})"] = _table(
             res,
             [label[s] for s in sizes],
-            lambda s, col: res.seeds(base, col, "test", "ts", size_of[s], "ece"),
+            lambda s, col: res.by_seed(base, col, "test", "ts", size_of[s], "ece"),
             "ece",
         )
     return t
+
+
+def anomaly_table(res: Results) -> list[list[str]]:
+    """One row per anomaly: method, column, seed, calibrator, size, kind, detail."""
+    rows = [["method", "dataset / model", "seed", "calibrator", "size", "anomaly", "detail"]]
+    for key, cal, size, kind, detail in sorted(res.anomalies, key=lambda a: (a[3], a[1], a[0])):
+        r = res.runs.get(key)
+        if r is None:
+            continue
+        rows.append([r["method"], f"{short(r['dataset'])} / {r['model']}", str(r["seed"]), cal,
+                     "all" if size == ALL else str(size), kind, detail])  # fmt: skip
+    return rows
 
 
 def _markdown(table: list[list[str]]) -> str:
@@ -195,54 +282,55 @@ def build_figures(res: Results) -> dict[str, bytes]:
         figures[name] = buf.getvalue()
 
     def single(name: str, draw, **labels) -> None:
-        """One-panel figure: ``draw(ax)``, then labels and a legend."""
-        fig, ax = plt.subplots(figsize=(5, 3.2))
+        """One-panel figure: ``draw(ax)``, then labels and a legend outside the data."""
+        fig, ax = plt.subplots(figsize=(6.4, 3.4))
         draw(ax)
         ax.set(**labels)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         save(name, fig)
+
+    from ..plots import draw_reliability
 
     first = _first_runs(res)
     bins = {(k, c): d for k, _, c, d in res.store.curves("bins")}
     for column, key in first.items():
-        fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
-        for ax, cal in zip(axes, ("uncalibrated", "ts"), strict=True):
-            d = bins.get((key, cal))
-            if d is None:
-                ax.set_visible(False)
-                continue
-            mids = [(a + b) / 2 for a, b in zip(d["edges"], d["edges"][1:], strict=False)]
-            width = 1 / max(1, len(mids))
-            ax.bar(mids, d["accuracy"][: len(mids)], width=width, edgecolor="k", label="accuracy")
-            ax.plot([0, 1], [0, 1], "k--", lw=1)
-            ax.set(title=f"{cal}", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
-        fig.suptitle(f"Reliability, {res.runs[key]['method']} on {column[0]} / {column[1]}")
-        save(f"reliability {column[0]} {column[1]}", fig)
+        cals = [c for c in ("uncalibrated", "ts") if (key, c) in bins]
+        if not cals:
+            continue
+        fig = plt.figure(figsize=(4.2 * len(cals), 5.2))
+        grid = fig.add_gridspec(2, len(cals), height_ratios=[3, 1])
+        for i, cal in enumerate(cals):
+            top = fig.add_subplot(grid[0, i])
+            bottom = fig.add_subplot(grid[1, i], sharex=top)
+            draw_reliability(bins[(key, cal)], title=cal, ax=(top, bottom))
+        fig.suptitle(f"{res.runs[key]['method']}, {short(column[0])} / {column[1]}, seed "
+                     f"{res.runs[key]['seed']}", fontsize=10)  # fmt: skip
+        save(f"reliability {short(column[0])} {column[1]}", fig)
     densities = {k: d for k, _, _, d in res.store.curves("confidence")}
     xs = [(i + 0.5) / 40 for i in range(40)]
     for column, key in first.items():
-        method = res.runs[key]["method"]
+        method, name = res.runs[key]["method"], short(column[0])
         if key in densities:
             d = densities[key]
             single(
-                f"confidence {column[0]} {column[1]}",
+                f"confidence {name} {column[1]}",
                 lambda ax, d=d: [
                     ax.plot(xs, [c / (sum(d[lab]) or 1) * 40 for c in d[lab]], label=lab)
                     for lab in ("correct", "incorrect")
                 ],
-                xlabel="confidence", ylabel="density", title=f"Confidence, {method} ({column[0]})",
+                xlabel="confidence", ylabel="density", title=f"Confidence, {method} ({name})",
             )  # fmt: skip
         hist = res.store.history(key)
         if hist:
             epochs = [h["epoch"] for h in hist]
             single(
-                f"epochs {column[0]} {column[1]}",
+                f"epochs {name} {column[1]}",
                 lambda ax, h=hist, e=epochs: [
                     ax.plot(e, [r[k] for r in h], label=lab)
                     for k, lab in (("val_ece", "ECE"), ("val_optimal_ece", "optimal ECE"))
                 ],
                 xlabel="epoch", ylabel="validation",
-                title=f"ECE over epochs, {method} ({column[0]})",
+                title=f"ECE over epochs, {method} ({name})",
             )  # fmt: skip
     learned = {k: d for k, _, _, d in res.store.curves("learned_epoch")}
     for column, key in first.items():
@@ -251,28 +339,26 @@ def build_figures(res: Results) -> dict[str, bytes]:
             for e, v in zip(learned[key]["learned"], learned[key]["max_logit"], strict=True):
                 groups[e].append(v)
             shown = sorted(groups)[:: max(1, len(groups) // 5)]
+            # outlines of densities: no group's bars hide another's, whatever its size
             single(
-                f"learned {column[0]} {column[1]}",
+                f"learned {short(column[0])} {column[1]}",
                 lambda ax, g=groups, sh=shown: [
-                    ax.hist(g[e], bins=30, alpha=0.5, label=f"learned at {e}") for e in sh
+                    ax.hist(g[e], bins=30, density=True, histtype="step", lw=1.4,
+                            label=f"learned at epoch {e} (n={len(g[e])})") for e in sh
                 ],
-                xlabel="max logit", ylabel="training samples",
-                title=f"Max logit by learned epoch ({column[0]})",
+                xlabel="max logit", ylabel="density",
+                title=f"Max logit by learned epoch ({short(column[0])})",
             )  # fmt: skip
-    grads = defaultdict(list)
-    for k, _, _, d in res.store.curves("grad_norm"):
-        grads[(res.runs[k]["dataset"], res.runs[k]["model"], res.runs[k]["method"])].append(d)
     for column in res.columns:
-        chosen = [m for m in res.methods if (column[0], column[1], m) in grads][:3]
-        if chosen:
-            data = [(m, grads[(column[0], column[1], m)][0]) for m in chosen]
+        data = _gradient_runs(res, column)
+        if data:
             single(
-                f"gradnorm {column[0]} {column[1]}",
+                f"gradnorm {short(column[0])} {column[1]}",
                 lambda ax, data=data: [
                     ax.scatter(d["brier"], d["grad_norm"], s=4, alpha=0.5, label=m) for m, d in data
                 ],
                 xlabel="Brier score", ylabel="last-layer gradient norm",
-                title=f"Gradient norm against Brier ({column[0]})",
+                title=f"Gradient norm against Brier by loss ({short(column[0])})",
             )  # fmt: skip
     for column in res.columns:
         curves = []
@@ -283,39 +369,60 @@ def build_figures(res: Results) -> dict[str, bytes]:
                     curves.append((f"{r['method']} s{r['seed']}", [h["q"] for h in hist]))
         if curves:
             single(
-                f"maccal q {column[0]} {column[1]}",
+                f"maccal q {short(column[0])} {column[1]}",
                 lambda ax, c=curves: [
                     ax.plot(range(1, len(q) + 1), q, lw=1, label=lab) for lab, q in c
                 ],
-                xlabel="stage-2 epoch", ylabel="q_t", title=f"MaC-Cal mask rate ({column[0]})",
+                xlabel="stage-2 epoch", ylabel="q_t",
+                title=f"MaC-Cal mask rate ({short(column[0])})",
             )  # fmt: skip
     sizes = res.sizes()
     if len(sizes) > 1 and "ts" in res.calibrators():
         names = ["all" if s == ALL else str(s) for s in sizes]
         for column in res.columns:
             lines = []
-            for m in res.methods[:6]:
+            shown = [res.baseline, *[m for m in res.methods if m != res.baseline][:5]]
+            for m in shown:
                 means = [res.seeds(m, column, "test", "ts", s, "ece") for s in sizes]
                 if all(means):
                     lines.append((m, [100 * statistics.mean(v) for v in means]))
             if lines:
                 single(
-                    f"calibration size {column[0]} {column[1]}",
+                    f"calibration size {short(column[0])} {column[1]}",
                     lambda ax, ls=lines: [ax.plot(names, y, marker="o", label=m) for m, y in ls],
                     xlabel="calibration-set size", ylabel="test ECE after TS (%)",
-                    title=f"ECE against calibration-set size ({column[0]})",
+                    title=f"ECE against calibration-set size ({short(column[0])})",
                 )  # fmt: skip
     return figures
 
 
 def _first_runs(res: Results) -> dict[tuple[str, str], str]:
-    """Per column, a run of the first method (the baseline), lowest seed."""
+    """Per column, the baseline's run of the lowest seed."""
     out: dict[tuple[str, str], str] = {}
     for k, r in sorted(res.runs.items(), key=lambda kv: kv[1]["seed"]):
         col = (r["dataset"], r["model"])
-        if r["method"] == res.methods[0] and col not in out:
+        if r["method"] == res.baseline and col not in out:
             out[col] = k
     return out
+
+
+#: losses the gradient-norm figure compares (BSCE-GRA Fig. 4), in this order
+GRADIENT_LOSSES = ("ce", "focal", "bsce-gra")
+
+
+def _gradient_runs(res: Results, column: tuple[str, str]) -> list[tuple[str, dict]]:
+    """(method, gradient data) of the lowest-seed stage-1 run of each loss in
+    GRADIENT_LOSSES (plain training: no mixup, no stage 2, whose stage 1 repeats CE's)."""
+    chosen: dict[str, tuple[str, dict]] = {}
+    data = {k: d for k, _, _, d in res.store.curves("grad_norm")}
+    for k, r in sorted(res.runs.items(), key=lambda kv: kv[1]["seed"]):
+        spec = r["spec"]
+        loss = parse_spec(spec.get("loss", "ce"))[0]
+        if ((r["dataset"], r["model"]) != column or k not in data or spec.get("stage2")
+                or spec.get("mixup") or loss not in GRADIENT_LOSSES):  # fmt: skip
+            continue
+        chosen.setdefault(loss, (r["method"], data[k]))
+    return [chosen[loss] for loss in GRADIENT_LOSSES if loss in chosen]
 
 
 CSS = """body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;
@@ -324,7 +431,8 @@ td:first-child,th:first-child{text-align:left}img{max-width:48%;margin:.3em}"""
 
 
 def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
-    """Write ``report.md``, ``report.html`` and ``figures/*.png`` from the store ``db``."""
+    """Write ``report.md``, ``report.html`` and ``figures/*.png`` from the store ``db``,
+    which is opened read-only (a report never writes to its input)."""
     store = Store(db, create=False)
     res = Results(store)
     if not res.runs:
@@ -334,26 +442,42 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
         (out / "figures").mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ValueError(f"cannot write the report to {out}: {err.strerror}") from None
+    verdicts = verdict_table(res)
+    anomalies = anomaly_table(res)
     tables = build_tables(res)
     figures = build_figures(res)
     n = len(res.runs)
     failed = store.runs("failed")
     intro = (f"{n} finished runs: {len(res.methods)} training methods × {len(res.columns)} "
-             f"(dataset, model) pairs × seeds. Values: mean ± std over seeds, in % unless noted; "
-             "best per column in bold.")  # fmt: skip
+             f"(dataset, model) pairs × seeds. Baseline: {res.baseline}. Values: mean ± std "
+             "over seeds, in % unless noted; best per column in bold where the metric has a "
+             "direction; † a significant difference from the baseline (the test is in each "
+             "caption); ⚠ a cell whose runs were flagged (see Anomalies).")  # fmt: skip
     if failed:
         intro += f" {len(failed)} runs failed: " + "; ".join(
-            f"{r['method']} ({r['error']})" for r in failed[:5]
+            f"{r['method']} seed {r['seed']} ({r['error']})" for r in failed[:5]
         )
+    sections: list[tuple[str, str, list[list[str]] | None]] = [
+        ("Verdicts", "One line per headline claim of the papers that this sweep can test.",
+         verdicts),
+        ("Anomalies", f"{len(anomalies) - 1} flagged by the runs' checks"
+         + (": these numbers are not results to trust." if len(anomalies) > 1 else "."),
+         anomalies if len(anomalies) > 1 else None),
+    ] + [(title, "", table) for title, table in tables.items()]  # fmt: skip
     md = ["# Calibration benchmark", "", intro, ""]
     page = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Calibration benchmark</title>"
         f"<style>{CSS}</style></head><body><h1>Calibration benchmark</h1>"
         f"<p>{html.escape(intro)}</p>"
     ]
-    for title, table in tables.items():
-        md += [f"## {title}", "", _markdown(table), ""]
-        page.append(f"<h2>{html.escape(title)}</h2>{_html_table(table)}")
+    for title, text, table in sections:
+        md += [f"## {title}", ""] + ([text, ""] if text else [])
+        page.append(
+            f"<h2>{html.escape(title)}</h2>" + (f"<p>{html.escape(text)}</p>" if text else "")
+        )
+        if table is not None:
+            md += [_markdown(table), ""]
+            page.append(_html_table(table))
     md.append("## Figures\n")
     page.append("<h2>Figures</h2>")
     for name, png in figures.items():
@@ -367,9 +491,14 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     page.append("</body></html>")
     write_text(out / "report.md", "\n".join(md) + "\n")
     write_text(out / "report.html", "\n".join(page))
+    kinds: dict[str, int] = defaultdict(int)
+    for a in res.anomalies:
+        kinds[a[3]] += 1
     return {
         "tables": len(tables),
         "figures": len(figures),
         "runs": n,
         "headline": tables["Test ECE (%), uncalibrated"],
+        "verdicts": verdicts,
+        "anomalies": dict(kinds),
     }

@@ -74,6 +74,7 @@ def run_bench(
     ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
     store = Store(db or out / "results.sqlite")
+    store.set_sweep(spec.methods, spec.baseline)
     finished = store.done()
     todo = [r for r in spec.runs if r.key not in finished]
     # Longest first (two-stage runs, then the rest in spec order), so that parallel workers
@@ -93,7 +94,8 @@ def run_bench(
             store.write_run(_failed_row(run, result["failed"]), [])
             counts["failed"] += 1
         else:
-            store.write_run(result["run"], result["metrics"], result["history"], result["curves"])
+            store.write_run(result["run"], result["metrics"], result["history"], result["curves"],
+                            result.get("anomalies", ()))  # fmt: skip
             counts["done"] += 1
         if progress is not None:
             progress(counts["skipped"] + counts["done"] + counts["failed"], counts["total"], run)

@@ -14,6 +14,7 @@ A spec (the ``default`` preset is ``calibkit/bench/presets/default.yaml``)::
       - {name: Focal, loss: focal:gamma=3}
       - {name: Mixup, loss: ce, mixup: 0.2}
       - {name: MaC-Cal, loss: ce, stage2: maccal}
+    baseline: CE                           # what every test compares with (default: first)
     posthoc: [ts, ts-grid, hist-binning, dir-odir, neural-clamping]
     calibration_sizes: [all, 100]          # Rethinking Fig. 3
     record: true                           # learned epochs and gradient norms
@@ -36,11 +37,15 @@ from typing import Any
 import yaml
 
 from .. import data, losses, models, posthoc
+from ..posthoc.clamping import check_settings
 from ..registry import Registry, parse_spec
 from ..training.maccal import stage2_config
 from ..training.trainer import TrainConfig
 
 PRESETS = Path(__file__).parent / "presets"
+#: Neural Clamping settings a spec may give (the feasible input range comes from the data)
+CLAMPING_SETTINGS = ("gamma_pool", "lam", "lam_scale", "lr", "momentum", "batch_size", "epochs",
+                     "init", "init_scale", "fit_delta", "seed")  # fmt: skip
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule")
 TOP_KEYS = (
     "name",
@@ -51,6 +56,7 @@ TOP_KEYS = (
     "posthoc",
     "calibration_sizes",
     "record",
+    "baseline",
 )
 
 
@@ -94,6 +100,8 @@ class BenchSpec:
     name: str
     runs: list[RunSpec] = field(default_factory=list)
     source: str = ""
+    methods: list[str] = field(default_factory=list)  # names, in spec order
+    baseline: str = ""
 
 
 class _Lines:
@@ -131,8 +139,14 @@ def load_spec(source: str | Path) -> BenchSpec:
     if not path.exists():
         names = ", ".join(p.stem for p in sorted(PRESETS.glob("*.yaml")))
         raise SpecError(f"{source}: no such spec file or preset (presets: {names})")
+    if path.is_dir():
+        raise SpecError(f"{path}: is a folder; pass a YAML spec file or a preset name")
     try:
-        node = yaml.compose(path.read_text())
+        node = yaml.compose(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path}: not a text file (undecodable byte at {err.start})") from None
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -188,8 +202,10 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
         raise _fail(lines, unknown[0], f"unknown key; valid: {', '.join(TOP_KEYS)}")
     seeds = _list(raw, "seeds", lines, [0])
     for i, s in enumerate(seeds):
-        if not isinstance(s, int) or isinstance(s, bool):
-            raise _fail(lines, f"seeds[{i}]", f"expected an integer seed, got {s!r}")
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+            raise _fail(lines, f"seeds[{i}]", f"expected an integer seed >= 0, got {s!r}")
+    if len(set(seeds)) != len(seeds):
+        raise _fail(lines, "seeds", f"a seed is listed twice: {seeds!r}")
     train = dict(raw.get("train") or {})
     for k in train:
         if k not in TRAIN_KEYS:
@@ -244,8 +260,13 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
                         splits=tuple(splits), posthoc=tuple(post),
                         calibration_sizes=tuple(sizes), record=record,
                     ))  # fmt: skip
+    order = [m["name"] for m in methods]
+    baseline = raw.get("baseline", order[0])
+    if baseline not in order:
+        raise _fail(lines, "baseline", f"{baseline!r} is not a method name; one of: "
+                    + ", ".join(order))  # fmt: skip
     name = raw.get("name", "bench")
-    return BenchSpec(str(name), runs, lines.source)
+    return BenchSpec(str(name), runs, lines.source, order, baseline)
 
 
 def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[str, Any]:
@@ -279,8 +300,13 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
 def _check_posthoc(p: Any, lines: _Lines, where: str) -> str:
     if isinstance(p, str) and parse_spec(p)[0] == "neural-clamping":
         _, kwargs = parse_spec(p)
-        bad = sorted(set(kwargs) - {"gamma_pool", "init", "epochs", "lr", "batch_size", "seed"})
+        bad = sorted(set(kwargs) - set(CLAMPING_SETTINGS))
         if bad:
-            raise _fail(lines, where, f"neural-clamping has no parameter {bad[0]!r}")
+            raise _fail(lines, where, f"neural-clamping has no parameter {bad[0]!r}; valid: "
+                        + ", ".join(CLAMPING_SETTINGS))  # fmt: skip
+        try:  # every value, before anything runs (the range comes from the data)
+            check_settings(**kwargs | ({"input_range": (0, 1)} if kwargs.get("init") else {}))
+        except (TypeError, ValueError) as err:
+            raise _fail(lines, where, f"neural-clamping: {err}") from None
         return p
     return _check_spec(posthoc.REGISTRY, p, lines, where, build=True)

@@ -3,7 +3,11 @@
 Tables: ``meta`` (the schema version), ``runs`` (one row per finished training run: its
 resolved spec, status, timings, provenance and artefact paths), ``metrics`` (one value per
 run, split, calibrator, calibration-set size and metric), ``history`` (per-epoch records of
-stage 1 and stage 2) and ``curves`` (JSON data behind the report's figures). A run's rows are
+stage 1 and stage 2), ``curves`` (JSON data behind the report's figures) and ``anomalies``
+(what the run's checks flagged: a diverged or unconverged fit, an insane temperature, an
+argmax-preserving calibrator that changed predictions, a calibration far worse than none, a
+non-finite value; see :mod:`calibkit.bench.anomalies`). ``meta`` also keeps the last
+sweep's method order and baseline, which the report follows. A run's rows are
 written in a single transaction, so a process killed while writing leaves either the whole
 run or nothing; several processes may write at once (SQLite serialises them; each waits up
 to a minute for the lock).
@@ -19,7 +23,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+TABLES = ("meta", "runs", "metrics", "history", "curves", "anomalies")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,6 +45,10 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE TABLE IF NOT EXISTS curves (
     run_key TEXT NOT NULL, split TEXT NOT NULL, calibrator TEXT NOT NULL, kind TEXT NOT NULL,
     data TEXT NOT NULL, PRIMARY KEY (run_key, split, calibrator, kind)
+);
+CREATE TABLE IF NOT EXISTS anomalies (
+    run_key TEXT NOT NULL, calibrator TEXT NOT NULL, cal_size INTEGER NOT NULL,
+    kind TEXT NOT NULL, detail TEXT NOT NULL
 );
 """
 
@@ -63,12 +72,17 @@ def _explain(err: sqlite3.Error, path: Path) -> StoreError:
 
 
 class Store:
-    """A results store at ``path`` (created if missing)."""
+    """A results store at ``path``: created if missing, or (``create=False``) opened
+    read-only, for reports, which must never write to their input."""
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = Path(path)
-        if not create and not self.path.exists():
-            raise StoreError(f"{self.path}: no such results store")
+        self.readonly = not create
+        if not create:
+            if not self.path.exists():
+                raise StoreError(f"{self.path}: no such results store")
+            self._check_schema()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -77,21 +91,55 @@ class Store:
             ) from None
         try:
             with closing(self._connect()) as con, con:
+                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+                if names and "meta" not in names:
+                    raise StoreError(
+                        f"{self.path}: a database that is not a calibkit results store "
+                        "(no meta table); choose another --out folder or --db file"
+                    )
                 con.executescript(SCHEMA)
                 row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                if row is None:
-                    con.execute(
-                        "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                    )
-                elif int(row[0]) > SCHEMA_VERSION:
+                if row is not None and int(row[0]) > SCHEMA_VERSION:
                     raise StoreError(
                         f"{self.path}: written by a newer calibkit (schema {row[0]}, this one "
                         f"reads {SCHEMA_VERSION}); upgrade calibkit"
                     )
+                # new, or schema 1 (which lacked the anomalies table, now created above)
+                con.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
 
+    def _check_schema(self) -> None:
+        """Refuse, without writing, a file that is not a calibkit store of a known version."""
+        try:
+            with closing(self._connect()) as con:
+                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+                row = None
+                if "meta" in names:
+                    row = con.execute(
+                        "SELECT value FROM meta WHERE key = 'schema_version'"
+                    ).fetchone()
+        except sqlite3.Error as err:
+            raise _explain(err, self.path) from None
+        missing = [t for t in TABLES[:5] if t not in names]
+        if missing or row is None:
+            raise StoreError(
+                f"{self.path}: not a calibkit results store (no {', '.join(missing) or 'schema'}"
+                " table); nothing was written to it"
+            )
+        if int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: written by a newer calibkit (schema {row[0]}, this one reads "
+                f"{SCHEMA_VERSION}); upgrade calibkit"
+            )
+        self.has_anomalies = "anomalies" in names
+
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            return sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
         con = sqlite3.connect(self.path, timeout=60)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=NORMAL")
@@ -114,9 +162,11 @@ class Store:
         metrics: Iterable[tuple[str, str, int, str, float]],
         history: Iterable[tuple[int, int, dict]] = (),
         curves: Iterable[tuple[str, str, str, Any]] = (),
+        anomalies: Iterable[tuple[str, int, str, str]] = (),
     ) -> None:
         """Write one finished run and all its rows in one transaction (all or nothing).
-        ``metrics`` rows are (split, calibrator, cal_size, metric, value)."""
+        ``metrics`` rows are (split, calibrator, cal_size, metric, value); ``anomalies`` rows
+        (calibrator, cal_size, kind, detail)."""
         key = run["key"]
         row = (
             key, json.dumps(run["spec"], sort_keys=True), run.get("dataset"), run.get("model"),
@@ -127,7 +177,7 @@ class Store:
         try:
             with closing(self._connect()) as con, con:
                 con.execute("BEGIN IMMEDIATE")
-                for table in ("metrics", "history", "curves"):
+                for table in ("metrics", "history", "curves", "anomalies"):
                     con.execute(f"DELETE FROM {table} WHERE run_key = ?", (key,))
                 con.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
                 con.executemany(
@@ -141,8 +191,31 @@ class Store:
                     "INSERT INTO curves VALUES (?,?,?,?,?)",
                     [(key, sp, cal, kind, json.dumps(d)) for sp, cal, kind, d in curves],
                 )
+                con.executemany(
+                    "INSERT INTO anomalies VALUES (?,?,?,?,?)", [(key, *a) for a in anomalies]
+                )
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
+
+    def set_sweep(self, methods: list[str], baseline: str) -> None:
+        """Record the sweep's method order and baseline (the report follows them)."""
+        value = json.dumps({"methods": methods, "baseline": baseline})
+        try:
+            with closing(self._connect()) as con, con:
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('sweep', ?)", (value,))
+        except sqlite3.Error as err:
+            raise _explain(err, self.path) from None
+
+    def sweep(self) -> dict[str, Any] | None:
+        """The method order and baseline of the last sweep written here, if recorded."""
+        rows = self._read("SELECT value FROM meta WHERE key = 'sweep'")
+        return json.loads(rows[0][0]) if rows else None
+
+    def anomalies(self) -> list[tuple[str, str, int, str, str]]:
+        """(run_key, calibrator, cal_size, kind, detail) rows."""
+        if self.readonly and not getattr(self, "has_anomalies", True):
+            return []  # a store of schema 1, opened read-only
+        return self._read("SELECT run_key, calibrator, cal_size, kind, detail FROM anomalies")
 
     def runs(self, status: str = "done") -> list[dict[str, Any]]:
         cols = ("key", "spec", "dataset", "model", "method", "seed", "status", "error", "seconds")

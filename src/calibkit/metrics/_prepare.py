@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -37,17 +38,21 @@ def _as_two_columns(s: Tensor, probs: bool) -> Tensor:
 
 def prepare_scores(scores: Any, *, probs: bool, name: str = "scores") -> Tensor:
     """Validated scores of shape (N, K), K >= 2; a single column is a binary problem."""
+    given = getattr(scores, "dtype", None)  # half precision is upcast: keep what came
+    if isinstance(given, np.dtype):
+        given = {np.dtype(np.float16): torch.float16}.get(given)
+    given = given if isinstance(given, torch.dtype) else None
     s = as_float_scores(scores, name)
     if s.ndim == 1 or (s.ndim == 2 and s.shape[1] == 1):
         if probs:
-            check_probabilities(s.reshape(-1, 1), name)
+            check_probabilities(s.reshape(-1, 1), name, given)
         return _as_two_columns(s, probs)
     if s.ndim != 2:
         raise ValueError(
             f"{name}: expected shape (N, K) or (N,) for a binary problem, got {tuple(s.shape)}"
         )
     if probs:
-        check_probabilities(s, name)
+        check_probabilities(s, name, given)
     return s
 
 
@@ -92,6 +97,7 @@ class Prepared:
                 self.is_probs,
                 full=full or (r is not None and r.full),
                 classwise=r.classwise if keep else classwise,
+                labels=self.labels,
             )
         return self._rows
 

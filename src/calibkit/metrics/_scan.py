@@ -12,7 +12,9 @@ For logits z with row maximum m, d_k = z_k - m <= 0 and e_k = exp(d_k), the pass
   exactly 1 (29 % of the ResNet-110 CIFAR-10 test set) and destroys their ranking;
 * with ``full``: ``sq`` = Σ_k e_k² (Brier) and ``ed`` = Σ_k e_k d_k (entropy);
 * with a ``classwise`` bin scheme: the column sums Σ_n p_nk (float64, so that batching does
-  not change them) and every entry p_nk outside the first bin (a row has fewer than M).
+  not change them), every entry p_nk outside the first bin (a row has fewer than M), and
+  p_{n,y_n}, the very values binned, so that a label is counted in the bin its class's
+  probability was summed in (a second computation of p_y can round across a bin edge).
 
 For probabilities (``probs=True``) top = max p, s = 1, sq = Σ p², ed = −Σ p log p.
 """
@@ -39,6 +41,7 @@ class RowStats:
     big_rows: Tensor | None = None  # (E,) int64
     big_cols: Tensor | None = None  # (E,) int64
     big_vals: Tensor | None = None  # (E,) scores dtype
+    label_vals: Tensor | None = None  # (N,) scores dtype: p_{n, y_n} as binned
     classwise: BinScheme | None = None
 
     @property
@@ -47,9 +50,15 @@ class RowStats:
 
 
 def scan_rows(
-    scores: Tensor, is_probs: bool, *, full: bool = False, classwise: BinScheme | None = None
+    scores: Tensor,
+    is_probs: bool,
+    *,
+    full: bool = False,
+    classwise: BinScheme | None = None,
+    labels: Tensor | None = None,
 ) -> RowStats:
-    """Per-row statistics of ``scores`` (N, K); see the module docstring."""
+    """Per-row statistics of ``scores`` (N, K); see the module docstring. ``labels`` (N,)
+    are needed with ``classwise``."""
     n, k = scores.shape
     rows = max(1, CHUNK_VALUES // k)
     dev, f64 = scores.device, torch.float64
@@ -58,6 +67,7 @@ def scan_rows(
     sq = torch.empty(n, dtype=f64, device=dev) if full else None
     ed = torch.empty(n, dtype=f64, device=dev) if full else None
     col_sum = torch.zeros(k, dtype=f64, device=dev) if classwise is not None else None
+    label_vals = torch.empty(n, dtype=scores.dtype, device=dev) if classwise is not None else None
     big: list[tuple[Tensor, Tensor, Tensor]] = []
     buf = torch.empty(min(rows, n), k, dtype=scores.dtype, device=dev)
     ebuf = torch.empty_like(buf)
@@ -78,15 +88,18 @@ def scan_rows(
             s_chunk = e.sum(1, dtype=f64)
             s[sl] = s_chunk
             if full:
+                # d = -inf where z_k - max overflows (logits near ±3e38): clamp, as e_k = 0
+                d.clamp_(min=torch.finfo(d.dtype).min)
                 ed[sl] = torch.mul(e, d, out=buf[:r]).sum(1)
                 sq[sl] = torch.mul(e, e, out=buf[:r]).sum(1)
             if classwise is not None:
                 p = torch.div(e, s_chunk.to(e.dtype)[:, None], out=buf[:r])  # chunk softmax
         if classwise is not None:
+            label_vals[sl] = p.gather(1, labels[sl, None])[:, 0]
             col_sum += p.sum(0, dtype=f64)
             rr, cc = classwise.beyond_first(p).nonzero(as_tuple=True)
             big.append((rr + start, cc, p[rr, cc]))
-    stats = RowStats(top, s, sq, ed, col_sum, classwise=classwise)
+    stats = RowStats(top, s, sq, ed, col_sum, label_vals=label_vals, classwise=classwise)
     if classwise is not None:
         stats.big_rows, stats.big_cols, stats.big_vals = (
             torch.cat(t) for t in zip(*big, strict=True)

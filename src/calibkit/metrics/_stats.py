@@ -78,7 +78,7 @@ def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None
     n, k, s = p.n, p.k, scheme.n_slots
     idx, used = scheme.assign(r.big_vals)
     cell = r.big_cols * s + idx
-    cell_y = p.labels * s + scheme.assign(p.label_prob.to(p.scores.dtype))[0]
+    cell_y = p.labels * s + scheme.assign(r.label_vals)[0]
     if weights is None:
         count = torch.bincount(cell, minlength=k * s).double().reshape(k, s)
         sump = torch.bincount(cell, used, minlength=k * s).reshape(k, s)

@@ -137,14 +137,14 @@ class CalibrationMeter:
 
         Bin and running sums are all-reduced (a sum); kept samples are all-gathered in rank
         order. Every rank must call it, and must know the number of classes (from a batch
-        or from ``n_classes``).
+        or from ``n_classes``). Outside ``torch.distributed`` (one process) there is nothing
+        to reduce: the meter already holds the total and ``sync`` returns it unchanged, as
+        torchmetrics does.
         """
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError(
-                "sync: torch.distributed is not initialised; call init_process_group first"
-            )
+            return self
         if self.n_classes is None:
             raise ValueError(
                 "sync: this rank has seen no batch; pass n_classes to CalibrationMeter"

@@ -103,10 +103,22 @@ class Calibrator(nn.Module):
         return self
 
     def forward(self, logits: Tensor) -> Tensor:
-        """Calibrated logits (or log-probabilities) for ``logits`` (N, K)."""
+        """Calibrated logits (or log-probabilities) for ``logits`` (N, K), in their dtype
+        (float64 for other dtypes). Computed in float64; where rounding to float32 ties the
+        predicted class with another, a calibrator that keeps the argmax raises the
+        predicted class's entry by one float32 step, so that it still wins."""
         z = self._check_apply(logits)
         out = self._transform(z.double())
-        return out.to(z.dtype) if z.dtype in (torch.float32, torch.float64) else out
+        if z.dtype != torch.float32:
+            return out
+        low = out.float()
+        if self.preserves_argmax:
+            pred = z.argmax(1)
+            lost = (low.argmax(1) != pred).nonzero()[:, 0]
+            if len(lost):
+                row_max = low[lost].amax(1)
+                low[lost, pred[lost]] = torch.nextafter(row_max, torch.full_like(row_max, 1e38))
+        return low
 
     def predict_proba(self, logits: Any) -> Tensor:
         """Calibrated probabilities (N, K); rows sum to one."""
@@ -127,11 +139,7 @@ class Calibrator(nn.Module):
             raise NotFittedError(
                 f"this {type(self).__name__} is not fitted yet; call fit(logits, labels) first"
             )
-        z = (
-            logits
-            if isinstance(logits, Tensor)
-            else prepare_scores(logits, probs=False, name="logits")
-        )
+        z = prepare_scores(logits, probs=False, name="logits")  # finite, 2-D; tensors not copied
         if z.ndim != 2 or z.shape[1] != self.n_classes_:
             got = z.shape[1] if z.ndim == 2 else f"shape {tuple(z.shape)}"
             raise ValueError(

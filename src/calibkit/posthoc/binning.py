@@ -27,15 +27,19 @@ TINY = torch.finfo(torch.float64).tiny
 
 
 def _top_two(p: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Top value, runner-up value, and the predicted class (argmax's first index on ties,
+    the class a user's argmax names)."""
     top2 = p.topk(2, dim=1)
-    return top2.values[:, 0], top2.values[:, 1], top2.indices[:, 0]
+    return top2.values[:, 0], top2.values[:, 1], p.argmax(1)
 
 
 def replace_top(p: Tensor, new_conf: Tensor) -> Tensor:
     """Log-probabilities with the top class's probability set to ``new_conf``, others rescaled,
-    the predicted class kept on top (see the module docstring)."""
+    the predicted class kept on top (see the module docstring). A one-hot row (c = 1, the
+    runner-up 0) has no floor: its other classes stay 0 (then TINY)."""
     c, p2, idx = _top_two(p)
-    floor = p2 / (1 - c + p2)
+    denominator = 1 - c + p2
+    floor = torch.where(denominator > 0, p2 / denominator.clamp_min(1e-300), 0.0)
     c_new = torch.maximum(new_conf, floor + 1e-12 * (1 - floor)).clamp(0, 1)
     scale = torch.where(c < 1, (1 - c_new) / (1 - c).clamp_min(1e-300), torch.zeros_like(c))
     out = p * scale[:, None]
@@ -208,7 +212,7 @@ class ScalingBinning(_ConfidenceMap):
 
     def _transform(self, z: Tensor) -> Tensor:
         p_t = torch.softmax(z.double() / self.temperature_.to(z.device), 1)
-        conf = _top_two(p_t)[0]
+        conf = _top_two(p_t)[0].contiguous()
         v = self.values_.to(z.device)[
             torch.bucketize(conf, self.edges_.to(z.device)[1:-1].contiguous())
         ]

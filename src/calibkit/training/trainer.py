@@ -87,6 +87,9 @@ class TrainConfig:
                 raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
         if self.lr <= 0:
             raise ValueError(f"lr: expected a learning rate > 0, got {self.lr!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
+        pick_device(self.device)
         milestones(self.schedule, self.epochs)
         losses.create(self.loss)
         for spec, registry in ((self.model, models.REGISTRY), (self.data, data.REGISTRY)):
@@ -111,9 +114,15 @@ class TrainResult:
 def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device: {name!r} is not a device; expected auto, cpu, cuda or cuda:N"
+        ) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device: {name!r} requested but CUDA is not available")
-    return torch.device(name)
+    return device
 
 
 def _generator(seed: int, epoch: int, stream: int) -> torch.Generator:
