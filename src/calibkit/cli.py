@@ -384,9 +384,9 @@ def demo(output, seed, bootstrap, as_json) -> None:
       calibkit evaluate calibkit-demo/digits_logits.npz --bootstrap 200
     """
     from .demo import digits_logits
-    from .io import save_npz
+    from .io import check_writable, save_npz
 
-    out = Path(output)
+    out = check_writable(output)  # before a minute of training, not after
     if not as_json:
         click.echo("training a small MLP on the bundled digits ...", err=True)
     data = digits_logits(seed=seed)
@@ -520,7 +520,6 @@ def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
     Example:
       calibkit apply ts.calib test.npz -o test_calibrated.npz
     """
-    import numpy as np
 
     from . import posthoc
     from .io import read_arrays, save_npz
@@ -538,11 +537,16 @@ def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
         from .io import load_scores
 
         z, _ = load_scores(file, logits_key=key, labels_key=labels_key or "labels")
-    out = cal(torch.as_tensor(z).double())
+    out = cal(z)  # checked: finite, non-empty, the calibrator's number of classes
     result = {"logits": out.numpy(), "probs": torch.softmax(out.double(), 1).numpy()}
     lkey = labels_key or (f"labels_{split}" if f"labels_{split}" in arrays else "labels")
     if lkey in arrays:
-        result["labels"] = np.asarray(arrays[lkey])
+        from ._checks import as_labels
+
+        labels = as_labels(arrays[lkey], out.shape[1], name=f"{file}: {lkey}")
+        if len(labels) != len(out):
+            raise ValueError(f"{file}: {len(labels)} labels for {len(out)} rows of logits")
+        result["labels"] = labels.numpy()
     path = save_npz(output, **result)
     _console().print(f"{len(out)} samples calibrated with {cal.name}; written to {path}")
 
@@ -587,7 +591,9 @@ def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
         raise click.UsageError(
             "pass --val FILE and --test FILE, or --file FILE holding both splits"
         )
-    specs = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    specs = [m.strip() for m in methods.split(",") if m.strip()] if methods is not None else None
+    if specs == []:
+        raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
     for m in specs or []:  # every spec is checked before any data is read or fitted
         if m != "uncalibrated":
             posthoc.create(m)
@@ -777,7 +783,8 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
     from .training.runs import load_run
     from .training.trainer import pick_device, predict
 
-    dev = pick_device(device)
+    with _options_named():
+        dev = pick_device(device)
     config, bundle, model, _ = load_run(run_dir, device)
     bounds = data_mod.input_bounds(bundle)
     if init == "data" and bounds is None:

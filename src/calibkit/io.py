@@ -47,12 +47,29 @@ def _pickle_error(path: Path) -> FileFormatError:
     )
 
 
+#: the first bytes of a zip (.npz) and a .npy file; anything else np.load would try to unpickle
+_MAGIC = {".npz": b"PK", ".npy": b"\x93NUMPY"}
+
+
+def _check_magic(path: Path, ext: str) -> None:
+    """Tell a pickle apart from a file that is simply not a NumPy file (np.load calls both
+    "pickled data")."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head.startswith(_MAGIC[ext]):
+        return
+    if head[:1] == b"\x80":  # the pickle protocol marker
+        raise _pickle_error(path)
+    raise FileFormatError(f"{path}: not a {ext} file (it does not start as one); is it damaged?")
+
+
 def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Every array in a ``.npz``, ``.pt``, ``.csv`` or ``.parquet`` file, by name."""
     path = Path(path)
     _check_exists(path)
     ext = path.suffix.lower()
     if ext == ".npz":
+        _check_magic(path, ext)
         try:
             with np.load(path, allow_pickle=False) as f:
                 return {k: f[k] for k in f.files}
@@ -76,6 +93,7 @@ def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
 
 
 def _read_npy(path: Path) -> np.ndarray:
+    _check_magic(path, ".npy")
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as e:
@@ -240,10 +258,30 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
         # mkstemp creates 0600; the finished file gets the mode any new file would (umask).
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+    except OSError as err:  # name the user's file, not the hidden temporary one
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def check_writable(folder: str | os.PathLike) -> Path:
+    """Create ``folder`` if needed and make sure a file can be written there, before any
+    long work whose results would go there; a one-line ``ValueError`` otherwise."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(
+            f"cannot write to {folder}: a part of it is a file, not a folder"
+        ) from None
+    except OSError as err:
+        raise ValueError(f"cannot write to {folder}: {err.strerror}") from None
+    return folder
 
 
 def save_npz(path: str | os.PathLike, **arrays: Any) -> Path:

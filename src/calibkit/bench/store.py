@@ -90,13 +90,14 @@ class Store:
                 f"{self.path.parent}: cannot create the folder ({err.strerror})"
             ) from None
         try:
-            with closing(self._connect()) as con, con:
+            with closing(sqlite3.connect(self.path, timeout=60)) as con:  # no pragma: no write
                 names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
-                if names and "meta" not in names:
-                    raise StoreError(
-                        f"{self.path}: a database that is not a calibkit results store "
-                        "(no meta table); choose another --out folder or --db file"
-                    )
+            if names and "meta" not in names:
+                raise StoreError(
+                    f"{self.path}: not a calibkit results store (a database without a meta "
+                    "table); choose another --out folder or --db file"
+                )
+            with closing(self._connect()) as con, con:
                 con.executescript(SCHEMA)
                 row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 if row is not None and int(row[0]) > SCHEMA_VERSION:

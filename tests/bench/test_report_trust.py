@@ -1,0 +1,172 @@
+"""Issue 11: the report compares against the spec's baseline (paired over seeds), keeps the
+spec's order, bolds only metrics with a direction, shows anomalies and verdicts, and never
+writes to its input."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+
+import pytest
+import torch
+from scipy import stats
+
+from calibkit.bench.anomalies import check_calibrated
+from calibkit.bench.report import Results, build_tables, compare, write_report
+from calibkit.bench.spec import SpecError, resolve
+from calibkit.bench.store import ALL, Store, StoreError
+from calibkit.bench.verdicts import CLAIMS, judge
+
+CE = {1: 0.10, 2: 0.20, 3: 0.30}
+FOCAL = {1: 0.111, 2: 0.212, 3: 0.309}  # CE + a steady 1 point: paired p small, Welch large
+
+
+def _run(key, method, seed, loss="ce", stage2=None):
+    spec = {"loss": loss, "stage2": stage2, "mixup": 0.0}
+    return {"key": key, "spec": spec, "dataset": "digits", "model": "cnn", "method": method,
+            "seed": seed}  # fmt: skip
+
+
+def _store(path, anomalies=True):
+    store = Store(path)
+    # written in the order a sweep finishes: two-stage runs first
+    rows = [("MaC-Cal: masked", {1: 0.05, 2: 0.06, 3: 0.07}, "ce", "maccal:head=linear"),
+            ("CE", CE, "ce", None), ("Focal", FOCAL, "focal:gamma=3", None)]  # fmt: skip
+    for method, ece_ts, loss, stage2 in rows:
+        for seed, value in ece_ts.items():
+            key = f"{method}-{seed}"
+            metrics = [("test", "uncalibrated", ALL, "ece", value + 0.02),
+                       ("test", "uncalibrated", ALL, "accuracy", 0.9),
+                       ("test", "ts", ALL, "ece", value),
+                       ("test", "ts", ALL, "temperature", 1.0 + seed)]  # fmt: skip
+            flagged = [("ts", ALL, "temperature", "T = 1e19")] if method != "CE" else []
+            store.write_run(_run(key, method, seed, loss, stage2), metrics,
+                            anomalies=flagged if anomalies else [])  # fmt: skip
+    store.set_sweep(["CE", "Focal", "MaC-Cal: masked"], "CE")
+    return store
+
+
+def test_tables_follow_the_spec_and_test_against_the_baseline_paired(tmp_path):
+    res = Results(_store(tmp_path / "r.sqlite"))
+    assert res.methods == ["CE", "Focal", "MaC-Cal: masked"] and res.baseline == "CE"
+    tables = build_tables(res)
+    ts = next(v for k, v in tables.items() if k.startswith("ECE (%) after temperature"))
+    rows = {r[0]: r[1] for r in ts[1:]}
+    assert [r[0] for r in ts[1:]] == res.methods
+    # the paired test sees Focal's steady difference; an unpaired test would not
+    seeds = sorted(CE)
+    paired = stats.ttest_rel([FOCAL[s] for s in seeds], [CE[s] for s in seeds]).pvalue
+    welch = stats.ttest_ind(list(FOCAL.values()), list(CE.values()), equal_var=False).pvalue
+    assert paired < 0.05 < welch
+    assert "†" in rows["Focal"] and "†" not in rows["CE"]
+    assert "⚠" in rows["Focal"] and "⚠" not in rows["CE"]
+    assert compare(FOCAL, CE) == (pytest.approx(paired), "paired t-test")
+
+
+def test_bold_only_where_the_metric_has_a_direction(tmp_path):
+    tables = build_tables(Results(_store(tmp_path / "r.sqlite")))
+    temps = next(v for k, v in tables.items() if k.startswith("Temperature"))
+    assert not any("**" in c for row in temps[1:] for c in row)
+    ece = tables["Test ECE (%), uncalibrated"]
+    assert sum("**" in c for row in ece[1:] for c in row[1:]) == 1
+
+
+def test_report_shows_anomalies_and_verdicts_and_never_writes_its_input(tmp_path):
+    db = tmp_path / "r.sqlite"
+    _store(db)
+    before = db.read_bytes()
+    info = write_report(db, tmp_path / "rep")
+    assert db.read_bytes() == before
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Verdicts" in md and "## Anomalies" in md and "T = 1e19" in md
+    assert info["anomalies"] == {"temperature": 6}
+    mode = stat.S_IMODE((tmp_path / "rep" / "report.html").stat().st_mode)
+    assert mode & 0o044  # readable by others under the usual umask, not 0600
+
+
+def test_report_refuses_a_foreign_database_without_touching_it(tmp_path):
+    db = tmp_path / "other.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE people (name TEXT)")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match="not a calibkit results store"):
+        write_report(db, tmp_path / "rep")
+    with pytest.raises(StoreError, match="not a calibkit results store"):
+        Store(db)  # a sweep pointed at it does not write either
+    assert db.read_bytes() == before
+    tables = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
+    assert tables == {"people"}
+
+
+@pytest.mark.parametrize(
+    "kind, after, kwargs",
+    [
+        ("temperature", {}, {"temperature": 9.9e18}),
+        ("argmax", {"accuracy": 0.89}, {"preserves_argmax": True, "swap": True}),
+        ("accuracy", {"accuracy": 0.60}, {"swap": True}),
+        ("worse-ece", {"ece": 0.30}, {}),
+        ("worse-nll", {"nll": 0.9}, {}),
+        ("non-finite", {"nll": float("nan")}, {}),
+        ("not-converged", {}, {"converged": False}),
+    ],
+)
+def test_each_anomaly_is_flagged(kind, after, kwargs):
+    before = {"accuracy": 0.9, "ece": 0.02, "nll": 0.3}
+    z = torch.tensor([[2.0, 1.0], [0.0, 3.0]])
+    swapped = z.flip(1) if kwargs.pop("swap", False) else z
+    found = check_calibrated(
+        before, before | after, logits_before=z, logits_after=swapped,
+        preserves_argmax=kwargs.pop("preserves_argmax", False), **kwargs,
+    )  # fmt: skip
+    assert [k for k, _ in found] == [kind]
+    assert check_calibrated(before, before, logits_before=z, logits_after=z,
+                            preserves_argmax=True, temperature=1.5, converged=True) == []  # fmt: skip
+
+
+def test_verdicts_say_holds_does_not_hold_and_not_testable():
+    claim = CLAIMS[0]  # lower ECE
+    lower = {s: v - 0.05 for s, v in CE.items()}
+    assert judge(claim, {s: v - 0.05 + 0.001 * s for s, v in CE.items()}, CE)[0] == "holds"
+    verdict, detail = judge(claim, FOCAL, CE)
+    assert verdict == "does not hold" and "opposite direction" in detail
+    assert judge(claim, {1: 0.1}, CE)[0] == "not testable at this scale"
+    assert "95 % CI" in judge(claim, {s: v + 0.001 * s for s, v in lower.items()}, CE)[1]
+
+
+SPEC = {
+    "seeds": [1],
+    "datasets": [{"data": "digits", "models": ["mlp"]}],
+    "methods": [{"name": "CE", "loss": "ce"}, {"name": "F", "loss": "focal"}],
+}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"seeds": [-3]}, r"seeds\[0\]: expected an integer seed >= 0"),
+        ({"seeds": [1, 1]}, "a seed is listed twice"),
+        ({"baseline": "X"}, "'X' is not a method name"),
+        ({"posthoc": ["neural-clamping:epochs=-1"]}, "epochs: expected an integer >= 1"),
+        ({"posthoc": ["neural-clamping:gamma_pool=abc"]}, "gamma_pool: expected focal"),
+        ({"posthoc": ["neural-clamping:lr=0"]}, "lr: expected a finite number > 0"),
+        ({"posthoc": ["neural-clamping:foo=1"]}, "no parameter 'foo'"),
+    ],
+)
+def test_spec_checks_everything_before_running(change, message):
+    with pytest.raises(SpecError, match=message):
+        resolve(SPEC | change)
+    assert resolve(SPEC | {"baseline": "F"}).baseline == "F"
+    assert resolve(SPEC).baseline == "CE"
+
+
+def test_spec_file_errors_name_the_file(tmp_path):
+    from calibkit.bench.spec import load_spec
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(b"\xff\xfe\x00name: x")
+    with pytest.raises(SpecError, match="bad.yaml: not a text file"):
+        load_spec(bad)
+    with pytest.raises(SpecError, match="is a folder"):
+        load_spec(tmp_path)

@@ -1,0 +1,113 @@
+"""Issue 11.11: bad input to every command gets one line and exit code 2 (or, for a sweep
+with failed runs, a non-zero exit naming them), never a traceback or a silent result."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from calibkit import posthoc
+from calibkit.training import TrainConfig, train
+from tests.conftest import make_logits
+from tests.test_cli import run
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    train(TrainConfig(epochs=1), root / "run")
+    return root / "run"
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    z, y = make_logits(200, 10, 0, dtype=np.float32)
+    posthoc.create("ts").fit(z, y).save("ts.calib")
+    nan = z.copy()
+    nan[3, 2] = np.nan
+    np.savez("nan.npz", logits=nan, labels=y)
+    bad = y.copy()
+    bad[0] = 10
+    np.savez("label10.npz", logits=z, labels=bad)
+    np.savez("empty.npz", logits=np.zeros((0, 10), np.float32), labels=np.zeros(0, int))
+    np.savez("both.npz", logits_val=z, labels_val=y, logits_test=z, labels_test=y)
+    (tmp_path / "random.npz").write_bytes(np.random.default_rng(0).bytes(300))
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    return tmp_path
+
+
+CASES = [
+    (["apply", "ts.calib", "nan.npz", "-o", "out.npz"], "1 NaN value"),
+    (["apply", "ts.calib", "label10.npz", "-o", "out.npz"], "class index 10 is out of range"),
+    (["apply", "ts.calib", "empty.npz", "-o", "out.npz"], "empty input"),
+    (["compare", "--file", "both.npz", "--methods", ","], "--methods ',' names no method"),
+    (["evaluate", "random.npz"], r"random.npz: not a \.npz file"),
+    (["demo", "-o", "blocker/sub"], "cannot write to blocker/sub: a part of it is a file"),
+    (["train", "--seed", "-1", "-o", "r"], "--seed: expected an integer >= 0"),
+    (["train", "--record-grad-norms", "abc", "-o", "r"], "--record-grad-norms: expected epochs"),
+    (["train", "--device", "foo", "-o", "r"], "--device: 'foo' is not a device"),
+]
+
+
+@pytest.mark.parametrize("args, match", CASES)
+def test_bad_input_is_one_line(files, capsys, args, match):
+    code, _, err = run(args, capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    assert re.search(match, err), err
+    assert not (files / "out.npz").exists()
+    assert ".out.npz" not in err and "tmp" not in err  # no temporary file name
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--device", "foo"], "--device: 'foo' is not a device"),
+        (["--gamma-pool", "abc"], "--gamma-pool: expected focal γ values"),
+        (["--lr", "1e9", "--epochs", "5"], "neural clamping diverged .* lower lr"),
+    ],
+)
+def test_clamp_errors_name_the_option(trained, capsys, args, match):
+    code, _, err = run(["clamp", str(trained), *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and re.search(match, err), err
+
+
+def test_a_temporary_name_never_reaches_an_error(tmp_path, monkeypatch):
+    from calibkit.io import save_npz
+
+    def failing_savez(path, **_):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(np, "savez", failing_savez)
+    with pytest.raises(OSError) as err:
+        save_npz(tmp_path / "out.npz", a=np.zeros(2))
+    assert err.value.filename == str(tmp_path / "out.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+SPEC = """name: failing
+seeds: [1]
+train: {epochs: 1}
+datasets:
+  - data: digits
+    models: [mlp]
+methods:
+  - {name: CE, loss: ce}
+posthoc: [ts]
+"""
+
+
+def test_bench_with_failed_runs_exits_non_zero_and_names_them(tmp_path, capsys, monkeypatch):
+    import calibkit.bench.runner as runner
+
+    def broken(run, root):
+        raise RuntimeError("out of memory in a test")
+
+    monkeypatch.setattr(runner, "execute", broken)
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    code, out, _ = run(["bench", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "o")], capsys)
+    assert code == 1
+    assert "failed: CE seed 1: RuntimeError: out of memory in a test" in out
+    assert "no report" in out and not (tmp_path / "o" / "report.html").exists()
