@@ -156,7 +156,7 @@ def test_neural_clamping_calibrates_an_overconfident_model():
 
 def test_neural_clamping_stops_when_it_diverges():
     net, x, y = overconfident()
-    with pytest.raises(ClampingDivergedError, match="neural clamping diverged .* lower lr"):
+    with pytest.raises(ClampingDivergedError, match=r"neural clamping diverged .* lower lr"):
         NeuralClamping(net, lr=1e9).fit(x, y)
 
 
