@@ -166,3 +166,18 @@ def test_neural_clamping_load_keeps_the_settings(tmp_path):
     back = NeuralClamping.load(nc.save(tmp_path / "nc.safetensors"), net)
     assert back.settings == nc.settings and back.fit_report_ == nc.fit_report_
     assert torch.equal(back(x), nc(x))
+
+
+def test_nll_offers_scikit_learns_clipped_convention(real_logits):
+    """Isotonic one-vs-rest outputs exact zeros on the real logits (issue 11.13)."""
+    from sklearn.metrics import log_loss
+
+    from calibkit.metrics import nll
+
+    zv, yv, zt, yt = real_logits
+    probs = posthoc.create("isotonic:mode=one-vs-rest").fit(zv, yv).predict_proba(zt)
+    ours, theirs = nll(probs, yt, probs=True), log_loss(yt, probs.numpy(), labels=range(10))
+    assert ours > 1.0 > 0.2 > theirs - 0.1  # the floor's 708 per zero, against sklearn's 36
+    assert nll(probs, yt, probs=True, clip="sklearn") == pytest.approx(theirs, rel=1e-12)
+    with pytest.raises(ValueError, match="clip: expected"):
+        nll(probs, yt, probs=True, clip="keras")

@@ -113,13 +113,28 @@ def classwise_ece(
 sce = classwise_ece
 
 
-def nll(scores: Any, labels: Any, *, probs: bool = False) -> float:
+def nll(scores: Any, labels: Any, *, probs: bool = False, clip: str | float | None = None) -> float:
     """Mean negative log-likelihood −log p_y (natural log), from log-softmax of the logits.
 
-    With ``probs=True`` a true-class probability of exactly 0 gives ``inf`` (the correct value).
+    With ``probs=True`` a true-class probability of exactly 0 gives ``inf`` (the correct
+    value). ``clip`` reproduces tools that clip first: ``"sklearn"`` is scikit-learn's
+    ``log_loss`` (p_y clipped to [eps, 1 − eps], eps of the scores' dtype; a calibrator that
+    outputs exact zeros then scores −log 2.2e-16 = 36 per such sample in float64 instead of
+    infinity, or 708 at calibkit's floor); a number clips p_y to [clip, 1 − clip].
     """
     p = prepare(scores, labels, probs=probs)
-    return _f(st.mean_stat(-p.label_logp, None, p.n))
+    logp = p.label_logp
+    if clip is not None:
+        if clip == "sklearn":
+            eps = torch.finfo(p.scores.dtype).eps
+        elif isinstance(clip, int | float) and not isinstance(clip, bool) and 0 < clip < 0.5:
+            eps = float(clip)
+        else:
+            raise ValueError(
+                f"clip: expected None, 'sklearn' or a number in (0, 0.5), got {clip!r}"
+            )
+        logp = logp.clamp(math.log(eps), math.log1p(-eps))
+    return _f(st.mean_stat(-logp, None, p.n))
 
 
 def brier(scores: Any, labels: Any, *, probs: bool = False) -> float:
