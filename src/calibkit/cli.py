@@ -16,6 +16,7 @@ import click
 import torch
 
 from . import __version__
+from .metrics.binning import BINNINGS
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 USER_ERRORS = (
@@ -243,7 +244,7 @@ _metric_options = [
         "--binning",
         default="calibkit",
         show_default=True,
-        type=click.Choice(["calibkit", "torchmetrics", "netcal"]),
+        type=click.Choice(list(BINNINGS)),
         help="Bin-edge convention (docs/metrics.md).",
     ),
     click.option(

@@ -145,9 +145,15 @@ def over_under_from_sums(sums: Tensor, n: int) -> tuple[Tensor, Tensor]:
     return d.clamp_min(0).sum(-1), (-d).clamp_min(0).sum(-1)
 
 
-def classwise_ece_from_sums(sums: Tensor, n: int) -> Tensor:
-    """(B,) mean over classes of sum_m |B_mk|/N |acc_mk - conf_mk| (sums: (B, 3, K, S))."""
-    return ((sums[:, 2] - sums[:, 1]).abs().sum(-1) / n).mean(-1)
+def classwise_ece_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = None) -> Tensor:
+    """(B,) mean over classes of sum_m |B_mk|/N |acc_mk - conf_mk| (sums: (B, 3, K, S));
+    the sum over classes under Kull et al.'s convention."""
+    per_class = (sums[:, 2] - sums[:, 1]).abs().sum(-1) / n
+    return (
+        per_class.sum(-1)
+        if scheme is not None and scheme.convention == "kull"
+        else per_class.mean(-1)
+    )
 
 
 def auroc_from_runs(size: Tensor, pos: Tensor) -> Tensor:

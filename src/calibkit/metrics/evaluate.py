@@ -163,7 +163,9 @@ def _metric_vectors(
         "ece": st.ece_from_sums(sums, n),
         "aece": st.ece_from_sums(st.equal_mass_sums(p.runs, size, pos, n, n_bins), n),
         "mce": st.mce_from_sums(sums),
-        "classwise_ece": st.classwise_ece_from_sums(st.classwise_sums(p, scheme, weights), n),
+        "classwise_ece": st.classwise_ece_from_sums(
+            st.classwise_sums(p, scheme, weights), n, scheme
+        ),
         "nll": st.mean_stat(-p.label_logp, weights, n),
         "brier": st.mean_stat(p.brier_per_sample, weights, n),
         "entropy": st.mean_stat(p.entropy_per_sample, weights, n),

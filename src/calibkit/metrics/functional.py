@@ -104,10 +104,12 @@ def classwise_ece(
     """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
 
     For each class k, equal-width bins over p_k of all N samples; acc = fraction with
-    y = k, conf = mean p_k; CE_k = Σ_m |B_mk|/N · |acc − conf|; the result is mean_k CE_k.
+    y = k, conf = mean p_k; CE_k = Σ_m |B_mk|/N · |acc − conf|; the result is mean_k CE_k
+    (Σ_k CE_k with ``binning="kull"``, as Kull et al. 2019 report it).
     """
     p = prepare(scores, labels, probs=probs)
-    return _f(st.classwise_ece_from_sums(st.classwise_sums(p, _scheme(p, n_bins, binning)), p.n))
+    scheme = _scheme(p, n_bins, binning)
+    return _f(st.classwise_ece_from_sums(st.classwise_sums(p, scheme), p.n, scheme))
 
 
 sce = classwise_ece

@@ -193,7 +193,9 @@ class CalibrationMeter:
             "accuracy": acc,
             "ece": float(st.ece_from_sums(top, n)[0]),
             "mce": float(st.mce_from_sums(top)[0]),
-            "classwise_ece": float(st.classwise_ece_from_sums(self.classwise[None], n)[0]),
+            "classwise_ece": float(
+                st.classwise_ece_from_sums(self.classwise[None], n, self._scheme())[0]
+            ),
             "nll": nll,
             "brier": brier,
             "entropy": ent,
