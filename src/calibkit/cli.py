@@ -78,7 +78,8 @@ def _options_named():
         yield
     except ValueError as err:
         name, sep, rest = str(err).partition(": ")
-        if sep and name.isidentifier():
+        options = {p.name for p in click.get_current_context().command.params}
+        if sep and name in options:
             raise ValueError(f"--{name.replace('_', '-')}: {rest}") from None
         raise
 
