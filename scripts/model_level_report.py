@@ -9,6 +9,7 @@ by the rule printed beside it.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import statistics
 import sys
@@ -241,15 +242,20 @@ def clamping_tables(work: Path) -> tuple[str, str, dict, dict]:
     return t2, init_table, rows, inits
 
 
+#: the default preset's toy (calibkit bench): 1,000 training points per class, 30 epochs
+TOY = "gaussian-toy:n_train=1000,n_test=200"
+
+
 def toy_table(work: Path) -> tuple[str, dict]:
     rows: dict = {}
-    spec = "gaussian-toy:n_train=2000,n_test=400"
     for seed in SEEDS[:3]:
-        run = stage1(work, "ce", seed, data_spec=spec, model="mlp", epochs=15)
-        _, bundle, model, _ = load_run(run)
-        collect(rows, "Vanilla (CE)", test_scores(model, bundle))
-        model, _ = stage2(model, bundle, MacCalConfig(seed=seed, batch_size=64), CPU)
-        collect(rows, "MaC-Cal", test_scores(model, bundle))
+        run = stage1(work, "ce", seed, data_spec=TOY, model="mlp", epochs=30)
+        _, bundle, base, _ = load_run(run)
+        collect(rows, "Vanilla (CE)", test_scores(base, bundle))
+        for batch in (16, 128):
+            config = MacCalConfig(seed=seed, batch_size=batch)
+            model, _ = stage2(copy.deepcopy(base), bundle, config, CPU)  # stage2 swaps the head
+            collect(rows, f"MaC-Cal, stage-2 batch {batch}", test_scores(model, bundle))
     return table(rows, ("accuracy", "ece", "aece", "mce")), rows
 
 
@@ -297,11 +303,12 @@ def verdicts(
         f"{masked[0]['confidence']:.3f} unmasked, "
         f"{masked[-1]['confidence']:.3f} at 80 %)."
     )
+    ce, b16, b128 = (m(toy, k, "ece") for k in ("Vanilla (CE)", "MaC-Cal, stage-2 batch 16",
+                                                   "MaC-Cal, stage-2 batch 128"))  # fmt: skip
     lines.append(
-        f"- *MaC-Cal helps a model that is already calibrated* (the Gaussian toy, where "
-        f"CE is close to the Bayes posterior): ECE {100 * m(toy, 'Vanilla (CE)', 'ece'):.2f} % "
-        f"→ {100 * m(toy, 'MaC-Cal', 'ece'):.2f} %: "
-        f"{verdict(m(toy, 'MaC-Cal', 'ece') < m(toy, 'Vanilla (CE)', 'ece'))}."
+        f"- *MaC-Cal lowers ECE on the Gaussian toy*: with the preset's stage-2 batch of 16, "
+        f"ECE {100 * ce:.2f} % → {100 * b16:.2f} %: {verdict(b16 < ce)}; with a batch of 128, "
+        f"{100 * b128:.2f} %: {verdict(b128 < ce)}."
     )
     post = [k for k in t2 if k not in ("Uncalibrated",)]
     best = min(post, key=lambda k: m(t2, k, "ece"))
@@ -311,9 +318,11 @@ def verdicts(
     )
     sd = {i: statistics.stdev(inits[i]["ece"]) for i in inits}
     lines.append(
-        f"- *The data-driven start is more stable than the random one* (Fig. 3): "
-        f"{'holds' if sd['data'] < sd['random'] else 'does not hold'} (std of ECE "
-        f"{100 * sd['data']:.3f} against {100 * sd['random']:.3f} points)."
+        f"- *The data-driven start is more stable than the random one* (Fig. 3): not testable "
+        f"at this scale. The 300 calibration images fit in one batch of 512, so with the "
+        f"data-driven start nothing random is left and its spread is zero by construction "
+        f"(std of ECE {100 * sd['data']:.3f} against {100 * sd['random']:.3f} points for the "
+        "random start); the paper's claim needs a calibration set of several batches."
     )
     return "\n".join(lines)
 
@@ -328,7 +337,10 @@ MaC-Cal stage 2 uses the paper's settings (40 epochs, SGD at 0.1, momentum 0.9, 
 γ = 0.9, η from 0.1 to 0.001, bottleneck width 128) except a batch of 16, since digits has
 only 1,000 training images (8 steps of 128 per epoch leave the head unconverged when q is
 adapted). Neural Clamping uses the paper's defaults (SGD at 0.001, batch 512, 100 epochs,
-λ = 0.1 × the initial loss, random δ start) on the 300 validation images.
+λ = 0.1 × the initial loss, random δ start) on the 300 validation images, with the
+objective averaged over the batch (as the authors' code does; Eq. 9's sum multiplied the
+step by the batch size and sent T to 1e19 on a MaC-Cal model), momentum 0.9, and T started
+at the focal-loss TS optimum (see `calibkit.posthoc.clamping`).
 
 ## MaC-Cal: ablation (the shape of Table 5)
 
@@ -343,10 +355,22 @@ adapted). Neural Clamping uses the paper's defaults (SGD at 0.001, batch 512, 10
 
 ## MaC-Cal on the Gaussian toy
 
-An MLP on `gaussian-toy` (2,000 training points per class, 15 epochs), stage 2 with batch 64,
-seeds {toy_seeds}:
+The default preset's toy: an MLP on `{toy_spec}` (the overlapping covariance; the paper's
+Σ = I leaves a Bayes accuracy of 99.4 %, see `calibkit.data.builtin`), 30 epochs, seeds
+{toy_seeds}; stage 2 as on digits with the preset's batch of 16, and with 128:
 
 {toy}
+
+Why MaC-Cal makes the toy worse with the preset: the toy has 4,500 training points, so a
+batch of 16 gives 281 steps per epoch at the paper's constant learning rate of 0.1, and
+the new head never settles. Adaptive sparsity raises q to 1 within about 11 epochs (the
+training confidence stays above γ · accuracy, as CE is not over-confident here), so no
+masking is left, and stage 2 becomes noisy head retraining: in one run the validation
+accuracy moved between 59 % and 71 % over the last 20 epochs, and the last epoch is a
+random draw from that spread. With a batch of 128 MaC-Cal matches CE; on digits (1,000
+training images) a batch of 128 leaves the head unconverged (8 steps per epoch). The paper
+gives no stage-2 batch size, and no one value suits both datasets; the preset keeps 16,
+and the report's verdict says what that costs on the toy.
 
 ## Neural Clamping against post-hoc methods (the shape of Table 2)
 
@@ -383,6 +407,7 @@ def main() -> None:
         t3=t3,
         toy=toy,
         toy_seeds=", ".join(map(str, SEEDS[:3])),
+        toy_spec=TOY,
         t2=t2,
         inits=init_table,
         seed0=SEEDS[0],
