@@ -198,3 +198,17 @@ def test_kull_classwise_ece_reproduces_their_published_value(real_logits):
     assert got == pytest.approx(reference, abs=1e-12)
     assert round(got, 6) == 0.098456
     assert classwise_ece(zt, yt, binning="kull") == pytest.approx(0.098456, abs=1e-6)
+
+
+@pytest.mark.parametrize("method", ["vector", "matrix"])
+def test_affine_fits_on_saturated_logits_stay_finite_and_honest(method):
+    """One-hot softmax rows have no curvature: the preconditioner used to divide by zero, the
+    fit ended at NaN after one iteration, and the report could still read converged."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 5, 300)
+    z = np.zeros((300, 5))
+    z[np.arange(300), rng.integers(0, 5, 300)] = 800.0
+    cal = posthoc.create(method).fit(z, y)
+    r = cal.fit_report_
+    assert math.isfinite(r.after) and r.after < r.before and r.iterations > 1
+    assert bool(torch.isfinite(cal(z)).all())

@@ -122,7 +122,10 @@ def judge(claim: Claim, a: dict[int, float], b: dict[int, float]) -> tuple[str, 
         return ("holds" if ok else "does not hold"), numbers
     if right and p < 0.05:
         return "holds", numbers
-    why = "not significant with these seeds" if right else "the opposite direction"
+    if right:
+        why = "the claimed direction, not significant with these seeds"
+    else:
+        why = "the opposite direction" + ("" if p < 0.05 else ", not significant")
     return "does not hold", f"{numbers}: {why}"
 
 

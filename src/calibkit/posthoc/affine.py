@@ -122,14 +122,21 @@ def fit_affine(
     opt.step(closure)
     state = opt.state[opt._params[0]]
     iters = int(state.get("n_iter", 0))
+    ran_off = not math.isfinite(float(closure().detach()))
+    if ran_off:  # a step ran off (saturated logits): return the start, not NaN
+        with torch.no_grad():
+            w.copy_(w0 * sw)
+            b.copy_(c0 * sb)
+    loss = closure().detach()
     with torch.no_grad():
-        loss = objective()
         ww, _, bb = unscaled()
     grad = float(torch.cat([(w.grad * sw).reshape(-1), (b.grad * sb).reshape(-1)]).abs().max())
     # L-BFGS also stops when the loss stops changing (1e-12) or a line search fails; only
     # the first, near the tolerance, counts as converged (a stall far from it does not)
-    converged = math.isfinite(float(loss)) and (
-        grad <= tol or (iters < max_iter and grad <= STALL_FACTOR * tol)
+    converged = (
+        not ran_off
+        and math.isfinite(float(loss))
+        and (grad <= tol or (iters < max_iter and grad <= STALL_FACTOR * tol))
     )
     return ww.detach(), bb.detach(), iters, converged, float(loss)
 
@@ -151,7 +158,8 @@ def _preconditioner(
             hb = hb + 2 * mu / k
         elif reg == "l2":
             hw = hw + 2 * lam / (k * k)
-        floor = 1e-3 * float(torch.cat([hw.reshape(-1), hb]).max())
+        # saturated logits (one-hot softmax) have no curvature at all: keep the scales positive
+        floor = max(1e-3 * float(torch.cat([hw.reshape(-1), hb]).max()), 1e-12)
     return hw.clamp_min(floor).sqrt(), hb.clamp_min(floor).sqrt()
 
 

@@ -255,11 +255,18 @@ class NeuralClamping(nn.Module):
         t = math.exp(float(log_t)) if math.isfinite(float(log_t)) else math.inf
         sane = TEMPERATURE_LIMITS[0] <= t <= TEMPERATURE_LIMITS[1]
         if not (math.isfinite(end) and sane and end <= start + 0.01 * abs(start)):
-            raise ClampingDivergedError(
-                f"neural clamping diverged (γ = {gamma:g}): the calibration objective went from "
-                f"{start:.4g} to {end:.4g} and T from {out['t_start']:.4g} to {t:.4g}; lower "
-                f"lr (now {s['lr']:g})"
-            )
+            if math.isfinite(end) and end <= start and not sane:
+                why = (
+                    f"T ran to {t:.4g}, outside {TEMPERATURE_LIMITS}, while the objective fell "
+                    f"({start:.4g} → {end:.4g}): the calibration split has no finite optimum "
+                    "(e.g. every sample is classified correctly); use a larger split"
+                )
+            else:
+                why = (
+                    f"the calibration objective went from {start:.4g} to {end:.4g} and T "
+                    f"from {out['t_start']:.4g} to {t:.4g}; lower lr (now {s['lr']:g})"
+                )
+            raise ClampingDivergedError(f"neural clamping diverged (γ = {gamma:g}): {why}")
         return out | {"delta": delta, "log_t": log_t, "end": end}
 
     # -- use ----------------------------------------------------------------------------
