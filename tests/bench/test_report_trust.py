@@ -171,3 +171,23 @@ def test_spec_file_errors_name_the_file(tmp_path):
         load_spec(bad)
     with pytest.raises(SpecError, match="is a folder"):
         load_spec(tmp_path)
+
+
+def test_gradient_figure_compares_losses_not_runs_sharing_a_stage_1(tmp_path):
+    from calibkit.bench.report import _gradient_runs, build_figures
+
+    store = Store(tmp_path / "g.sqlite")
+    curve = [("train", "uncalibrated", "grad_norm", {"grad_norm": [1.0], "brier": [0.1]})]
+    runs = [("MaC-Cal", "ce", "maccal"), ("CE", "ce", None), ("Mixup", "ce", None),
+            ("Focal", "focal:gamma=3", None), ("BSCE-GRA", "bsce-gra", None)]  # fmt: skip
+    for method, loss, stage2 in runs:
+        run = _run(method, method, 1, loss, stage2)
+        run["spec"]["mixup"] = 0.2 if method == "Mixup" else 0.0
+        run["dataset"] = "gaussian-toy:n_train=1000,n_test=200"
+        store.write_run(run, [("test", "uncalibrated", ALL, "ece", 0.1)], curves=curve)
+    res = Results(store)
+    column = res.columns[0]
+    assert [m for m, _ in _gradient_runs(res, column)] == ["CE", "Focal", "BSCE-GRA"]
+    names = list(build_figures(res))
+    assert "gradnorm gaussian-toy mlp" in [n.replace(" cnn", " mlp") for n in names]
+    assert not any("n_train" in n for n in names)  # titles and names carry the short name
