@@ -38,7 +38,8 @@ def _store(path, anomalies=True):
             metrics = [("test", "uncalibrated", ALL, "ece", value + 0.02),
                        ("test", "uncalibrated", ALL, "accuracy", 0.9),
                        ("test", "ts", ALL, "ece", value),
-                       ("test", "ts", ALL, "temperature", 1.0 + seed)]  # fmt: skip
+                       ("test", "ts", ALL, "temperature", 1.0 + seed),
+                       ("test", "neural-clamping:gamma_pool=0/1", ALL, "ece", value / 2)]  # fmt: skip
             flagged = [("ts", ALL, "temperature", "T = 1e19")] if method != "CE" else []
             store.write_run(_run(key, method, seed, loss, stage2), metrics,
                             anomalies=flagged if anomalies else [])  # fmt: skip
@@ -79,6 +80,8 @@ def test_report_shows_anomalies_and_verdicts_and_never_writes_its_input(tmp_path
     assert db.read_bytes() == before
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Verdicts" in md and "## Anomalies" in md and "T = 1e19" in md
+    # the calibrator is found whatever its settings (here half TS's ECE on CE's runs)
+    assert "lower test ECE than TS | digits / cnn | does not hold | 10.00 vs 20.00" in md
     assert info["anomalies"] == {"temperature": 6}
     mode = stat.S_IMODE((tmp_path / "rep" / "report.html").stat().st_mode)
     assert mode & 0o044  # readable by others under the usual umask, not 0600

@@ -91,7 +91,11 @@ def _side(res: Results, column, side, claim: Claim) -> dict[int, float]:
     method = _method(res, column, side)
     if method is None:
         return {}
-    cal = side[1] if side[0] == "posthoc" else claim.calibrator
+    cal = claim.calibrator
+    if side[0] == "posthoc":  # the sweep's spec of that calibrator, settings and all
+        cal = next((c for c in res.calibrators() if parse_spec(c)[0] == side[1]), None)
+        if cal is None:
+            return {}
     return res.by_seed(method, column, "test", cal, ALL, claim.metric)
 
 
