@@ -35,11 +35,13 @@ def _store(path, anomalies=True):
     for method, ece_ts, loss, stage2 in rows:
         for seed, value in ece_ts.items():
             key = f"{method}-{seed}"
-            metrics = [("test", "uncalibrated", ALL, "ece", value + 0.02),
-                       ("test", "uncalibrated", ALL, "accuracy", 0.9),
-                       ("test", "ts", ALL, "ece", value),
-                       ("test", "ts", ALL, "temperature", 1.0 + seed),
-                       ("test", "neural-clamping:gamma_pool=0/1", ALL, "ece", value / 2)]  # fmt: skip
+            metrics = [
+                ("test", "uncalibrated", ALL, "ece", value + 0.02),
+                ("test", "uncalibrated", ALL, "accuracy", 0.9),
+                ("test", "ts", ALL, "ece", value),
+                ("test", "ts", ALL, "temperature", 1.0 + seed),
+                ("test", "neural-clamping:gamma_pool=0/1", ALL, "ece", value / 2),
+            ]
             flagged = [("ts", ALL, "temperature", "T = 1e19")] if method != "CE" else []
             store.write_run(_run(key, method, seed, loss, stage2), metrics,
                             anomalies=flagged if anomalies else [])  # fmt: skip

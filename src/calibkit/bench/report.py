@@ -36,6 +36,7 @@ import html
 import io
 import re
 import statistics
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -69,17 +70,17 @@ def compare(a: dict[int, float], b: dict[int, float]) -> tuple[float, str] | Non
     t-test; None when either has fewer than 2 values or the test is undefined."""
     if len(a) < 2 or len(b) < 2:
         return None
-    if set(a) == set(b):
-        seeds = sorted(a)
-        x, y = [a[s] for s in seeds], [b[s] for s in seeds]
-        if all(u == v for u, v in zip(x, y, strict=True)):
-            return None  # identical runs (a shared stage 1): nothing to test
-        p, name = stats.ttest_rel(x, y).pvalue, "paired t-test"
-    else:
-        p, name = (
-            stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False).pvalue,
-            ("Welch t-test"),
-        )
+    with warnings.catch_warnings():  # near-constant differences: scipy warns, p stays right
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if set(a) == set(b):
+            seeds = sorted(a)
+            x, y = [a[s] for s in seeds], [b[s] for s in seeds]
+            if all(u == v for u, v in zip(x, y, strict=True)):
+                return None  # identical runs (a shared stage 1): nothing to test
+            p, name = stats.ttest_rel(x, y).pvalue, "paired t-test"
+        else:
+            p = stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False).pvalue
+            name = "Welch t-test"
     return (float(p), name) if p == p else None
 
 
