@@ -847,7 +847,7 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
 @json_option
 def bench(spec, engine, workers, threads, address, out, db, as_json) -> None:
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
-    about 5 minutes on 2 cores), store every result in SQLite, write the report and print
+    about 12 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
 
     \b
