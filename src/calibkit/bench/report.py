@@ -496,7 +496,7 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     for a in res.anomalies:
         kinds[a[3]] += 1
     return {
-        "tables": len(tables),
+        "tables": sum(table is not None for _, _, table in sections),
         "figures": len(figures),
         "runs": n,
         "headline": tables["Test ECE (%), uncalibrated"],
