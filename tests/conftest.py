@@ -13,13 +13,19 @@ from hypothesis import settings
 settings.register_profile("calibkit", derandomize=True, database=None, deadline=None)
 settings.load_profile("calibkit")
 
-REAL_LOGITS = (
-    Path(__file__).resolve().parents[1].parent
-    / "shared"
-    / "data"
-    / "logits"
-    / "resnet110_cifar10.npz"
-)
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+REAL_LOGITS = SHARED_DATA / "logits" / "resnet110_cifar10.npz"
+
+
+def shared(*parts: str) -> Path:
+    """A path under ../shared/data; the test skips with a one-line reason where it is absent
+    (a user's machine) and fails on CI, which has it."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} missing; CI must run with ../shared beside the repo")
+        pytest.skip(f"real data not found at {path}")
+    return path
 
 
 def make_logits(n: int, k: int, seed: int, scale: float = 4.0, acc: float = 0.8, dtype=np.float64):

@@ -568,30 +568,50 @@ def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
     default=1,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Seeds for methods with randomness (mean ± std).",
+    help="Seeds: of methods with randomness, or with --split of the splits (mean ± std).",
+)
+@click.option(
+    "--split",
+    "fraction",
+    default=None,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="For a file with one split: calibrate on this stratified fraction, test on the rest, "
+    "a new split per seed.",
 )
 @bootstrap_option(200)
 @json_option
-def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
+def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> None:
     """Fit every calibrator on the calibration split and compare them on the test split:
     accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap
-    intervals; the best value per column is marked with *.
+    intervals; the best value per column is marked with *. A file with one split (a
+    network's test logits) is split with --split: stratified calibration and test parts,
+    redrawn for each of --seeds seeds.
 
     \b
     Examples:
-      calibkit compare --file ../shared/data/logits/resnet110_cifar10.npz
+      calibkit compare --file resnet110_cifar10.npz
       calibkit compare --val val.npz --test test.npz --methods ts,ts-grid,dir-odir --seeds 5 --json
+      calibkit compare --file cifar10_resnet20.npz --split 0.5 --seeds 5 --methods ts,vector
     """
     from . import posthoc
     from .io import load_split
-    from .posthoc.compare import COLUMNS, best_per_column, cell, compare_methods
+    from .posthoc.compare import (
+        COLUMNS,
+        best_per_column,
+        cell,
+        compare_methods,
+        compare_resplit,
+    )
 
+    if fraction is not None and (val or test or not both):
+        raise click.UsageError("--split divides one file: pass --file FILE, not --val/--test")
     if both:
         val = val or both
         test = test or both
     if not val or not test:
         raise click.UsageError(
-            "pass --val FILE and --test FILE, or --file FILE holding both splits"
+            "pass --val FILE and --test FILE, or --file FILE holding both splits (or one "
+            "split, with --split 0.5)"
         )
     specs = [m.strip() for m in methods.split(",") if m.strip()] if methods is not None else None
     if specs == []:
@@ -599,23 +619,29 @@ def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
     for m in specs or []:  # every spec is checked before any data is read or fitted
         if m != "uncalibrated":
             posthoc.create(m)
-    zv, yv = load_split(val, "val")
-    zt, yt = load_split(test, "test")
     with _progress(len(specs or []) or 12, "fitting", not as_json) as tick:
-        results = compare_methods(
-            (zv, yv),
-            (zt, yt),
-            specs,
-            seeds=seeds,
-            bootstrap=bootstrap,
-            progress=(lambda _m: tick(1)) if tick else None,
-        )
+        ticks = (lambda _m: tick(1)) if tick else None
+        if fraction is None:
+            zv, yv = load_split(val, "val")
+            zt, yt = load_split(test, "test")
+            results = compare_methods(
+                (zv, yv), (zt, yt), specs, seeds=seeds, bootstrap=bootstrap, progress=ticks
+            )
+            title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
+        else:
+            z, y = load_split(both, "test")
+            results = compare_resplit(z, y, specs, fraction=fraction, seeds=seeds,
+                                      bootstrap=bootstrap, progress=ticks)  # fmt: skip
+            n_cal = round(fraction * len(y))
+            title = (f"{seeds} stratified splits of {len(y)} samples: fitted on about {n_cal}, "
+                     f"tested on the other {len(y) - n_cal}")  # fmt: skip
     if as_json:
         click.echo(
             json.dumps(
                 {
                     "val": str(val),
                     "test": str(test),
+                    "split": fraction,
                     "seeds": seeds,
                     "bootstrap": bootstrap,
                     "methods": results,
@@ -627,7 +653,7 @@ def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
     from rich.table import Table
 
     best = best_per_column(results)
-    table = Table(title=f"fitted on {len(yv)} samples, tested on {len(yt)}", title_justify="left")
+    table = Table(title=title, title_justify="left")
     table.add_column("method")
     for c in COLUMNS:
         table.add_column(c, justify="right")
@@ -639,7 +665,10 @@ def compare(val, test, both, methods, seeds, bootstrap, as_json) -> None:
     console.print(table)
     if bootstrap:
         console.print("intervals: use --json (95 % bootstrap intervals for every cell)")
-    console.print("* best in column; ± std over seeds for methods with randomness")
+    console.print(
+        "* best in column; ± std over "
+        + ("the splits" if fraction is not None else "seeds for methods with randomness")
+    )
 
 
 @cli.command(context_settings=CONTEXT)

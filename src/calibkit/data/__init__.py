@@ -32,7 +32,10 @@ from .files import (
     cifar10_1,
     cifar10_2,
     cifar_c,
+    channel_stats,
     folder,
+    idx_dataset,
+    read_idx,
     read_python_batch,
     svhn,
     tiny_imagenet,
@@ -47,6 +50,16 @@ REGISTRY.register("cifar10.1")(cifar10_1)
 REGISTRY.register("cifar10.2")(cifar10_2)
 REGISTRY.register("bloodmnist")(bloodmnist)
 REGISTRY.register("folder")(folder)
+
+
+@REGISTRY.register("mnist")
+def _mnist(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+    return idx_dataset(root=root, name="mnist", val_size=val_size, split_seed=split_seed)
+
+
+@REGISTRY.register("fashion-mnist")
+def _fashion_mnist(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+    return idx_dataset(root=root, name="fashion-mnist", val_size=val_size, split_seed=split_seed)
 
 
 @REGISTRY.register("cifar10")
@@ -90,10 +103,12 @@ __all__ = [
     "DataFileError",
     "LazyImages",
     "Split",
+    "channel_stats",
     "create",
     "hold_out",
     "input_bounds",
     "names",
+    "read_idx",
     "read_python_batch",
     "to_inputs",
 ]

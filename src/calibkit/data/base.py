@@ -23,9 +23,11 @@ class DataFileError(ValueError):
 
 class LazyImages:
     """Image files read on demand (class-per-folder trees, Tiny-ImageNet): indexing with a
-    tensor of positions returns uint8 (n, 3, H, W), every image resized to ``size``."""
+    tensor of positions returns uint8 (n, 3, H, W). With ``size`` (H, W) every image is
+    resized to it; with ``size=None`` images keep their native size, which must then be the
+    same for all (a mixed tree is refused, naming the first image that differs)."""
 
-    def __init__(self, paths: Sequence[Path], size: tuple[int, int]) -> None:
+    def __init__(self, paths: Sequence[Path], size: tuple[int, int] | None) -> None:
         self.paths, self.size = list(paths), size
 
     def __len__(self) -> int:
@@ -34,18 +36,33 @@ class LazyImages:
     def subset(self, idx: Tensor) -> LazyImages:
         return LazyImages([self.paths[i] for i in idx.tolist()], self.size)
 
-    def __getitem__(self, idx: Tensor) -> Tensor:
+    def read(self, i: int) -> Tensor:
+        """Image ``i`` as uint8 (3, H, W)."""
         from PIL import Image
 
-        out = []
-        for i in idx.tolist():
-            try:
-                with Image.open(self.paths[i]) as im:
-                    im = im.convert("RGB").resize(self.size[::-1])
-                    out.append(torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1))
-            except OSError as err:
-                raise DataFileError(f"{self.paths[i]}: not a readable image ({err})") from None
+        try:
+            with Image.open(self.paths[i]) as im:
+                im = im.convert("RGB")
+                if self.size is not None and im.size != self.size[::-1]:
+                    im = im.resize(self.size[::-1])
+                return torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1)
+        except OSError as err:
+            raise DataFileError(f"{self.paths[i]}: not a readable image ({err})") from None
+
+    def __getitem__(self, idx: Tensor) -> Tensor:
+        out = [self.read(i) for i in idx.tolist()]
+        first = out[0].shape if out else None
+        for i, im in zip(idx.tolist(), out, strict=True):
+            if im.shape != first:
+                raise DataFileError(
+                    f"{self.paths[i]}: {im.shape[1]}x{im.shape[2]} pixels where other images "
+                    f"are {first[1]}x{first[2]}; pass size=N to resize every image"
+                )
         return torch.stack(out)
+
+    def load(self) -> Tensor:
+        """Every image decoded into one uint8 (N, 3, H, W) tensor (for sets that fit in memory)."""
+        return self[torch.arange(len(self))]
 
 
 @dataclass

@@ -14,7 +14,8 @@ it expected and what layout.
 | ``cifar10.1`` | ``cifar10.1_<version>_data.npy`` and ``cifar10.1_<version>_labels.npy`` |
 | ``cifar10.2`` | ``cifar102_test.npz`` (``images``, ``labels``) |
 | ``bloodmnist`` | ``bloodmnist.npz`` as MedMNIST ships it (``{train,val,test}_{images,labels}``) |
-| ``folder`` | ``<class>/<image>`` (ImageNet, ImageNet-v2: one folder per class) |
+| ``folder`` | ``<class>/<image>`` (ImageNet, ImageNet-v2: one folder per class), or |
+| | ``train/<class>/<image>`` and ``test/<class>/<image>`` |
 
 The CIFAR python batches are pickles; they are read by an unpickler that can build only
 plain containers and NumPy arrays, so a tampered file cannot run code. Training sets hold
@@ -298,12 +299,8 @@ def bloodmnist(*, root: Any = None) -> DataBundle:
     )
 
 
-def folder(
-    *, root: Any = None, size: int = 224, val_size: int = 0, split_seed: int = 0
-) -> DataBundle:
-    """A class-per-folder image tree (sorted class names; numerically when all are numbers, as
-    in ImageNet-v2). All images form the test split, unless ``val_size`` holds some out."""
-    base = _root(root)
+def _class_tree(base: Path) -> tuple[list[str], list[Path], list[int]]:
+    """Class names (numeric names sorted as numbers), image paths and their labels."""
     classes = [p.name for p in base.iterdir() if p.is_dir()]
     if not classes:
         raise DataFileError(f"{base}: expected one sub-folder of images per class, found none")
@@ -317,15 +314,168 @@ def folder(
         raise DataFileError(
             f"{base}: no images (suffixes {', '.join(sorted(IMAGE_SUFFIXES))}) in the class folders"
         )
-    test = Split(LazyImages(paths, (size, size)), torch.tensor(labels))
-    bundle = DataBundle(
-        base.name,
-        len(classes),
-        (3, size, size),
-        test,
-        mean=IMAGENET_STATS[0],
-        std=IMAGENET_STATS[1],
+    return classes, paths, labels
+
+
+def _tree_split(base: Path, size: int | None, in_memory: bool) -> tuple[list[str], Split]:
+    classes, paths, labels = _class_tree(base)
+    images = LazyImages(paths, None if size is None else (size, size))
+    x = images.load() if in_memory else images
+    return classes, Split(x, torch.tensor(labels))
+
+
+def channel_stats(split: Split, chunk: int = 4096) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and standard deviation of a split's uint8 images, in [0, 1] units."""
+    total = torch.zeros(3, dtype=torch.float64)
+    square = torch.zeros(3, dtype=torch.float64)
+    count = 0
+    for start in range(0, len(split), chunk):
+        x = split.x[torch.arange(start, min(start + chunk, len(split)))].double() / 255
+        total += x.sum((0, 2, 3))
+        square += x.square().sum((0, 2, 3))
+        count += x.shape[0] * x.shape[2] * x.shape[3]
+    mean = total / count
+    std = (square / count - mean.square()).clamp_min(0).sqrt()
+    return tuple(mean.tolist()), tuple(std.tolist())
+
+
+def _stats(name: str, value: Any) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"{name}: expected numbers such as 0.485/0.456/0.406, got {value!r}")
+    if len(values) == 1:
+        values = values * 3
+    if len(values) != 3 or (name == "std" and min(values) <= 0):
+        raise ValueError(f"{name}: expected 3 per-channel values (std > 0), got {value!r}")
+    return tuple(float(v) for v in values)
+
+
+def folder(
+    *,
+    root: Any = None,
+    size: int | None = None,
+    mean: Any = None,
+    std: Any = None,
+    val_size: int | None = None,
+    split_seed: int = 0,
+    in_memory: bool = False,
+) -> DataBundle:
+    """A class-per-folder image tree: either ``root/<class>/<image>`` (every image is the
+    test split, as ImageNet-v2 ships) or ``root/train/<class>/…`` and ``root/test/<class>/…``
+    (both found by themselves; the class folders of the two must agree).
+
+    - ``size``: resize every image to size x size; by default images keep their native
+      resolution (all must share it).
+    - ``mean``, ``std``: the normalisation, per channel in [0, 1] units (e.g.
+      ``mean=0.485/0.456/0.406``). By default they are measured on the training split; a
+      test-only tree without them uses ImageNet's.
+    - ``val_size``: images of the training split held out for validation (default 5,000 or a
+      tenth of the split, whichever is smaller; 0 for a test-only tree, where a value holds
+      out part of the test split).
+    - ``in_memory``: decode every image once at load (CIFAR-sized trees: 60,000 images are
+      180 MB) instead of at every batch.
+    """
+    base = _root(root)
+    mean, std = _stats("mean", mean), _stats("std", std)
+    if (mean is None) != (std is None):
+        raise ValueError("mean, std: give both or neither")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise ValueError(f"size: expected a positive number of pixels, got {size!r}")
+    if (base / "train").is_dir() and (base / "test").is_dir():
+        classes, train = _tree_split(base / "train", size, in_memory)
+        test_classes, test = _tree_split(base / "test", size, in_memory)
+        if test_classes != classes:
+            raise DataFileError(
+                f"{base}: train/ and test/ hold different class folders "
+                f"({len(classes)} and {len(test_classes)}: {sorted(set(classes) ^ set(test_classes))[:3]})"
+            )
+        if mean is None:
+            mean, std = channel_stats(train)
+        n_val = min(5000, len(train) // 10) if val_size is None else val_size
+        val = None
+        if n_val:
+            train, val = hold_out(train, n_val, split_seed)
+    else:
+        classes, test = _tree_split(base, size, in_memory)
+        train = val = None
+        mean, std = (mean, std) if mean is not None else IMAGENET_STATS
+        if val_size:
+            test, val = hold_out(test, val_size, split_seed)
+    first = test.x[torch.arange(1)] if isinstance(test.x, LazyImages) else test.x[:1]
+    return DataBundle(
+        base.name, len(classes), tuple(first.shape[1:]), test, train, val, mean, std,
+        augment="crop-flip" if train is not None else None,
+    )  # fmt: skip
+
+
+IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+MNIST_STATS = ((0.1307,), (0.3081,))
+FASHION_MNIST_STATS = ((0.2860,), (0.3530,))
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """One IDX file (LeCun's MNIST format; gzip-compressed when the name ends in .gz): the
+    magic 0x0000, a type byte, the number of dimensions, big-endian int32 sizes, then data."""
+    import gzip
+
+    path = Path(path)
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile) as err:
+        raise DataFileError(f"{path}: not a readable IDX file ({err})") from None
+    if len(raw) < 4 or raw[:2] != b"\0\0" or raw[2] not in IDX_TYPES or raw[3] == 0:
+        raise DataFileError(f"{path}: not an IDX file (bad magic number {raw[:4].hex()})")
+    ndim, dtype = raw[3], np.dtype(IDX_TYPES[raw[2]])
+    shape = tuple(int(v) for v in np.frombuffer(raw, ">i4", ndim, 4))
+    want = 4 + 4 * ndim + dtype.itemsize * int(np.prod(shape))
+    if len(raw) != want:
+        raise DataFileError(f"{path}: {len(raw)} bytes where shape {shape} needs {want}")
+    return (
+        np.frombuffer(raw, dtype, offset=4 + 4 * ndim)
+        .reshape(shape)
+        .astype(dtype.newbyteorder("="))
     )
-    if val_size:
-        bundle.test, bundle.val = hold_out(test, val_size, split_seed)
-    return bundle
+
+
+def _idx_file(base: Path, stem: str) -> Path | None:
+    """``stem`` under ``base``, raw or .gz, with any prefix (``mnist_t10k-…`` as some ship it)."""
+    found = sorted(p for p in base.iterdir() if p.name.endswith((stem, stem + ".gz")))
+    return found[0] if found else None
+
+
+def _idx_split(base: Path, part: str) -> Split | None:
+    images = _idx_file(base, f"{part}-images-idx3-ubyte")
+    labels = _idx_file(base, f"{part}-labels-idx1-ubyte")
+    if images is None and labels is None:
+        return None
+    if images is None or labels is None:
+        missing = f"{part}-{'images-idx3' if images is None else 'labels-idx1'}-ubyte[.gz]"
+        raise DataFileError(f"missing {base / missing} beside {(images or labels).name}")
+    x, y = read_idx(images), read_idx(labels)
+    if x.ndim != 3 or x.dtype != np.uint8 or y.ndim != 1 or len(x) != len(y):
+        raise DataFileError(
+            f"{images}, {labels}: expected (N, H, W) uint8 images and N labels, got "
+            f"{x.shape} {x.dtype} and {y.shape}"
+        )
+    return Split(torch.from_numpy(x.copy()).unsqueeze(1), labels_tensor(y))
+
+
+def idx_dataset(
+    *, root: Any = None, name: str = "mnist", val_size: int = 5000, split_seed: int = 0
+) -> DataBundle:
+    """MNIST-format IDX files under ``root``: ``train-images-idx3-ubyte``,
+    ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``, raw or
+    ``.gz``, with or without a name prefix. The training pair is optional (a test-only set)."""
+    base = _root(root)
+    test = _idx_split(base, "t10k")
+    if test is None:
+        raise DataFileError(
+            f"missing {base}/t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz]"
+        )
+    train = _idx_split(base, "train")
+    stats = FASHION_MNIST_STATS if name == "fashion-mnist" else MNIST_STATS
+    if train is None:
+        return DataBundle(name, 10, tuple(test.x.shape[1:]), test, mean=stats[0], std=stats[1])
+    return _with_val(name, 10, train, test, stats, val_size, split_seed, augment=None)

@@ -12,9 +12,11 @@ fills in from the data, plus the model's own settings:
 from __future__ import annotations
 
 import math
+import os
 
 from ..registry import Registry
 from .base import Classifier
+from .checkpoint import CheckpointError, load_checkpoint, read_state_dict
 from .others import cnn, densenet121, mlp, vgg16
 from .resnet import cifar_resnet, resnet50, wrn
 
@@ -30,14 +32,16 @@ def _channels(input_shape: Shape) -> int:
     return int(input_shape[0])
 
 
-@REGISTRY.register("resnet32")
-def _resnet32(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
-    return cifar_resnet(32, num_classes, _channels(input_shape))
+def _register_cifar_resnet(depth: int) -> None:
+    def factory(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+        return cifar_resnet(depth, num_classes, _channels(input_shape))
+
+    factory.__doc__ = f"ResNet-{depth} for CIFAR (option-A shortcuts)."
+    REGISTRY.register(f"resnet{depth}")(factory)
 
 
-@REGISTRY.register("resnet110")
-def _resnet110(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
-    return cifar_resnet(110, num_classes, _channels(input_shape))
+for _depth in (20, 32, 44, 56, 110):
+    _register_cifar_resnet(_depth)
 
 
 @REGISTRY.register("resnet50")
@@ -80,9 +84,19 @@ def names() -> list[str]:
     return REGISTRY.names()
 
 
-def create(spec: str, **overrides) -> Classifier:
-    """A model from a spec such as ``"resnet110"`` or ``"mlp:hidden=512"``."""
-    return REGISTRY.create(spec, **overrides)
+def create(spec: str, checkpoint: str | os.PathLike | None = None, **overrides) -> Classifier:
+    """A model from a spec such as ``"resnet110"`` or ``"mlp:hidden=512"``, with the weights
+    of ``checkpoint`` loaded when one is given (see :func:`load_checkpoint`)."""
+    model = REGISTRY.create(spec, **overrides)
+    return model if checkpoint is None else load_checkpoint(model, checkpoint)
 
 
-__all__ = ["REGISTRY", "Classifier", "create", "names"]
+__all__ = [
+    "REGISTRY",
+    "CheckpointError",
+    "Classifier",
+    "create",
+    "load_checkpoint",
+    "names",
+    "read_state_dict",
+]

@@ -21,6 +21,8 @@ class Classifier(nn.Module):
         self.num_features = num_features
         self.num_classes = num_classes
         self.head: nn.Module = nn.Linear(num_features, num_classes)
+        #: other codebases' module names → calibkit's, for importing their checkpoints
+        self.layout: dict[str, str] = {}
 
     def forward_features(self, x: Tensor) -> Tensor:
         """(N, num_features) features of inputs ``x``."""

@@ -1,8 +1,11 @@
 """CIFAR-style residual networks for 32 x 32 inputs.
 
-- ``resnet32``, ``resnet110``: He et al. 2016 (§4.2): a 3x3 stem of 16 channels, three
-  stages of n basic blocks (16, 32, 64 channels, depth 6n + 2), identity shortcuts with
-  zero-padded channels where the shape changes (option A). 0.46M and 1.7M parameters.
+- ``resnet20``, ``resnet32``, ``resnet44``, ``resnet56``, ``resnet110``: He et al. 2016
+  (§4.2): a 3x3 stem of 16 channels, three stages of n basic blocks (16, 32, 64 channels,
+  depth 6n + 2), identity shortcuts with stride-2 subsampling and zero-padded channels where
+  the shape changes (option A). 0.27M, 0.46M, 0.66M, 0.86M and 1.7M parameters. Their
+  ``layout`` maps the module names of the common published checkpoints (``conv1``, ``bn1``,
+  ``layer{1,2,3}.N``, ``linear``) to calibkit's, for :func:`~calibkit.models.load_checkpoint`.
 - ``resnet50``: the bottleneck ResNet-50 (stages of 3, 4, 6, 3 blocks, 64…512 channels,
   expansion 4) with a 3x3 stride-1 stem and no max-pool, as trained on CIFAR by the
   focal-loss calibration papers (Mukhoti et al. 2020, whose code MaC-Cal and BSCE-GRA
@@ -54,6 +57,9 @@ def cifar_resnet(depth: int, num_classes: int = 10, in_channels: int = 3) -> Cla
             layers.append(BasicBlock(cin, width, 2 if i and not j else 1))
             cin = width
     model = Classifier(pooled(*layers), 64, num_classes)
+    model.layout = {"conv1": "features.0", "bn1": "features.1", "linear": "head"} | {
+        f"layer{i + 1}.{j}": f"features.{3 + i * n + j}" for i in range(3) for j in range(n)
+    }
     _init(model)
     return model
 
