@@ -110,7 +110,7 @@ def test_broken_idx_files_get_one_line_errors(tmp_path):
     )
     with pytest.raises(DataFileError, match="bytes where shape"):
         read_idx(tmp_path / "t10k-images-idx3-ubyte")
-    with pytest.raises(DataFileError, match="missing .*t10k-labels-idx1-ubyte"):
+    with pytest.raises(DataFileError, match=r"missing .*t10k-labels-idx1-ubyte"):
         data.create(f"mnist:root={tmp_path}")
     (tmp_path / "x.gz").write_bytes(b"not gzip")
     with pytest.raises(DataFileError, match="not a readable IDX file"):

@@ -64,8 +64,8 @@ def test_calibkit_layout_and_safetensors_load_too(tmp_path):
     torch.save({"model": source.state_dict()}, tmp_path / "m.pt")
     for name in ("m.safetensors", "m.pt"):
         loaded = load_checkpoint(models.create("resnet20"), tmp_path / name)
-        assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(),
-                                                      source.state_dict().values(), strict=True))  # fmt: skip
+        pairs = zip(loaded.state_dict().values(), source.state_dict().values(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs)
 
 
 def test_checkpoints_that_do_not_fit_name_the_keys(tmp_path):

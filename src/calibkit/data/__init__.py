@@ -28,11 +28,11 @@ from .builtin import digits, gaussian_toy
 from .files import (
     CORRUPTIONS,
     bloodmnist,
+    channel_stats,
     cifar,
     cifar10_1,
     cifar10_2,
     cifar_c,
-    channel_stats,
     folder,
     idx_dataset,
     read_idx,

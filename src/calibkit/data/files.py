@@ -388,8 +388,8 @@ def folder(
         test_classes, test = _tree_split(base / "test", size, in_memory)
         if test_classes != classes:
             raise DataFileError(
-                f"{base}: train/ and test/ hold different class folders "
-                f"({len(classes)} and {len(test_classes)}: {sorted(set(classes) ^ set(test_classes))[:3]})"
+                f"{base}: train/ and test/ hold different class folders (not in both: "
+                f"{', '.join(sorted(set(classes) ^ set(test_classes))[:3])})"
             )
         if mean is None:
             mean, std = channel_stats(train)

@@ -2,9 +2,9 @@
 
 :func:`load_checkpoint` reads a file with ``torch.load(weights_only=True)`` (no code runs on
 load) or safetensors, finds the state dict (the file itself, or its ``state_dict`` or
-``model`` entry), drops a ``module.`` prefix (``DataParallel``), fills batch-norm counters that files
-older than PyTorch 0.4.1 lack and, where the names are not
-calibkit's, renames them through the model's ``layout``: a map from another codebase's
+``model`` entry), drops a ``module.`` prefix (``DataParallel``), fills the batch-norm
+counters that files older than PyTorch 0.4.1 lack and, where the names are not calibkit's,
+renames them through the model's ``layout``: a map from another codebase's
 module names to calibkit's. The CIFAR ResNets declare the layout of the widely used
 ``akamaster/pytorch_resnet_cifar10`` checkpoints (``conv1``, ``bn1``, ``layer{1,2,3}.N``,
 ``linear``). Every missing or unexpected key and every shape that does not fit is named in
