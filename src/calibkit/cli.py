@@ -701,6 +701,12 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
 )
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option(
+    "--checkpoint",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Pretrained weights to start from; with --stage2 they are stage 1 (no training).",
+)
+@click.option(
     "--stage2",
     default=None,
     help="Then retrain the head: maccal[:width=128,adaptive=decaying,gamma=0.9,...].",
@@ -717,8 +723,8 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
 @json_option
 def train(
     data_spec, model, loss, epochs, batch_size, lr, momentum, weight_decay, schedule, mixup,
-    seed, extra, record_learned_epochs, record_grad_norms, device, stage2, source, output,
-    resume, as_json,
+    seed, extra, record_learned_epochs, record_grad_norms, device, checkpoint, stage2, source,
+    output, resume, as_json,
 ) -> None:  # fmt: skip
     """Train a model and write its logits for val, test and extra splits (the format
     `calibkit compare --file` reads), its per-epoch history and a checkpoint per epoch.
@@ -731,6 +737,8 @@ def train(
       calibkit train ... -o runs/x --resume          # after a crash: finishes the same run
       calibkit train ... --stage2 maccal -o runs/m   # + MaC-Cal (stage 1 in runs/m/stage1)
       calibkit train --from runs/x --stage2 maccal:adaptive=static -o runs/x-maccal
+      calibkit train --data folder:root=~/cifar10-jpeg --model resnet20 \\
+          --checkpoint resnet20.th --stage2 maccal -o runs/r20-maccal   # on pretrained weights
       torchrun --nproc-per-node 2 -m calibkit train ...   # data-parallel (gloo on CPU)
     """
     from .training import TrainConfig
@@ -755,9 +763,14 @@ def train(
             data=data_spec, model=model, loss=loss, epochs=epochs, batch_size=batch_size, lr=lr,
             momentum=momentum, weight_decay=weight_decay, schedule=schedule, mixup=mixup,
             seed=seed, extra=list(extra), record_learned_epochs=record_learned_epochs,
-            record_grad_norms=grad_epochs, device=device,
+            record_grad_norms=grad_epochs, device=device, checkpoint=checkpoint,
         ).check()  # fmt: skip
     stage1 = Path(output) / "stage1" if settings else Path(output)
+    if checkpoint and settings:
+        from .training.runs import pretrained_run
+
+        _stage2(pretrained_run(config, stage1), settings, output, device, as_json)
+        return
     with _progress(1, "training", not as_json) as tick:
         result = run_training(config, stage1, resume=resume, progress=tick)
     if settings:
@@ -775,8 +788,21 @@ def train(
     )
 
 
+def pretrained_options(f):
+    """--model, --checkpoint and --data: a pretrained network instead of a run folder."""
+    f = click.option("--data", "data_spec", default=None, help="Dataset spec (with --checkpoint).")(
+        f
+    )
+    f = click.option(
+        "--checkpoint", default=None, type=click.Path(dir_okay=False),
+        help="Pretrained weights (torch or safetensors; the common CIFAR-ResNet layout too).",
+    )(f)  # fmt: skip
+    return click.option("--model", default=None, help="Model spec (with --checkpoint).")(f)
+
+
 @cli.command(context_settings=CONTEXT)
-@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.argument("run_dir", type=click.Path(file_okay=False), required=False)
+@pretrained_options
 @click.option(
     "--gamma-pool", default="1", show_default=True, help="Focal γ values to choose from by ECE."
 )
@@ -798,15 +824,22 @@ def train(
     help="Folder for the calibrated logits (default RUN_DIR/clamp).",
 )  # fmt: skip
 @json_option
-def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, output, as_json):
-    """Neural Clamping on a finished run: learn an input perturbation δ and a temperature T
-    on its validation split, then write calibrated logits of every split in the format
-    `calibkit compare --file` reads, and δ and T (clamping.safetensors).
+def clamp(
+    run_dir, model, checkpoint, data_spec, gamma_pool, init, epochs, lr, batch_size, lam, seed,
+    device, output, as_json,
+):  # fmt: skip
+    """Neural Clamping on a finished run, or on any pretrained network (--model, --checkpoint,
+    --data): learn an input perturbation δ and a temperature T on the validation split, then
+    write calibrated logits of every split in the format `calibkit compare --file` reads,
+    and δ and T (clamping.safetensors). A pretrained network's uncalibrated run is written
+    to OUTPUT/pretrained first.
 
     \b
     Examples:
       calibkit clamp runs/x                          # writes runs/x/clamp/logits.npz
       calibkit clamp runs/x --gamma-pool 1/2/3 --init data -o runs/x-nc --json
+      calibkit clamp --model resnet20 --checkpoint resnet20.th \\
+          --data folder:root=~/cifar10-jpeg,mean=0.485/0.456/0.406,std=0.229/0.224/0.225 -o nc
     """
     from . import data as data_mod
     from .io import save_npz
@@ -816,6 +849,7 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
 
     with _options_named():
         dev = pick_device(device)
+    run_dir = _pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output)
     config, bundle, model, _ = load_run(run_dir, device)
     bounds = data_mod.input_bounds(bundle)
     if init == "data" and bounds is None:
@@ -829,7 +863,7 @@ def clamp(run_dir, gamma_pool, init, epochs, lr, batch_size, lam, seed, device, 
         )  # fmt: skip
     if bundle.val is None:
         raise ValueError(f"{run_dir}: the run has no validation split to calibrate on")
-    nc.fit(data_mod.to_inputs(bundle.val.x, bundle, dev), bundle.val.y.to(dev))
+    nc.fit(data_mod.to_inputs(bundle.val.stored(), bundle, dev), bundle.val.y.to(dev))
     out = Path(output) if output else Path(run_dir) / "clamp"
     arrays = {}
     for name, split in bundle.splits().items():
@@ -972,6 +1006,28 @@ def report(db, out) -> None:
         f"{info['runs']} runs: {info['tables']} tables, {info['figures']} figures written to "
         f"{out}/report.md and {out}/report.html"
     )
+
+
+def _pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output) -> Path:
+    """RUN_DIR, or the run folder written for --model/--checkpoint/--data under OUTPUT."""
+    given = [o for o, v in (("--model", model), ("--checkpoint", checkpoint),
+                            ("--data", data_spec)) if v is not None]  # fmt: skip
+    if run_dir is not None:
+        if given:
+            raise click.UsageError(f"give RUN_DIR or {', '.join(given)}, not both")
+        return Path(run_dir)
+    if len(given) < 3 or output is None:
+        raise click.UsageError(
+            "give a finished RUN_DIR, or a pretrained network: --model, --checkpoint, --data "
+            "and -o OUTPUT"
+        )
+    from .training import TrainConfig
+    from .training.runs import pretrained_run
+
+    with _options_named():
+        config = TrainConfig(data=data_spec, model=model, checkpoint=checkpoint, device=device)
+        config.check()
+    return pretrained_run(config, Path(output) / "pretrained")
 
 
 def _stage2(source, settings, output, device: str, as_json: bool) -> None:

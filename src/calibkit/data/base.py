@@ -75,6 +75,10 @@ class Split:
     def __len__(self) -> int:
         return len(self.y)
 
+    def stored(self) -> Tensor:
+        """Every stored input as one tensor (lazy images decoded)."""
+        return self.x.load() if isinstance(self.x, LazyImages) else self.x
+
     def take(self, idx: Tensor) -> tuple[Tensor, Tensor]:
         """The stored inputs and labels at positions ``idx``."""
         return self.x[idx], self.y[idx]

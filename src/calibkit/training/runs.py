@@ -1,4 +1,5 @@
-"""Finished runs on disk: load one back, and run MaC-Cal stage 2 on it.
+"""Finished runs on disk: load one back, make one from a pretrained checkpoint, and run
+MaC-Cal stage 2 on it.
 
 A run folder written by :func:`calibkit.training.train` holds ``run.json`` (its
 configuration) and ``model.safetensors``; :func:`load_run` rebuilds the data and the model
@@ -43,7 +44,7 @@ def load_run(
     info = _read_run(path)
     known = {f.name for f in fields(TrainConfig)}
     config = TrainConfig(**{k: v for k, v in info["config"].items() if k in known})
-    bundle, model, _ = build(config)
+    bundle, model, _ = build(config, pretrained=False, need_train=False)
     if "stage2" in info:
         s2 = MacCalConfig(**info["stage2"])
         model.head = MaskedHead(
@@ -69,6 +70,8 @@ def run_stage2(
     if "stage2" in info:
         raise TrainingError(f"{source} is already a stage-2 run; start from its stage-1 run")
     dev = pick_device(device)
+    if bundle.train is None:
+        raise TrainingError(f"{source}: its data has no training split for stage 2")
     model, history = stage2(model, bundle, settings, dev, progress=progress)
     record = provenance(config, dev, bundle.augment) | {
         "stage2": asdict(settings),
@@ -77,3 +80,23 @@ def run_stage2(
     out = Path(out)
     write_run(out, model, bundle, dev, history, record)
     return history
+
+
+def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
+    """A run folder for ``config.checkpoint``'s pretrained network, without training: its
+    logits of every split but train, its weights and a ``run.json`` naming the checkpoint.
+    Everything that takes a run (``calibkit clamp``, stage 2, ``compare``) then takes it."""
+    if config.checkpoint is None:
+        raise TrainingError("checkpoint: a pretrained run needs a checkpoint file")
+    bundle, model, _ = build(config, need_train=False)
+    dev = pick_device(config.device)
+    if bundle.val is None:
+        raise TrainingError(
+            f"data: {config.data!r} has no validation split to calibrate on; hold one out "
+            "(val_size=N in the data spec)"
+        )
+    record = provenance(config, dev, bundle.augment) | {
+        "pretrained": str(Path(config.checkpoint).resolve())
+    }
+    write_run(Path(out), model.to(dev).eval(), bundle, dev, [], record)
+    return Path(out)

@@ -74,6 +74,7 @@ class TrainConfig:
     record_learned_epochs: bool = False
     record_grad_norms: list[int] = field(default_factory=list)
     device: str = "auto"
+    checkpoint: str | None = None
 
     def check(self) -> TrainConfig:
         """Validate every field, building nothing heavy; returns self."""
@@ -90,6 +91,8 @@ class TrainConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
         pick_device(self.device)
+        if self.checkpoint is not None and not Path(self.checkpoint).is_file():
+            raise ValueError(f"checkpoint: no such file {self.checkpoint}")
         milestones(self.schedule, self.epochs)
         losses.create(self.loss)
         for spec, registry in ((self.model, models.REGISTRY), (self.data, data.REGISTRY)):
@@ -189,10 +192,14 @@ def _val_metrics(logits: Tensor, labels: Tensor) -> dict[str, float]:
     }
 
 
-def build(config: TrainConfig) -> tuple[data.DataBundle, nn.Module, losses.Loss]:
-    """The data (with extra splits), the freshly initialised model and the loss of a run."""
+def build(
+    config: TrainConfig, *, pretrained: bool = True, need_train: bool = True
+) -> tuple[data.DataBundle, nn.Module, losses.Loss]:
+    """The data (with extra splits), the model and the loss of a run. The model is freshly
+    initialised, or holds ``config.checkpoint``'s weights where one is given (unless
+    ``pretrained=False``: a finished run's own weights are loaded instead)."""
     bundle = data.create(config.data)
-    if bundle.train is None or bundle.val is None:
+    if need_train and (bundle.train is None or bundle.val is None):
         raise ValueError(f"data: {config.data!r} has no training split; use it with --extra")
     for spec in config.extra:
         name = parse_spec(spec)[0]
@@ -215,8 +222,9 @@ def build(config: TrainConfig) -> tuple[data.DataBundle, nn.Module, losses.Loss]
                 f"data: labels of split {name!r} must lie in [0, {bundle.num_classes - 1}]"
             )
     torch.manual_seed(config.seed)
+    checkpoint = config.checkpoint if pretrained else None
     model = models.create(
-        config.model, num_classes=bundle.num_classes, input_shape=bundle.input_shape
+        config.model, checkpoint, num_classes=bundle.num_classes, input_shape=bundle.input_shape
     )
     return bundle, model, losses.create(config.loss)
 

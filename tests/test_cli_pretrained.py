@@ -1,0 +1,117 @@
+"""Model-level methods on any pretrained network: `calibkit clamp` and MaC-Cal stage 2 given
+--model, --checkpoint and a data spec instead of a calibkit run folder."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from calibkit import models
+from calibkit.cli import main
+from tests.data.test_real_formats import write_tree
+from tests.models.test_checkpoint import published_layout
+
+
+@pytest.fixture
+def pretrained(tmp_path):
+    root = tmp_path / "tree"
+    write_tree(root, "train", ["a", "b", "c"], 12, size=(16, 16))
+    write_tree(root, "test", ["a", "b", "c"], 4, size=(16, 16), seed=1)
+    torch.manual_seed(0)
+    net = models.create("resnet20", num_classes=3)
+    torch.save({"state_dict": published_layout(net)}, tmp_path / "r20.th")
+    return f"folder:root={root},val_size=9", tmp_path / "r20.th", net
+
+
+def run_json(argv, capsys):
+    try:
+        main([*argv, "--json"])
+    except SystemExit as e:
+        assert e.code in (0, None), capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture(scope="module")
+def digits_checkpoint(tmp_path_factory):
+    """A CNN trained for 6 epochs on digits by calibkit: its weights are the checkpoint."""
+    out = tmp_path_factory.mktemp("digits") / "run"
+    try:
+        main(["train", "--data", "digits", "--model", "cnn", "--epochs", "6", "--schedule",
+              "constant", "--lr", "0.05", "--device", "cpu", "-o", str(out), "--json"])  # fmt: skip
+    except SystemExit as e:
+        assert e.code in (0, None)
+    return out
+
+
+def test_clamp_takes_a_pretrained_network_and_writes_its_uncalibrated_run_beside(
+    digits_checkpoint, tmp_path, capsys
+):
+    out = tmp_path / "nc"
+    ckpt = digits_checkpoint / "model.safetensors"
+    argv = [
+        "clamp",
+        "--model",
+        "cnn",
+        "--checkpoint",
+        str(ckpt),
+        "--data",
+        "digits",
+        "-o",
+        str(out),
+    ]
+    report = run_json([*argv, "--epochs", "2", "--device", "cpu"], capsys)
+    assert report["output"] == str(out) and 0.01 <= report["temperature"] <= 100
+    base = np.load(out / "pretrained" / "logits.npz")
+    calibrated = np.load(out / "logits.npz")
+    assert base["logits_test"].shape == calibrated["logits_test"].shape == (497, 10)
+    # the uncalibrated logits are the checkpoint's network: those of the run it came from
+    trained = np.load(digits_checkpoint / "logits.npz")
+    assert np.allclose(base["logits_test"], trained["logits_test"], atol=1e-5)
+    assert np.array_equal(base["labels_test"], trained["labels_test"])
+
+
+def test_clamp_on_an_image_tree_reports_a_fit_with_no_optimum_in_one_line(
+    pretrained, tmp_path, capsys
+):
+    """An untrained network on random images has no signal: the best temperature is infinite.
+    The fit stops with the cause, rather than writing a diverged calibrator."""
+    spec, ckpt, _ = pretrained
+    with pytest.raises(SystemExit) as e:
+        main(["clamp", "--model", "resnet20", "--checkpoint", str(ckpt), "--data", spec,
+              "--epochs", "2", "--device", "cpu", "-o", str(tmp_path / "nc")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "neural clamping diverged" in err and "Traceback" not in err
+    assert (tmp_path / "nc" / "pretrained" / "logits.npz").exists()
+    assert not (tmp_path / "nc" / "logits.npz").exists()
+
+
+def test_stage2_runs_on_pretrained_weights_without_training_stage1(pretrained, tmp_path, capsys):
+    spec, ckpt, _ = pretrained
+    out = tmp_path / "m"
+    argv = ["train", "--data", spec, "--model", "resnet20", "--checkpoint", str(ckpt),
+            "--stage2", "maccal:epochs=2,batch_size=8", "--device", "cpu", "-o", str(out)]  # fmt: skip
+    report = run_json(argv, capsys)
+    assert len(report["stage2_history"]) == 2
+    run = json.loads((out / "stage1" / "run.json").read_text())
+    assert run["pretrained"] == str(ckpt.resolve()) and run["config"]["checkpoint"] == str(ckpt)
+    assert (out / "model.safetensors").exists()
+
+
+def test_pretrained_options_are_checked_before_anything_runs(pretrained, tmp_path, capsys):
+    spec, ckpt, _ = pretrained
+    with pytest.raises(SystemExit) as e:
+        main(["clamp", "--model", "resnet20", "--checkpoint", str(ckpt), "-o", str(tmp_path)])
+    assert e.value.code == 2 and "--model, --checkpoint, --data" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["clamp", "--model", "resnet20", "--checkpoint", str(tmp_path / "none.th"),
+              "--data", spec, "-o", str(tmp_path / "o")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--checkpoint: no such file" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as e:
+        main(["clamp", "--model", "resnet32", "--checkpoint", str(ckpt), "--data", spec,
+              "-o", str(tmp_path / "o")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "does not fit the model: missing layer1.3" in err
