@@ -91,8 +91,8 @@ def test_clamp_on_an_image_tree_reports_a_fit_with_no_optimum_in_one_line(
 def test_stage2_runs_on_pretrained_weights_without_training_stage1(pretrained, tmp_path, capsys):
     spec, ckpt, _ = pretrained
     out = tmp_path / "m"
-    argv = ["train", "--data", spec, "--model", "resnet20", "--checkpoint", str(ckpt),
-            "--stage2", "maccal:epochs=2,batch_size=8", "--device", "cpu", "-o", str(out)]  # fmt: skip
+    argv = ["train", "--data", spec, "--model", "resnet20", "--checkpoint", str(ckpt), "--stage2",
+            "maccal:epochs=2,batch_size=8", "--device", "cpu", "-o", str(out)]  # fmt: skip
     report = run_json(argv, capsys)
     assert len(report["stage2_history"]) == 2
     run = json.loads((out / "stage1" / "run.json").read_text())
