@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -907,21 +908,38 @@ def clamp(
     type=click.Path(file_okay=False), help="Folder for the store, run folders and the report.",
 )  # fmt: skip
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help="Store path.")
+@click.option(
+    "--data-root", default=None, type=click.Path(file_okay=False),
+    help="With the `real` preset: the folder of real data (logits/zoo, cifar10-jpeg, weights).",
+)  # fmt: skip
+@click.option(
+    "--doc", default=None, type=click.Path(dir_okay=False),
+    help="With the `real` preset: also write the report's markdown here (docs/real.md).",
+)  # fmt: skip
 @json_option
-def bench(spec, engine, workers, threads, address, out, db, as_json) -> None:
+def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_json) -> None:
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
     about 12 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
+    The `real` preset runs the papers' methods on real networks and images from
+    --data-root (about 20 minutes on 2 cores; docs/real.md).
 
     \b
     Examples:
       calibkit bench                                  # the default preset into calibkit-results/
       calibkit bench my-sweep.yaml --workers 2 -o results/
       calibkit bench paper-cifar --engine ray --address auto
+      calibkit bench real --data-root ../shared/data -o real-results --doc docs/real.md
     """
     from .bench.report import write_report
     from .bench.runner import run_bench
     from .bench.spec import load_spec
+
+    if spec == "real":
+        _bench_real(data_root, out, workers, doc, as_json)
+        return
+    if data_root or doc:
+        raise click.UsageError("--data-root and --doc belong to the `real` preset")
 
     plan = load_spec(spec)
     workers = workers or max(1, (os.cpu_count() or 1) // threads)
@@ -945,6 +963,33 @@ def bench(spec, engine, workers, threads, address, out, db, as_json) -> None:
         _print_bench_summary(summary, counts, store, report, failed)
     if failed:
         sys.exit(1)
+
+
+def _bench_real(data_root, out, workers, doc, as_json) -> None:
+    from .bench.real import check_root, plan, run_real
+    from .bench.real_report import write_real_report
+
+    if data_root is None:
+        raise click.UsageError("the `real` preset needs --data-root DIR (e.g. ../shared/data)")
+    base = check_root(data_root)
+    started = time.perf_counter()
+    with _progress(len(plan(base)), "bench real", not as_json) as tick:
+        ticks = (lambda done, total, _k: tick(done, total)) if tick else None
+        summary = run_real(base, out, workers=workers or 2, progress=ticks)
+    info = write_real_report(Path(out) / "results.sqlite", out, doc)
+    wall = time.perf_counter() - started
+    if as_json:
+        click.echo(json.dumps(summary | info | {"wall_seconds": wall}, indent=2, default=str))
+        return
+    console = _console()
+    for paper, claim, verdict, _ in info["verdicts"][1:]:
+        console.print(f"{paper}: {claim}: [bold]{verdict}[/bold]")
+    flagged = ", ".join(f"{k} {v}" for k, v in sorted(info["anomalies"].items())) or "none"
+    console.print(
+        f"{summary['done']} units run, {summary['skipped']} already done, {wall:.0f} s; "
+        f"anomalies: {flagged}\nreport: {out}/report.md and {out}/report.html"
+        + (f"; {doc}" if doc else "")
+    )
 
 
 def _failed_runs(store: Path, plan) -> list[dict]:

@@ -246,14 +246,14 @@ def anomaly_table(res: Results) -> list[list[str]]:
     return rows
 
 
-def _markdown(table: list[list[str]]) -> str:
+def markdown_table(table: list[list[str]]) -> str:
     head, *body = table
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
     return "\n".join(lines)
 
 
-def _html_table(table: list[list[str]]) -> str:
+def html_table(table: list[list[str]]) -> str:
     head, *body = table
 
     def cell(text: str, tag: str) -> str:
@@ -477,8 +477,8 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
             f"<h2>{html.escape(title)}</h2>" + (f"<p>{html.escape(text)}</p>" if text else "")
         )
         if table is not None:
-            md += [_markdown(table), ""]
-            page.append(_html_table(table))
+            md += [markdown_table(table), ""]
+            page.append(html_table(table))
     md.append("## Figures\n")
     page.append("<h2>Figures</h2>")
     for name, png in figures.items():

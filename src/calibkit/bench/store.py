@@ -198,19 +198,26 @@ class Store:
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
 
-    def set_sweep(self, methods: list[str], baseline: str) -> None:
-        """Record the sweep's method order and baseline (the report follows them)."""
-        value = json.dumps({"methods": methods, "baseline": baseline})
+    def set_meta(self, key: str, value: Any) -> None:
+        """Record one JSON value under ``key`` in the store's meta table."""
         try:
             with closing(self._connect()) as con, con:
-                con.execute("INSERT OR REPLACE INTO meta VALUES ('sweep', ?)", (value,))
+                con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
 
+    def meta(self, key: str) -> Any:
+        """The JSON value recorded under ``key``, or None."""
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_sweep(self, methods: list[str], baseline: str) -> None:
+        """Record the sweep's method order and baseline (the report follows them)."""
+        self.set_meta("sweep", {"methods": methods, "baseline": baseline})
+
     def sweep(self) -> dict[str, Any] | None:
         """The method order and baseline of the last sweep written here, if recorded."""
-        rows = self._read("SELECT value FROM meta WHERE key = 'sweep'")
-        return json.loads(rows[0][0]) if rows else None
+        return self.meta("sweep")
 
     def anomalies(self) -> list[tuple[str, str, int, str, str]]:
         """(run_key, calibrator, cal_size, kind, detail) rows."""
