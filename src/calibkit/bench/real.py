@@ -95,6 +95,7 @@ class Settings:
     )
     maccal_depth: int = 20
     maccal_epochs: int = 20
+    maccal_val: int = 5000
     maccal_gammas: tuple[float, ...] = (0.5, 0.7, 0.8, 0.95, 0.99)
     shift_seeds: int = 5
 
@@ -422,7 +423,7 @@ def run_maccal(unit: Unit, images: Images, base: Path, out: Path, s: Settings) -
     and TS on it are measured with every unit (they are the baselines of the table)."""
     f = _cached(out, s.maccal_depth)["features"]
     y_train, y_test = images.bundle.train.y, images.bundle.test.y
-    train, val = data.hold_out(data.Split(f["train"], y_train), 5000, 0)
+    train, val = data.hold_out(data.Split(f["train"], y_train), s.maccal_val, 0)
     width = f["train"].shape[1]
     test = data.Split(f["jpeg_test"], y_test)
     feature_data = data.DataBundle("features", 10, (width,), test, train, val)
