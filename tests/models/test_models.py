@@ -36,10 +36,14 @@ def test_features_head_contract(name):
 # Sources (docs/training.md): exact counts of torchvision's ImageNet models, whose bodies the
 # CIFAR variants share (a 3x3 stem of 1,728 weights instead of a 7x7 one of 9,408, and no
 # stem batch norm for DenseNet), and of the reference CIFAR ResNets (akamaster's
-# pytorch_resnet_cifar10 prints 464,154 and 1,727,962; He et al. 2016 give 0.46M and 1.7M),
+# pytorch_resnet_cifar10 prints 464,154 and 1,727,962, and its published ResNet-20/44/56
+# checkpoints hold 269,722, 658,586 and 853,018 parameters; He et al. 2016 give 0.27M … 1.7M),
 # and Zagoruyko & Komodakis 2016 (WRN-28-10 36.5M, WRN-40-10 55.8M).
 PUBLISHED = {
+    "resnet20": (10, 269_722),
     "resnet32": (10, 464_154),
+    "resnet44": (10, 658_586),
+    "resnet56": (10, 853_018),
     "resnet110": (10, 1_727_962),
     "resnet50": (1000, 25_557_032 - 7_680),  # torchvision resnet50
     "densenet121": (1000, 7_978_856 - 7_680 - 128),  # torchvision densenet121
