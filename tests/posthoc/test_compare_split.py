@@ -1,0 +1,56 @@
+"""`calibkit compare --split`: stratified calibration/test parts of a one-split file, a new
+split per seed; the split itself is checked against class counts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from calibkit.cli import main
+from calibkit.posthoc.compare import compare_methods, compare_resplit, stratified_split
+from tests.conftest import make_logits
+
+
+def test_the_split_is_stratified_disjoint_and_seeded():
+    y = np.repeat(np.arange(4), [10, 20, 30, 40])
+    cal, test = stratified_split(y, 0.5, 3)
+    assert set(cal).isdisjoint(test) and len(cal) + len(test) == 100
+    assert np.bincount(y[cal]).tolist() == [5, 10, 15, 20]
+    assert np.array_equal(cal, stratified_split(y, 0.5, 3)[0])
+    assert not np.array_equal(cal, stratified_split(y, 0.5, 4)[0])
+    with pytest.raises(ValueError, match="class 2 has one sample"):
+        stratified_split(np.array([0, 0, 1, 1, 2]), 0.5, 0)
+    with pytest.raises(ValueError, match=r"expected a fraction in \(0, 1\)"):
+        stratified_split(y, 1.0, 0)
+
+
+def test_each_seed_fits_on_its_own_split():
+    z, y = make_logits(400, 5, 0)
+    out = compare_resplit(z, y, ["ts", "uncalibrated"], fraction=0.5, seeds=3, bootstrap=0)
+    assert out["ts"]["seeds"] == out["uncalibrated"]["seeds"] == 3
+    # seed 1's numbers are those of a plain comparison on seed 1's split
+    cal, test = stratified_split(y, 0.5, 1)
+    one = compare_methods((z[cal], y[cal]), (z[test], y[test]), ["ts"], bootstrap=0)
+    three = [compare_methods((z[c], y[c]), (z[t], y[t]), ["ts"], bootstrap=0)["ts"]["metrics"]
+             for c, t in (stratified_split(y, 0.5, s) for s in range(3))]  # fmt: skip
+    assert one["ts"]["metrics"]["ece"] == three[1]["ece"]
+    assert out["ts"]["metrics"]["ece"] == pytest.approx(np.mean([m["ece"] for m in three]))
+    assert out["ts"]["std"]["ece"] == pytest.approx(np.std([m["ece"] for m in three], ddof=1))
+
+
+def test_the_cli_splits_one_file_and_refuses_two(tmp_path, capsys):
+    z, y = make_logits(300, 4, 1)
+    np.savez(tmp_path / "t.npz", logits=z, labels=y)
+    try:
+        main(["compare", "--file", str(tmp_path / "t.npz"), "--split", "0.5", "--seeds", "2",
+              "--methods", "ts,vector", "--bootstrap", "0", "--json"])  # fmt: skip
+    except SystemExit as e:
+        assert e.code in (0, None)
+    got = json.loads(capsys.readouterr().out)
+    assert got["split"] == 0.5 and got["methods"]["vector"]["seeds"] == 2
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "--val", str(tmp_path / "t.npz"), "--test", str(tmp_path / "t.npz"),
+              "--split", "0.5"])  # fmt: skip
+    assert e.value.code == 2 and "--split divides one file" in capsys.readouterr().err
