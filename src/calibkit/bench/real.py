@@ -84,7 +84,7 @@ class Settings:
     clamp_test: int = 2000
     clamp_seeds: int = 1
     clamp: dict[str, Any] = field(
-        default_factory=lambda: {"epochs": 4, "batch_size": 100, "gamma_pool": (1.0,)}
+        default_factory=lambda: {"epochs": 4, "batch_size": 100, "gamma_pool": (0.0, 1.0, 2.0)}
     )
     clamp_baselines: tuple[str, ...] = (
         "ts",
@@ -464,6 +464,7 @@ def run_real(
 ) -> dict[str, Any]:
     """Run every unit of the preset not yet in the store ``out/results.sqlite``; returns
     {"done", "skipped", "seconds_by_part"}."""
+    began = time.perf_counter()
     base = check_root(root)
     out = Path(out)
     store = Store(out / "results.sqlite")
@@ -523,6 +524,8 @@ def run_real(
             futures = {pool.submit(_posthoc_worker, u, settings): u for u in zoo}
             for future, unit in futures.items():
                 write(unit, *future.result())
+    if todo:
+        store.set_meta("wall_seconds", time.perf_counter() - began)
     return {"done": len(todo), "skipped": len(units) - len(todo), "seconds_by_part": seconds}
 
 
