@@ -510,8 +510,8 @@ def write_real_report(db: str | Path, out: str | Path, doc: str | Path | None = 
         else ""
     )
     intro = wall + (
-        f"{len(res.runs)} units of work (seconds by part, summed over units; the zoo units run two at a time: "
-        f"{seconds}). "
+        f"{len(res.runs)} units of work (seconds by part, summed over units; the zoo units "
+        f"run two at a time: {seconds}). "
         + settings_text(res.settings)
         + " Values: mean ± std over seeds, in % unless noted."
     )
