@@ -74,28 +74,12 @@ def reliability_diagram(
     """
     from .metrics import evaluate
 
-    r = evaluate(
-        scores,
-        labels,
-        probs=probs,
-        n_bins=n_bins,
-        binning=binning,
-        binary=binary,
-        optimal=False,
-        smooth=False,
-    )
+    convention = {"probs": probs, "n_bins": n_bins, "binning": binning, "binary": binary}
+    r = evaluate(scores, labels, **convention, optimal=False, smooth=False)
     band = None
     if bootstrap:
-        band = bin_accuracy_band(
-            scores,
-            labels,
-            probs=probs,
-            n_bins=n_bins,
-            binning=binning,
-            binary=binary,
-            bootstrap=bootstrap,
-            seed=seed,
-        )[:, :n_bins]
+        band = bin_accuracy_band(scores, labels, **convention, bootstrap=bootstrap, seed=seed)
+        band = band[:, :n_bins]
     fig = draw_reliability(
         r.bins, n_bins=n_bins, title=title, ax=ax, band=band,
         xlabel="confidence" if binary == "top-label" else "P(class 1)",
