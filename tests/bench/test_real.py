@@ -52,7 +52,7 @@ def write_root(root):
 
 
 SMALL = real.Settings(
-    zoo_seeds=2, posthoc=["ts", "hist-binning", "vector"], depths=(20,), clamp_calibration=10,
+    zoo_seeds=2, posthoc=["ts", "hist-binning", "matrix"], depths=(20,), clamp_calibration=10,
     clamp_test=10, clamp={"epochs": 1, "batch_size": 5, "gamma_pool": (1.0,)},
     maccal_epochs=2, maccal_val=10, maccal_gammas=(0.5,), shift_seeds=2,
 )  # fmt: skip
@@ -80,7 +80,8 @@ def test_the_preset_runs_resumes_and_reports(tmp_path):
     # the 100-class network ran without the full maps, hist-binning on every seed
     s = Store(out / "results.sqlite", create=False)
     cals = {(k, c) for k, _, c, _, m, _ in s.metrics() if m == "ece"}
-    assert ("posthoc/cifar100_netB/1", "vector") not in cals or "vector" not in real.FULL_MAPS
+    assert ("posthoc/cifar100_netB/1", "matrix") not in cals
+    assert ("posthoc/cifar10_netA/1", "matrix") in cals
     assert ("posthoc/cifar100_netB/1", "hist-binning") in cals
 
 

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from .. import data, models, posthoc
-from ..data.files import IMAGENET_STATS
+from ..data.files import IMAGENET_STATS, folder
 from ..io import save_npz
 from ..metrics import evaluate
 from ..posthoc.clamping import ClampingDivergedError, NeuralClamping
@@ -247,9 +247,9 @@ class Images:
 
     def __init__(self, base: Path) -> None:
         root = base / "cifar10-jpeg"
-        mean, std = ("/".join(map(str, v)) for v in IMAGENET_STATS)
-        self.bundle = data.create(
-            f"folder:root={root.resolve()},mean={mean},std={std},val_size=0,in_memory=true"
+        # called directly, not through a spec string: a data root may hold "," or "="
+        self.bundle = folder(
+            root=root, mean=IMAGENET_STATS[0], std=IMAGENET_STATS[1], val_size=0, in_memory=True
         )
         with np.load(root / "test_exact_first1017.npz") as f:
             self.exact = torch.from_numpy(f["images"]).permute(0, 3, 1, 2).contiguous()

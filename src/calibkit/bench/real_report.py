@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -92,8 +93,6 @@ class RealResults:
 
 
 def _natural(name: str) -> tuple:
-    import re
-
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
