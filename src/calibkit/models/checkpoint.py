@@ -100,7 +100,8 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike) -> nn.Module:
         k = wrong[0]
         raise CheckpointError(
             f"{path}: {k} has shape {tuple(state[k].shape)} where the model has "
-            f"{tuple(own[k].shape)} ({len(wrong)} such keys; check the depth, input channels and classes)"
+            f"{tuple(own[k].shape)} ({len(wrong)} such keys; check the depth, input channels "
+            "and classes)"
         )
     model.load_state_dict(state)
     return model
