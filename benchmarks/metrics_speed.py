@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from calibkit import metrics as M
-from calibkit.metrics._prepare import prepare
 from calibkit.metrics.evaluate import _bootstrap_vectors
+from calibkit.metrics.inputs import prepare
 
 SIZES = [(10_000, 10), (10_000, 100), (100_000, 100), (50_000, 1000), (1_000_000, 10)]
 

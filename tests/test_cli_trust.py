@@ -64,13 +64,14 @@ def test_bad_input_is_one_line(files, capsys, args, match):
 @pytest.mark.parametrize(
     "args, match",
     [
-        (["--device", "foo"], "--device: 'foo' is not a device"),
-        (["--gamma-pool", "abc"], "--gamma-pool: expected focal γ values"),
-        (["--lr", "1e9", "--epochs", "5"], "neural clamping diverged .* lower lr"),
+        (["neural-clamping", "--device", "foo"], "--device: 'foo' is not a device"),
+        (["neural-clamping:gamma_pool=abc"], "gamma_pool=abc is not a float or a sequence"),
+        (["neural-clamping:gamma_pool=[-1]"], r"gamma_pool: focal γ values in \[0, 20\]"),
+        (["neural-clamping:lr=1e9,epochs=5"], "neural clamping diverged .* lower lr"),
     ],
 )
-def test_clamp_errors_name_the_option(trained, capsys, args, match):
-    code, _, err = run(["clamp", str(trained), *args], capsys)
+def test_calibrate_errors_name_the_setting(trained, capsys, args, match):
+    code, _, err = run(["calibrate", args[0], str(trained), *args[1:]], capsys)
     assert code == 2 and err.count("\n") == 1 and re.search(match, err), err
 
 

@@ -7,6 +7,7 @@ Messages name the argument, what is allowed, what came, and the fix when there i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -136,3 +137,13 @@ def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
+
+
+def check_number(value: Any, name: str, *, low: float = -math.inf, strict: bool = True) -> float:
+    """``value`` as a finite float above ``low`` (or at least ``low`` when not ``strict``),
+    or a one-line error."""
+    ok = isinstance(value, int | float | np.floating) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < low or (strict and value == low):
+        bound = f"{'>' if strict else '>='} {low:g}" if low > -math.inf else ""
+        raise ValueError(f"{name}: expected a finite number {bound}, got {value!r}".rstrip())
+    return float(value)

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -470,6 +471,11 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
     from .metrics import evaluate
 
     cal = posthoc.create(method)  # a bad spec fails before the data is read
+    if cal.level != "logits":
+        raise ValueError(
+            f"{cal.name} calibrates a network, not logits: use calibkit calibrate "
+            f"{method} RUN_DIR (or --model, --checkpoint, --data)"
+        )
     z, y = load_split(val, "val", logits_key=logits_key, labels_key=labels_key)
     cal.fit(z, y)
     path = cal.save(output)
@@ -802,90 +808,79 @@ def pretrained_options(f):
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("run_dir", type=click.Path(file_okay=False), required=False)
-@pretrained_options
-@click.option(
-    "--gamma-pool", default="1", show_default=True, help="Focal γ values to choose from by ECE."
-)
-@click.option(
-    "--init",
-    type=click.Choice(["random", "data"]),
-    default="random",
-    show_default=True,
-    help="δ's start: random, or data-driven (Theorem 3.2, inside the data's feasible range).",
-)
-@click.option("--epochs", default=100, show_default=True, type=int)
-@click.option("--lr", default=0.001, show_default=True, type=float)
-@click.option("--batch-size", default=512, show_default=True, type=int)
-@click.option("--lam", default=None, type=float, help="λ of ‖δ‖² (default 0.1 × initial loss).")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--device", default="auto", show_default=True)
-@click.option(
-    "-o", "--output", default=None, type=click.Path(file_okay=False),
-    help="Folder for the calibrated logits (default RUN_DIR/clamp).",
-)  # fmt: skip
 @json_option
-def clamp(
-    run_dir, model, checkpoint, data_spec, gamma_pool, init, epochs, lr, batch_size, lam, seed,
-    device, output, as_json,
-):  # fmt: skip
-    """Neural Clamping on a finished run, or on any pretrained network (--model, --checkpoint,
-    --data): learn an input perturbation δ and a temperature T on the validation split, then
-    write calibrated logits of every split in the format `calibkit compare --file` reads,
-    and δ and T (clamping.safetensors). A pretrained network's uncalibrated run is written
-    to OUTPUT/pretrained first.
+def methods(as_json) -> None:
+    """List every calibration method with what it fits on (logits, or a network and its
+    inputs) and its settings.
 
     \b
     Examples:
-      calibkit clamp runs/x                          # writes runs/x/clamp/logits.npz
-      calibkit clamp runs/x --gamma-pool 1/2/3 --init data -o runs/x-nc --json
-      calibkit clamp --model resnet20 --checkpoint resnet20.th \\
-          --data folder:root=~/cifar10-jpeg,mean=0.485/0.456/0.406,std=0.229/0.224/0.225 -o nc
+      calibkit methods
+      calibkit methods --json
     """
-    from . import data as data_mod
-    from .io import save_npz
-    from .posthoc.clamping import NeuralClamping
-    from .training.runs import load_run
-    from .training.trainer import pick_device, predict
+    from . import posthoc
 
-    with _options_named():
-        dev = pick_device(device)
-    run_dir = _pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output)
-    config, bundle, model, _ = load_run(run_dir, device)
-    bounds = data_mod.input_bounds(bundle)
-    if init == "data" and bounds is None:
-        raise ValueError(
-            f"--init data: {config.data!r} has no feasible input range; use --init random"
-        )
-    with _options_named():
-        nc = NeuralClamping(
-            model, gamma_pool=gamma_pool, lam=lam, lr=lr, batch_size=batch_size, epochs=epochs,
-            init=init, input_range=bounds, seed=seed,
-        )  # fmt: skip
-    if bundle.val is None:
-        raise ValueError(f"{run_dir}: the run has no validation split to calibrate on")
-    nc.fit(data_mod.to_inputs(bundle.val.stored(), bundle, dev), bundle.val.y.to(dev))
-    out = Path(output) if output else Path(run_dir) / "clamp"
-    arrays = {}
-    for name, split in bundle.splits().items():
-        if name == "train":
-            continue
-        arrays[f"logits_{name}"] = predict(nc, split, bundle, dev).numpy()
-        if not name.startswith("ood_"):
-            arrays[f"labels_{name}"] = split.y.numpy()
-    save_npz(out / "logits.npz", **arrays)
-    nc.save(out / "clamping.safetensors")
+    rows = [
+        {"name": n, "level": posthoc.REGISTRY.factory(n).level,
+         "settings": posthoc.REGISTRY.parameters(n)}
+        for n in posthoc.names()
+    ]  # fmt: skip
     if as_json:
-        click.echo(json.dumps({"output": str(out)} | nc.fit_report_, indent=2))
+        click.echo(json.dumps(rows, indent=2))
         return
-    r = nc.fit_report_
-    (e0, e1), (a0, a1) = r["ece_calibration"], r["accuracy_calibration"]
-    _console().print(
-        f"Neural Clamping: γ = {r['gamma']:g}, T = {r['temperature']:.4f} (from "
-        f"{r['temperature_start']:.4f}), λ' = {r['lam']:.4g}; on the calibration split ECE "
-        f"{e0:.4f} → {e1:.4f}, accuracy {a0:.4f} → {a1:.4f}\nwritten to {out}/ (logits.npz, "
-        "clamping.safetensors)"
-    )
+    for r in rows:
+        click.echo(f"{r['name']:<16} {r['level']:<7} {', '.join(r['settings']) or '-'}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("method")
+@click.argument("run_dir", type=click.Path(file_okay=False), required=False)
+@pretrained_options
+@click.option("--device", default="auto", show_default=True)
+@click.option(
+    "-o", "--output", default=None, type=click.Path(file_okay=False),
+    help="Folder for the calibrated logits and the method's file (default RUN_DIR/<method>).",
+)  # fmt: skip
+@json_option
+def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_json):
+    """Fit any calibration method (METHOD: a spec; `calibkit methods` lists them) on the
+    validation split of a finished run, or of a pretrained network (--model, --checkpoint,
+    --data), then write calibrated logits of every split in the format `calibkit compare
+    --file` reads, and the fitted method (calibrator.safetensors). Methods on logits use
+    the run's saved logits; methods on the network (neural-clamping) use its inputs. A
+    pretrained network's uncalibrated run is written to OUTPUT/pretrained first.
+
+    \b
+    Examples:
+      calibkit calibrate ts runs/x                   # writes runs/x/ts/logits.npz
+      calibkit calibrate "neural-clamping:gamma_pool=[1,2,3],init=data" runs/x -o runs/x-nc
+      calibkit calibrate neural-clamping --model resnet20 --checkpoint resnet20.th \\
+          --data "folder:root=cifar10-jpeg,mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225]" -o nc
+    """
+    from . import posthoc
+    from .io import save_npz
+    from .training.runs import run_evidence
+
+    spec = posthoc.REGISTRY.check(method)  # a bad spec fails before anything is read
+    run_dir = _pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output)
+    evidence, _ = run_evidence(run_dir, device)
+    if "val" not in evidence.logits:
+        raise ValueError(f"{run_dir}: the run has no validation split to calibrate on")
+    cal = posthoc.create(spec).fit_on(evidence)
+    out = Path(output) if output else Path(run_dir) / spec.name
+    arrays = {}
+    for name, z in cal.apply_on(evidence).items():
+        arrays[f"logits_{name}"] = z.detach().float().cpu().numpy()
+        if not name.startswith("ood_"):
+            arrays[f"labels_{name}"] = evidence.labels[name].numpy()
+    save_npz(out / "logits.npz", **arrays)
+    cal.save(out / "calibrator.safetensors")
+    report = cal.fit_report_
+    if as_json:
+        click.echo(json.dumps({"method": str(spec), "output": str(out), "fit": asdict(report)},
+                              indent=2, default=str))  # fmt: skip
+        return
+    _console().print(f"{spec}: {report}\nwritten to {out}/ (logits.npz, calibrator.safetensors)")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -929,7 +924,7 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
       calibkit bench                                  # the default preset into calibkit-results/
       calibkit bench my-sweep.yaml --workers 2 -o results/
       calibkit bench paper-cifar --engine ray --address auto
-      calibkit bench real --data-root ../shared/data -o real-results --doc docs/real.md
+      calibkit bench real --data-root /data/calib -o real-results --doc docs/real.md
     """
     from .bench.report import write_report
     from .bench.runner import run_bench
@@ -970,7 +965,7 @@ def _bench_real(data_root, out, workers, doc, as_json) -> None:
     from .bench.real_report import write_real_report
 
     if data_root is None:
-        raise click.UsageError("the `real` preset needs --data-root DIR (e.g. ../shared/data)")
+        raise click.UsageError("the `real` preset needs --data-root DIR (the folder with logits/zoo, cifar10-jpeg, weights)")
     base = check_root(data_root)
     started = time.perf_counter()
     with _progress(len(plan(base)), "bench real", not as_json) as tick:

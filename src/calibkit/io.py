@@ -212,7 +212,7 @@ def load_split(
     labels_key: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, labels) of one split: keys ``logits_<split>``/``labels_<split>`` when the file
-    has them (the layout of ../shared/data/logits), else ``logits``/``labels``; explicit
+    has them (the layout of published logits files), else ``logits``/``labels``; explicit
     keys win."""
     if logits_key is None or labels_key is None:
         keys = (

@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 from .io import atomic_write
-from .metrics import _stats as st
-from .metrics._prepare import prepare
+from .metrics import stats as st
 from .metrics.binning import BinScheme
 from .metrics.evaluate import _interval, resample_chunks
+from .metrics.inputs import prepare
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 

@@ -1,23 +1,39 @@
-"""One registry per family (calibrators, later losses and models) and one spec syntax.
+"""One registry per family (datasets, models, losses, schedules, calibrators) and one spec
+syntax, parsed once into a frozen :class:`Spec`.
 
-A spec is ``name`` or ``name:key=value,key=value``; values are Python literals (numbers,
-booleans, None, strings) or ``a/b/c`` lists, e.g. ``ts-grid:grid=rethinking`` or
-``ms-odir:folds=5,average_folds=true``. The same string works in Python, on the command
-line and in a YAML bench spec. Unknown names and bad parameters fail with the valid ones.
-A value that starts with ``/``, ``~``, ``./`` or ``../`` is a path, not a list; quote any
-other string that contains ``/`` or ``,``: ``folder:root='data/imagenet-v2'``.
+Grammar (the same in Python, on the command line and in a YAML bench spec)::
 
->>> parse_spec("ms-odir:folds=5,average_folds=true,lambdas=0.1/1")
-('ms-odir', {'folds': 5, 'average_folds': True, 'lambdas': [0.1, 1]})
->>> parse_spec("cifar10:root=~/data/cifar,val_size=5000")
-('cifar10', {'root': '~/data/cifar', 'val_size': 5000})
+    spec   := name [":" param ("," param)*]
+    param  := key "=" value
+    value  := number | true | false | none | 'quoted' | "quoted" | [value, ...] | bare text
+
+Bare text runs to the next top-level ``,``; ``/`` has no meaning, so a path needs no
+quoting. A list is written in brackets; commas inside brackets or quotes do not split.
+Keys may use ``-`` for ``_``. Quote a string that starts with ``[`` or a quote, or that
+holds a ``,``. In a shell, quote a spec with brackets.
+
+>>> parse_spec("ms-odir:folds=5,average_folds=true,lambdas=[0.1,1]")
+Spec(name='ms-odir', params=(('folds', 5), ('average_folds', True), ('lambdas', (0.1, 1))))
+>>> str(parse_spec("folder:root=data/cifar,mean=[0.5, 0.5, 0.5]"))
+'folder:root=data/cifar,mean=[0.5,0.5,0.5]'
+>>> parse_spec("cifar10:root='a,b'").kwargs
+{'root': 'a,b'}
+
+A registry checks a spec against the factory's signature (names, and the types its
+annotations give) without building anything: :meth:`Registry.check`. Values that need more
+than a type (a range, a choice) are checked by the factory's ``check_settings``
+classmethod where it has one, again without building (losses, which are cheap, are
+built to be checked).
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -25,41 +41,143 @@ T = TypeVar("T")
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 
-def _value(text: str) -> Any:
+class SpecError(ValueError):
+    """A spec that does not parse or does not fit its registry (one line)."""
+
+
+def _split(text: str, spec: str) -> list[str]:
+    """``text`` split at top-level commas (not inside brackets or quotes)."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise SpecError(f"spec {spec!r}: a ']' without its '['")
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if quote or depth:
+        raise SpecError(f"spec {spec!r}: an unclosed {'quote' if quote else '['}")
+    parts.append(text[start:])
+    return parts
+
+
+def _value(text: str, spec: str) -> Any:
     text = text.strip()
-    if text[:1] in ("'", '"') or text.startswith(("/", "~", "./", "../")):
-        return (
-            ast.literal_eval(text) if text[:1] in ("'", '"') else text
-        )  # a quoted string or a path
-    if "/" in text:
-        return [_value(part) for part in text.split("/") if part.strip()]
+    if text.startswith("[") and text.endswith("]"):
+        inner = text[1:-1]
+        return tuple(_value(p, spec) for p in _split(inner, spec)) if inner.strip() else ()
+    if text[:1] in ("'", '"'):
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise SpecError(f"spec {spec!r}: a badly quoted string {text}") from None
     if text.lower() in _WORDS:
         return _WORDS[text.lower()]
     try:
-        return ast.literal_eval(text)
+        number = ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+    return number if isinstance(number, int | float) else text
 
 
-def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """Split ``name:key=value,...`` into the name and keyword arguments."""
+def _text(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return "[" + ",".join(_text(v) for v in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, str):
+        plain = value == value.strip() and not set(value) & set(",[]'\"") and value
+        return value if plain and _value(value, "") == value else repr(value)
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed spec: a name and its parameters in written order (lists as tuples)."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The parameters as keyword arguments."""
+        return dict(self.params)
+
+    def with_params(self, **params: Any) -> Spec:
+        """This spec with ``params`` set (added, or replaced in place)."""
+        merged = self.kwargs | params
+        return Spec(self.name, tuple((k, _frozen(v)) for k, v in merged.items()))
+
+    def __str__(self) -> str:
+        if not self.params:
+            return self.name
+        return self.name + ":" + ",".join(f"{k}={_text(v)}" for k, v in self.params)
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(_frozen(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def parse_spec(spec: str | Spec) -> Spec:
+    """Parse ``name:key=value,...`` (see the module docstring); a :class:`Spec` is returned
+    as it is."""
+    if isinstance(spec, Spec):
+        return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"spec: expected a name such as 'ts' or 'focal:gamma=3', got {spec!r}")
+        raise SpecError(f"spec: expected a name such as 'ts' or 'focal:gamma=3', got {spec!r}")
     name, _, rest = spec.strip().partition(":")
-    kwargs: dict[str, Any] = {}
-    for item in filter(None, (p.strip() for p in rest.split(","))):
+    params: dict[str, Any] = {}
+    for item in _split(rest, spec) if rest.strip() else []:
         key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"spec {spec!r}: expected key=value, got {item!r}")
-        kwargs[key.strip().replace("-", "_")] = _value(value)
-    return name.strip(), kwargs
+        key = key.strip().replace("-", "_")
+        if not eq or not key.isidentifier():
+            raise SpecError(f"spec {spec!r}: expected key=value, got {item.strip()!r}")
+        if key in params:
+            raise SpecError(f"spec {spec!r}: {key} is given twice")
+        params[key] = _value(value, spec)
+    if not name.strip():
+        raise SpecError(f"spec {spec!r}: no name before ':'")
+    return Spec(name.strip(), tuple(params.items()))
+
+
+def _accepts(annotation: Any, value: Any) -> bool:
+    """Whether ``value`` fits a (simple) annotation; unknown annotations accept anything."""
+    if annotation is Any or annotation is inspect.Parameter.empty:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(a, value) for a in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if origin in (tuple, list, Sequence) or annotation in (tuple, list):
+        return isinstance(value, tuple | list)
+    return True
 
 
 class Registry(Generic[T]):
-    """Named constructors of one family, created from spec strings."""
+    """Named constructors of one family, created from specs."""
 
-    def __init__(self, family: str) -> None:
-        self.family = family
+    def __init__(self, family: str, *, build_to_check: bool = False) -> None:
+        """``build_to_check``: :meth:`check` builds the object to check values (for cheap
+        families without ``check_settings``, such as losses)."""
+        self.family, self.build_to_check = family, build_to_check
         self._items: dict[str, Callable[..., T]] = {}
 
     def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -75,24 +193,78 @@ class Registry(Generic[T]):
         """Every registered name, sorted."""
         return sorted(self._items)
 
-    def parameters(self, name: str) -> list[str]:
-        """The keyword parameters ``name`` accepts."""
-        sig = inspect.signature(self._items[name])
-        return [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+    def __contains__(self, name: str) -> bool:
+        return name in self._items
 
-    def create(self, spec: str, **overrides: Any) -> T:
-        """Build the object a spec names; ``overrides`` win over the spec's values."""
-        name, kwargs = parse_spec(spec)
+    def factory(self, name: str) -> Callable[..., T]:
+        """The constructor registered as ``name``."""
         if name not in self._items:
-            raise ValueError(
+            raise SpecError(
                 f"unknown {self.family} {name!r}; choose one of: {', '.join(self.names())}"
             )
-        kwargs.update(overrides)
-        allowed = self.parameters(name)
-        bad = sorted(set(kwargs) - set(allowed))
-        if bad:
-            raise ValueError(
-                f"{self.family} {name!r} has no parameter {', '.join(map(repr, bad))}; "
-                f"valid: {', '.join(allowed) or 'none'}"
-            )
-        return self._items[name](**kwargs)
+        return self._items[name]
+
+    def parameters(self, name: str) -> list[str]:
+        """The keyword parameters ``name`` accepts."""
+        return list(self._signature(name))
+
+    def _signature(self, name: str) -> dict[str, Any]:
+        factory = self.factory(name)
+        target = factory.__init__ if inspect.isclass(factory) else factory
+        try:
+            hints = typing.get_type_hints(target)
+        except (NameError, TypeError):
+            hints = {}
+        sig = inspect.signature(factory)
+        return {
+            p.name: hints.get(p.name, p.annotation)
+            for p in sig.parameters.values()
+            if p.kind is p.KEYWORD_ONLY
+        }
+
+    def check(self, spec: str | Spec, **overrides: Any) -> Spec:
+        """The parsed spec, checked against the registry without building anything: the
+        name, the parameter names, their types, and the factory's ``check_settings``."""
+        parsed = parse_spec(spec)
+        if overrides:
+            parsed = parsed.with_params(**overrides)
+        signature = self._signature(parsed.name)
+        for key, value in parsed.params:
+            if key not in signature:
+                raise SpecError(
+                    f"{self.family} {parsed.name!r} has no parameter {key!r}; "
+                    f"valid: {', '.join(signature) or 'none'}"
+                )
+            if not _accepts(signature[key], value):
+                raise SpecError(
+                    f"{self.family} {parsed.name!r}: {key}={_text(value)} is not "
+                    f"{_describe(signature[key])}"
+                )
+        check = getattr(self._items[parsed.name], "check_settings", None)
+        if check is None and self.build_to_check:
+            check = self._items[parsed.name]
+        if check is not None:
+            try:
+                check(**parsed.kwargs)
+            except (TypeError, ValueError) as err:
+                raise SpecError(f"{self.family} {parsed.name!r}: {err}") from None
+        return parsed
+
+    def create(self, spec: str | Spec, **overrides: Any) -> T:
+        """Build the object a spec names; ``overrides`` win over the spec's values."""
+        parsed = self.check(spec, **overrides)
+        return self._items[parsed.name](**parsed.kwargs)
+
+
+def _describe(annotation: Any) -> str:
+    """'a float or a sequence' for ``float | Sequence[float]``, and so on."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(annotation)))
+    if annotation is type(None):
+        return "none"
+    origin = typing.get_origin(annotation) or annotation
+    text = {tuple: "list", list: "list", Sequence: "sequence"}.get(origin)
+    text = text or getattr(origin, "__name__", str(origin)).lower()
+    return f"an {text}" if text[0] in "aeiou" else f"a {text}"

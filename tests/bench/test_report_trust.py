@@ -40,7 +40,7 @@ def _store(path, anomalies=True):
                 ("test", "uncalibrated", ALL, "accuracy", 0.9),
                 ("test", "ts", ALL, "ece", value),
                 ("test", "ts", ALL, "temperature", 1.0 + seed),
-                ("test", "neural-clamping:gamma_pool=0/1", ALL, "ece", value / 2),
+                ("test", "neural-clamping:gamma_pool=[0,1]", ALL, "ece", value / 2),
             ]
             flagged = [("ts", ALL, "temperature", "T = 1e19")] if method != "CE" else []
             store.write_run(_run(key, method, seed, loss, stage2), metrics,
@@ -155,7 +155,7 @@ SPEC = {
         ({"seeds": [1, 1]}, "a seed is listed twice"),
         ({"baseline": "X"}, "'X' is not a method name"),
         ({"posthoc": ["neural-clamping:epochs=-1"]}, "epochs: expected an integer >= 1"),
-        ({"posthoc": ["neural-clamping:gamma_pool=abc"]}, "gamma_pool: expected focal"),
+        ({"posthoc": ["neural-clamping:gamma_pool=abc"]}, "gamma_pool=abc is not a float or"),
         ({"posthoc": ["neural-clamping:lr=0"]}, "lr: expected a finite number > 0"),
         ({"posthoc": ["neural-clamping:foo=1"]}, "no parameter 'foo'"),
     ],

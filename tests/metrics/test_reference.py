@@ -93,9 +93,9 @@ def test_optimal_ece_default_grid_is_rethinking_grid():
 def test_pruned_temperature_search_equals_the_full_scan(binning, dtype):
     """best_temperature bounds most of the grid instead of scanning it: it must pick the
     full scan's temperature and value, on grids in any order and with ties resolved alike."""
-    from calibkit.metrics._prepare import Prepared
     from calibkit.metrics.binning import BinScheme
-    from calibkit.metrics.functional import _ece_over_temperatures, best_temperature
+    from calibkit.metrics.inputs import Prepared
+    from calibkit.metrics.scan import best_temperature, ece_over_temperatures
 
     grids = [
         torch.arange(1, 1001, dtype=torch.float64) / 100,
@@ -112,7 +112,7 @@ def test_pruned_temperature_search_equals_the_full_scan(binning, dtype):
         p = Prepared(torch.from_numpy(z), torch.from_numpy(y), False)
         scheme = BinScheme.make(15, binning, p.scores.dtype)
         for temps in grids:
-            full = _ece_over_temperatures(p, scheme, temps)
+            full = ece_over_temperatures(p, scheme, temps)
             i, value = best_temperature(p, scheme, temps)
             least = torch.nonzero(full == full.min())[:, 0]
             assert i == int(least[torch.argmin(temps[least])]) and value == float(full.min())

@@ -122,7 +122,7 @@ def test_odir_and_l2_penalties_equal_their_formulas():
 
 def test_cross_validation_picks_a_grid_point_and_records_it(split):
     z, y, *_ = split
-    c = posthoc.create("ms-odir:lambdas=0.01/100,mus=0.01/100,folds=3").fit(z, y)
+    c = posthoc.create("ms-odir:lambdas=[0.01,100],mus=[0.01,100],folds=3").fit(z, y)
     assert c.lambda_ in (0.01, 100.0) and c.mu_ in (0.01, 100.0)
     assert {"lambda", "mu", "cv_nll"} <= set(c.fit_report_.details)
     avg = posthoc.create("dir-odir:lambdas=1,mus=1,folds=3,average_folds=true").fit(z, y)
@@ -249,7 +249,7 @@ def test_spec_errors():
     with pytest.raises(ValueError, match="grid: empty"):
         posthoc.create("ts-grid:grid=[]")
     with pytest.raises(ValueError, match="> 0"):
-        posthoc.create("ts-grid:grid=0/1")
+        posthoc.create("ts-grid:grid=[0,1]")
     with pytest.raises(ValueError, match="unknown preset"):
         posthoc.create("ts-grid:grid=guo")
     with pytest.raises(ValueError, match="key=value"):

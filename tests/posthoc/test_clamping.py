@@ -12,8 +12,9 @@ import torch
 from scipy.optimize import minimize_scalar
 from torch import nn
 
+from calibkit import posthoc
 from calibkit.losses.weighted import Focal
-from calibkit.posthoc.clamping import NeuralClamping
+from calibkit.posthoc.clamping import NeuralClamping, init_delta
 from tests.test_cli import run, run_ok
 
 
@@ -34,8 +35,8 @@ def toy_data(n: int = 200, seed: int = 1):
 def test_delta_held_at_zero_is_focal_loss_temperature_scaling():
     model = toy_model()
     x, y = toy_data()
-    nc = NeuralClamping(model, fit_delta=False, gamma_pool=(2.0,), lr=2e-4, epochs=3000)
-    nc.fit(x, y)
+    nc = NeuralClamping(fit_delta=False, gamma_pool=(2.0,), lr=2e-4, epochs=3000)
+    nc.fit(model, x, y)
     assert torch.equal(nc.delta_, torch.zeros(3, dtype=torch.float64))
     with torch.no_grad():
         z = model(x)
@@ -51,8 +52,9 @@ def test_delta_held_at_zero_is_focal_loss_temperature_scaling():
 def test_data_driven_start_is_theorem_3_2():
     model = toy_model(3)
     x, _ = toy_data()
-    nc = NeuralClamping(model, init="data", input_range=(-2.5, 2.5), epochs=1, lr=1e-12)
-    delta = nc._init_delta(x, nc._bounds(x), torch.Generator())
+    settings = NeuralClamping.check_settings(init="data")
+    bounds = (torch.full((3,), -2.5, dtype=x.dtype), torch.full((3,), 2.5, dtype=x.dtype))
+    delta = init_delta(model, x, bounds, torch.Generator(), settings)
     xg = x.clone().requires_grad_(True)
     p = torch.softmax(model(xg), 1)
     (g,) = torch.autograd.grad(-(p * p.log()).sum(), xg)
@@ -70,40 +72,43 @@ def test_gamma_is_chosen_from_the_pool_by_calibration_ece():
     x, y = toy_data()
     scores = {}
     for gamma in (0.0, 3.0):
-        one = NeuralClamping(model, gamma_pool=(gamma,), epochs=20).fit(x, y)
+        one = NeuralClamping(gamma_pool=(gamma,), epochs=20).fit(model, x, y)
         with torch.no_grad():
             scores[gamma] = ece(one(x), y)
-    both = NeuralClamping(model, gamma_pool=(0.0, 3.0), epochs=20).fit(x, y)
+    both = NeuralClamping(gamma_pool=(0.0, 3.0), epochs=20).fit(model, x, y)
     assert both.gamma_ == min(scores, key=scores.get)
 
 
 def test_save_load_round_trip_and_tampering(tmp_path):
     model = toy_model()
     x, y = toy_data()
-    nc = NeuralClamping(model, epochs=5).fit(x, y)
+    nc = NeuralClamping(epochs=5).fit(model, x, y)
     path = nc.save(tmp_path / "nc.safetensors")
-    back = NeuralClamping.load(path, model)
+    back = posthoc.load(path, model)
     assert torch.equal(back(x), nc(x)) and back.gamma_ == nc.gamma_
     raw = bytearray(path.read_bytes())
     raw[-3] ^= 0xFF
     (tmp_path / "bad.safetensors").write_bytes(bytes(raw))
     with pytest.raises(ValueError, match="checksum mismatch"):
-        NeuralClamping.load(tmp_path / "bad.safetensors", model)
+        posthoc.load(tmp_path / "bad.safetensors", model)
 
 
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda m: NeuralClamping(m, init="data"), "init='data' needs input_range"),
-        (lambda m: NeuralClamping(m, gamma_pool=(-1,)), r"gamma_pool: focal γ values in \[0, 20\]"),
-        (lambda m: NeuralClamping(m, init="zeros"), "init: expected 'random' or 'data'"),
-        (lambda m: NeuralClamping(m, epochs=0), "epochs: expected an integer >= 1"),
-        (lambda m: NeuralClamping(m, init="data", input_range=(0, 1)).fit(*toy_data()),
+        (lambda m: NeuralClamping(init="data").fit(m, *toy_data()),
+         "init='data' needs input_range"),
+        (lambda m: NeuralClamping(gamma_pool=(-1,)).fit(m, *toy_data()),
+         r"gamma_pool: focal γ values in \[0, 20\]"),
+        (lambda m: NeuralClamping(init="zeros").fit(m, *toy_data()),
+         "init: expected one of 'random', 'data'"),
+        (lambda m: posthoc.create("neural-clamping:epochs=0"), "epochs: expected an integer >= 1"),
+        (lambda m: NeuralClamping(init="data").fit(m, *toy_data(), input_range=(0, 1)),
          r"input_range: the calibration inputs span \[.*\], outside the range given"),
-        (lambda m: NeuralClamping(m).fit(torch.full((2, 3), math.nan), torch.zeros(2)),
+        (lambda m: NeuralClamping().fit(m, torch.full((2, 3), math.nan), torch.zeros(2)),
          "NaN or inf"),
-        (lambda m: NeuralClamping(m)(torch.zeros(1, 3)), "not fitted yet"),
-        (lambda m: NeuralClamping(m, epochs=1).fit(*toy_data())(torch.zeros(2, 5)),
+        (lambda m: NeuralClamping()(torch.zeros(1, 3)), "not fitted yet"),
+        (lambda m: NeuralClamping(epochs=1).fit(m, *toy_data())(torch.zeros(2, 5)),
          r"expected samples of shape \(3,\), got \(5,\)"),
     ],
 )  # fmt: skip
@@ -112,21 +117,32 @@ def test_bad_input_fails_with_one_line(make, message):
         make(toy_model())
 
 
-def test_clamp_command_writes_logits_for_compare(tmp_path, capsys):
+def test_calibrate_command_fits_any_method_on_a_run_and_writes_logits_for_compare(tmp_path, capsys):
     from calibkit.training import TrainConfig, train
 
     train(TrainConfig(epochs=2), tmp_path / "run")
-    out = run_ok(
-        ["clamp", str(tmp_path / "run"), "--epochs", "3", "--init", "data", "--json"], capsys
-    )
-    assert json.loads(out)["gamma"] == 1.0
-    with np.load(tmp_path / "run" / "clamp" / "logits.npz") as f:
+    spec = "neural-clamping:epochs=3,init=data"
+    out = json.loads(run_ok(["calibrate", spec, str(tmp_path / "run"), "--json"], capsys))
+    assert out["fit"]["details"]["gamma"] == 1.0
+    with np.load(tmp_path / "run" / "neural-clamping" / "logits.npz") as f:
         assert f["logits_test"].shape == (497, 10) and f["labels_val"].shape == (300,)
+    back = posthoc.load(tmp_path / "run" / "neural-clamping" / "calibrator.safetensors",
+                        torch.nn.Linear(64, 10))  # fmt: skip
+    assert back.settings()["init"] == "data" and back.fit_report_.details["gamma"] == 1.0
+    run_ok(["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "ts")], capsys)
+    with (
+        np.load(tmp_path / "ts" / "logits.npz") as f,
+        np.load(tmp_path / "run" / "logits.npz") as g,
+    ):
+        t = float(posthoc.load(tmp_path / "ts" / "calibrator.safetensors").temperature_)
+        assert np.allclose(f["logits_test"], g["logits_test"] / t, atol=1e-5)
     train(
         TrainConfig(epochs=1, data="gaussian-toy:n_train=20,n_test=10", model="mlp"),
         tmp_path / "toy",
     )
-    code, _, err = run(["clamp", str(tmp_path / "toy"), "--init", "data"], capsys)
-    assert code == 2 and "has no feasible input range; use --init random" in err
-    code, _, err = run(["clamp", str(tmp_path / "nothing")], capsys)
+    code, _, err = run(["calibrate", spec, str(tmp_path / "toy")], capsys)
+    assert code == 2 and "init='data' needs input_range" in err
+    code, _, err = run(["calibrate", "ts", str(tmp_path / "nothing")], capsys)
     assert code == 2 and "is not a finished calibkit run" in err
+    code, _, err = run(["calibrate", "neural-clamping:epochs=0", str(tmp_path / "run")], capsys)
+    assert code == 2 and "epochs: expected an integer >= 1" in err

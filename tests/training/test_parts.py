@@ -18,7 +18,7 @@ def test_schedule_presets_scale_with_the_run_length():
     assert [lr_at("cifar", 0.1, e, 350) for e in (0, 149, 150, 249, 250)] == pytest.approx(
         [0.1, 0.1, 0.01, 0.01, 0.001]
     )
-    assert lr_at("step:milestones=2/4,gamma=0.5", 1.0, 4, 10) == 0.25
+    assert lr_at("step:milestones=[2,4],gamma=0.5", 1.0, 4, 10) == 0.25
     assert lr_at("constant", 0.3, 99, 100) == 0.3
     with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
         milestones("cosine", 10)

@@ -13,20 +13,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import data, posthoc
+from .. import posthoc
 from ..metrics import evaluate
-from ..posthoc.clamping import ClampingDivergedError, NeuralClamping
-from ..registry import parse_spec
+from ..metrics.table import HARNESS
+from ..posthoc.base import FitDivergedError
+from ..registry import Spec
 from ..training import train
 from ..training.maccal import stage2_config
-from ..training.runs import load_run, run_stage2
-from ..training.trainer import predict
+from ..training.runs import run_evidence, run_stage2
 from .anomalies import check_calibrated
 from .spec import RunSpec
 from .store import ALL
-
-METRICS = ("accuracy", "ece", "aece", "mce", "classwise_ece", "nll", "brier", "entropy",
-           "refinement_auroc")  # fmt: skip
 
 
 def _subset(n: int, size: int | None, seed: int) -> torch.Tensor:
@@ -41,12 +38,21 @@ def _measure(
     out: dict[str, float] = {}
     if y is not None:
         r = evaluate(z, y, optimal=False, smooth=False)
-        out = {m: r.metrics[m] for m in METRICS}
+        out = {m: r.metrics[m] for m in HARNESS}
     for name, z_out in ood.items():
         r = evaluate(z, y, ood_scores=z_out, optimal=False, smooth=False)
         out[f"ood_auroc:{name}"] = r.metrics["ood_auroc"]
         out[f"ood_fpr95:{name}"] = r.metrics["ood_fpr95"]
     return out
+
+
+def seeded(spec: str, seed: int) -> Spec:
+    """The method ``spec`` with ``seed`` as its seed where it has one and the spec does not
+    set it: a sweep's seeds vary every random choice of a run, a method's too."""
+    method = posthoc.REGISTRY.check(spec)
+    if "seed" in posthoc.REGISTRY.parameters(method.name) and "seed" not in method.kwargs:
+        return method.with_params(seed=seed)
+    return method
 
 
 def execute(run: RunSpec, root: Path) -> dict[str, Any]:
@@ -62,13 +68,9 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     if run.stage2:
         s2 = run_stage2(stage1, stage2_config(run.stage2), out, device="auto")
         history += [(2, i + 1, h) for i, h in enumerate(s2)]
-    _, bundle, model, info = load_run(out)
-    device = next(model.parameters()).device
-    splits = {k: v for k, v in bundle.splits().items() if k != "train"}
-    with np.load(out / "logits.npz") as saved:  # written by the run: no second forward pass
-        logits = {k: torch.from_numpy(saved[f"logits_{k}"]) for k in splits}
-    labels = {k: v.y for k, v in splits.items()}
-    zv, yv = logits["val"], labels["val"]
+    evidence, info = run_evidence(out)
+    logits, labels = evidence.logits, evidence.labels
+    yv = labels["val"]
     ood_names = [k for k in logits if k.startswith("ood_")]
     metrics: list[tuple[str, str, int, str, float]] = []
     curves: list[tuple[str, str, str, Any]] = []
@@ -99,36 +101,27 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
 
     plain = record("uncalibrated", None, logits)
     for spec in run.posthoc:
-        name = parse_spec(spec)[0]
+        method = seeded(spec, run.seed)
         for size in run.calibration_sizes:
             idx = _subset(len(yv), size, run.seed)
-            converged = None
             try:
-                if name == "neural-clamping":
-                    outputs, temperature = _clamp(
-                        spec, model, bundle, splits, idx, device, run.seed
-                    )
-                    keeps = False
-                else:
-                    cal = posthoc.create(spec).fit(zv[idx], yv[idx])
-                    outputs = {k: cal(z) for k, z in logits.items()}
-                    temperature = getattr(cal, "temperature_", None)
-                    converged = cal.fit_report_.converged
-                    keeps = cal.preserves_argmax
-            except ClampingDivergedError as err:
+                cal = posthoc.create(method).fit_on(evidence, idx)
+            except FitDivergedError as err:
                 anomalies.append((spec, size or ALL, "diverged", str(err)))
                 continue
+            outputs = cal.apply_on(evidence)
             calibrated = record(spec, size, outputs)
+            temperature = getattr(cal, "temperature_", None)
             if temperature is not None:
                 metrics.append(("test", spec, size or ALL, "temperature", float(temperature)))
             found = check_calibrated(
                 plain, calibrated, logits_before=logits["test"], logits_after=outputs["test"],
-                preserves_argmax=keeps,
+                preserves_argmax=cal.preserves_argmax,
                 temperature=None if temperature is None else float(temperature),
-                converged=converged,
+                converged=cal.fit_report_.converged,
             )  # fmt: skip
             anomalies += [(spec, size or ALL, kind, detail) for kind, detail in found]
-    if run.record and bundle.train is not None:
+    if run.record:
         curves += _analysis(stage1, run.train["epochs"])
     return {
         "run": {
@@ -189,14 +182,3 @@ def _analysis(stage1: Path, last_epoch: int) -> list[tuple[str, str, str, Any]]:
             {"grad_norm": norms[take].tolist(), "brier": brier[take].tolist()},
         ),
     ]
-
-
-def _clamp(spec, model, bundle, splits, idx, device, seed) -> tuple[dict[str, torch.Tensor], float]:
-    _, kwargs = parse_spec(spec)
-    bounds = data.input_bounds(bundle)
-    if kwargs.get("init") == "data" and bounds is None:
-        kwargs["init"] = "random"  # no feasible range for this data: the paper's default start
-    nc = NeuralClamping(model, input_range=bounds, **({"seed": seed} | kwargs))
-    val = splits["val"]
-    nc.fit(data.to_inputs(val.x[idx], bundle, device), val.y[idx].to(device))
-    return {k: predict(nc, v, bundle, device) for k, v in splits.items()}, float(nc.temperature_)

@@ -56,9 +56,9 @@ METRICS = ("accuracy", "ece", "classwise_ece", "nll", "brier", "refinement_auroc
 #: their full 5-fold 7 × 7 search takes 70-80 s per fit on one core (issue 14), 28 networks
 #: × 5 seeds of it would take hours
 COARSE = {
-    "dir-l2": "dir-l2:folds=3,lambdas=0.01/1/100",
-    "ms-odir": "ms-odir:folds=3,lambdas=0.01/1/100,mus=0.01/1/100",
-    "dir-odir": "dir-odir:folds=3,lambdas=0.01/1/100,mus=0.01/1/100",
+    "dir-l2": "dir-l2:folds=3,lambdas=[0.01,1,100]",
+    "ms-odir": "ms-odir:folds=3,lambdas=[0.01,1,100],mus=[0.01,1,100]",
+    "dir-odir": "dir-odir:folds=3,lambdas=[0.01,1,100],mus=[0.01,1,100]",
 }
 
 
@@ -372,11 +372,11 @@ def run_clamp(unit: Unit, images: Images, base: Path, out: Path, s: Settings) ->
     rows, anomalies = _fit_all(list(s.clamp_baselines), z[cal], y_all[cal], z[test], y_all[test])
     net = models.create(f"resnet{d}", checkpoint=weights_of(base, d))
     bounds = data.input_bounds(images.bundle)
-    nc = NeuralClamping(net, input_range=bounds, seed=seed, **s.clamp)
+    nc = NeuralClamping(seed=seed, **s.clamp)
     x_cal = images.inputs(images.bundle.test.x[cal])
     started = time.perf_counter()
     try:
-        nc.fit(x_cal, y_all[cal])
+        nc.fit(net, x_cal, y_all[cal], input_range=bounds)
     except ClampingDivergedError as err:
         anomalies.append(("neural-clamping", ALL, "diverged", str(err)))
         return {
@@ -398,8 +398,8 @@ def run_clamp(unit: Unit, images: Images, base: Path, out: Path, s: Settings) ->
     rows += [("test", "neural-clamping", ALL, m, v) for m, v in after.items()]
     rows += [
         ("test", "neural-clamping", ALL, "seconds", seconds),
-        ("test", "neural-clamping", ALL, "temperature", nc.fit_report_["temperature"]),
-        ("test", "neural-clamping", ALL, "gamma", nc.fit_report_["gamma"]),
+        ("test", "neural-clamping", ALL, "temperature", float(nc.temperature_)),
+        ("test", "neural-clamping", ALL, "gamma", nc.gamma_),
     ]
     found = check_calibrated(
         plain,
@@ -407,7 +407,7 @@ def run_clamp(unit: Unit, images: Images, base: Path, out: Path, s: Settings) ->
         logits_before=z[test],
         logits_after=z_nc,
         preserves_argmax=False,
-        temperature=nc.fit_report_["temperature"],
+        temperature=float(nc.temperature_),
     )
     anomalies += [("neural-clamping", ALL, kind, detail) for kind, detail in found]
     return {
@@ -531,4 +531,4 @@ def run_real(
 
 def spec_name(spec: str) -> str:
     """A calibrator's name without its settings (``dir-odir:folds=3,…`` → ``dir-odir``)."""
-    return parse_spec(spec)[0]
+    return parse_spec(spec).name

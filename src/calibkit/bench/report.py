@@ -44,13 +44,11 @@ from typing import Any
 from scipy import stats
 
 from ..io import write_text
+from ..metrics import table as metric_table
 from ..registry import parse_spec
 from .store import ALL, Store
 from .verdicts import verdict_table
 
-#: lower (-1) or higher (+1) is better; metrics not listed have no direction (no bold)
-DIRECTION = {"ece": -1, "aece": -1, "mce": -1, "classwise_ece": -1, "nll": -1, "brier": -1,
-             "ood_fpr95": -1, "accuracy": 1, "refinement_auroc": 1, "ood_auroc": 1}  # fmt: skip
 ALPHA = 0.05
 
 
@@ -140,7 +138,7 @@ class Results:
 
 def short(dataset: str) -> str:
     """A dataset spec's name without its settings, for titles and headers."""
-    return parse_spec(dataset)[0] if dataset else dataset
+    return parse_spec(dataset).name if dataset else dataset
 
 
 def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = None,
@@ -150,7 +148,7 @@ def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = 
     column)`` marks a cell ⚠. Bold: the best mean where the metric has a direction."""
     header = ["method", *[f"{short(d)} / {m}" for d, m in res.columns]]
     body = [[r] for r in rows]
-    direction = DIRECTION.get(metric.split(":")[0])
+    direction = metric_table.direction(metric) or None  # bold only where a metric has one
     scale = 1.0 if metric == "temperature" else 100.0
     for column in res.columns:
         vals = {r: cell(r, column) for r in rows}
@@ -418,7 +416,7 @@ def _gradient_runs(res: Results, column: tuple[str, str]) -> list[tuple[str, dic
     data = {k: d for k, _, _, d in res.store.curves("grad_norm")}
     for k, r in sorted(res.runs.items(), key=lambda kv: kv[1]["seed"]):
         spec = r["spec"]
-        loss = parse_spec(spec.get("loss", "ce"))[0]
+        loss = parse_spec(spec.get("loss", "ce")).name
         if ((r["dataset"], r["model"]) != column or k not in data or spec.get("stage2")
                 or spec.get("mixup") or loss not in GRADIENT_LOSSES):  # fmt: skip
             continue

@@ -37,15 +37,11 @@ from typing import Any
 import yaml
 
 from .. import data, losses, models, posthoc
-from ..posthoc.clamping import check_settings
-from ..registry import Registry, parse_spec
-from ..training.maccal import stage2_config
+from ..registry import Registry
+from ..training.maccal import STAGE2
 from ..training.trainer import TrainConfig
 
 PRESETS = Path(__file__).parent / "presets"
-#: Neural Clamping settings a spec may give (the feasible input range comes from the data)
-CLAMPING_SETTINGS = ("gamma_pool", "lam", "lam_scale", "lr", "momentum", "batch_size", "epochs",
-                     "init", "init_scale", "fit_delta", "seed")  # fmt: skip
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule")
 TOP_KEYS = (
     "name",
@@ -160,26 +156,15 @@ def _fail(lines: _Lines, path: str, message: str) -> SpecError:
     return SpecError(f"{lines.where(path)}: {message}")
 
 
-def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str, build: bool) -> str:
-    """A registry spec, checked: the name and parameters, and (``build``) the values."""
+def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str) -> str:
+    """A registry spec checked by signature (nothing is built, no data is read), in its
+    canonical spelling: two spellings of one setting make one run key."""
     if not isinstance(spec, str):
         raise _fail(lines, path, f"expected a spec string such as 'name:key=value', got {spec!r}")
     try:
-        name, kwargs = parse_spec(spec)
-        if build:
-            registry.create(spec)
-        elif name not in registry.names():
-            registry.create(spec)  # raises the registry's message
-        else:
-            bad = sorted(set(kwargs) - set(registry.parameters(name)))
-            if bad:
-                allowed = ", ".join(registry.parameters(name))
-                raise ValueError(
-                    f"{registry.family} {name!r} has no parameter {bad[0]!r}; valid: {allowed}"
-                )
+        return str(registry.check(spec))
     except (ValueError, TypeError) as err:
         raise _fail(lines, path, str(err).splitlines()[0]) from None
-    return spec
 
 
 def _list(raw: dict, key: str, lines: _Lines, default: Any = None, at: str = "") -> list:
@@ -219,7 +204,8 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     except ValueError as err:
         raise _fail(lines, "train", str(err)) from None
     post = [
-        _check_posthoc(p, lines, f"posthoc[{i}]") for i, p in enumerate(raw.get("posthoc") or [])
+        _check_spec(posthoc.REGISTRY, p, lines, f"posthoc[{i}]")
+        for i, p in enumerate(raw.get("posthoc") or [])
     ]
     sizes = []
     for i, s in enumerate(raw.get("calibration_sizes") or ["all"]):
@@ -243,15 +229,15 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
         bad = sorted(set(d) - {"data", "models", "splits"})
         if bad:
             raise _fail(lines, f"{where}.{bad[0]}", "unknown key; valid: data, models, splits")
-        dataset = _check_spec(data.REGISTRY, d["data"], lines, f"{where}.data", build=True)
+        dataset = _check_spec(data.REGISTRY, d["data"], lines, f"{where}.data")
         splits = [
-            _check_spec(data.REGISTRY, s, lines, f"{where}.splits[{j}]", build=True)
+            _check_spec(data.REGISTRY, s, lines, f"{where}.splits[{j}]")
             for j, s in enumerate(d.get("splits") or [])
         ]
         if "models" not in d:
             raise _fail(lines, where, "missing 'models': a list of model specs")
         for j, model in enumerate(_list(d, "models", lines, at=where)):
-            _check_spec(models.REGISTRY, model, lines, f"{where}.models[{j}]", build=False)
+            model = _check_spec(models.REGISTRY, model, lines, f"{where}.models[{j}]")
             for method in methods:
                 for seed in seeds:
                     runs.append(RunSpec(
@@ -277,16 +263,13 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
     bad = sorted(set(m) - {"name", "loss", "mixup", "stage2"})
     if bad:
         raise _fail(lines, f"{where}.{bad[0]}", "unknown key; valid: name, loss, mixup, stage2")
-    _check_spec(losses.REGISTRY, m["loss"], lines, f"{where}.loss", build=True)
+    loss = _check_spec(losses.REGISTRY, m["loss"], lines, f"{where}.loss")
     mixup = m.get("mixup", 0.0)
     if not isinstance(mixup, int | float) or isinstance(mixup, bool) or mixup < 0:
         raise _fail(lines, f"{where}.mixup", f"expected a mixup alpha >= 0, got {mixup!r}")
     stage2 = m.get("stage2")
     if stage2 is not None:
-        try:
-            stage2_config(stage2)
-        except (ValueError, TypeError) as err:
-            raise _fail(lines, f"{where}.stage2", str(err)) from None
+        stage2 = _check_spec(STAGE2, stage2, lines, f"{where}.stage2")
     name = str(
         m.get("name")
         or m["loss"] + (f"+mixup{mixup}" if mixup else "") + (f"+{stage2}" if stage2 else "")
@@ -294,19 +277,4 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
     if name in names:
         raise _fail(lines, f"{where}.name", f"method name {name!r} is used twice")
     names.add(name)
-    return {"name": name, "loss": m["loss"], "mixup": float(mixup), "stage2": stage2}
-
-
-def _check_posthoc(p: Any, lines: _Lines, where: str) -> str:
-    if isinstance(p, str) and parse_spec(p)[0] == "neural-clamping":
-        _, kwargs = parse_spec(p)
-        bad = sorted(set(kwargs) - set(CLAMPING_SETTINGS))
-        if bad:
-            raise _fail(lines, where, f"neural-clamping has no parameter {bad[0]!r}; valid: "
-                        + ", ".join(CLAMPING_SETTINGS))  # fmt: skip
-        try:  # every value, before anything runs (the range comes from the data)
-            check_settings(**kwargs | ({"input_range": (0, 1)} if kwargs.get("init") else {}))
-        except (TypeError, ValueError) as err:
-            raise _fail(lines, where, f"neural-clamping: {err}") from None
-        return p
-    return _check_spec(posthoc.REGISTRY, p, lines, where, build=True)
+    return {"name": name, "loss": loss, "mixup": float(mixup), "stage2": stage2}

@@ -75,11 +75,16 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
             continue
         stage2, loss = spec.get("stage2"), parse_spec(spec.get("loss", "ce"))
         if kind == "loss":
-            if stage2 is not None or loss[0] != name or (name == "ce" and loss[1]):
+            if stage2 is not None or loss.name != name or (name == "ce" and loss.params):
                 continue
             rank = (0 if r["method"] == res.baseline else 1, r["method"])
-        elif kind == "maccal" and stage2 and parse_spec(stage2)[0] == "maccal" and loss[0] == "ce":
-            changed = set(parse_spec(stage2)[1]) - {"batch_size", "epochs", "lr"}
+        elif (
+            kind == "maccal"
+            and stage2
+            and parse_spec(stage2).name == "maccal"
+            and loss.name == "ce"
+        ):
+            changed = set(parse_spec(stage2).kwargs) - {"batch_size", "epochs", "lr"}
             rank = (len(changed), r["method"])
         else:
             continue
@@ -93,7 +98,7 @@ def _side(res: Results, column, side, claim: Claim) -> dict[int, float]:
         return {}
     cal = claim.calibrator
     if side[0] == "posthoc":  # the sweep's spec of that calibrator, settings and all
-        cal = next((c for c in res.calibrators() if parse_spec(c)[0] == side[1]), None)
+        cal = next((c for c in res.calibrators() if parse_spec(c).name == side[1]), None)
         if cal is None:
             return {}
     return res.by_seed(method, column, "test", cal, ALL, claim.metric)

@@ -369,7 +369,7 @@ def folder(
     - ``size``: resize every image to size x size; by default images keep their native
       resolution (all must share it).
     - ``mean``, ``std``: the normalisation, per channel in [0, 1] units (e.g.
-      ``mean=0.485/0.456/0.406``). By default they are measured on the training split; a
+      ``mean=[0.485,0.456,0.406]``). By default they are measured on the training split; a
       test-only tree without them uses ImageNet's.
     - ``val_size``: images of the training split held out for validation (default 5,000 or a
       tenth of the split, whichever is smaller; 0 for a test-only tree, where a value holds

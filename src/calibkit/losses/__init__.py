@@ -35,7 +35,7 @@ from .weighted import (
     WeightedCE,
 )
 
-REGISTRY: Registry[Loss] = Registry("loss")
+REGISTRY: Registry[Loss] = Registry("loss", build_to_check=True)
 for _cls in (
     CrossEntropy,
     Focal,

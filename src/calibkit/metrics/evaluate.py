@@ -23,38 +23,13 @@ import torch
 from torch import Tensor
 
 from .._checks import check_positive_int
-from . import _stats as st
-from ._prepare import Prepared, Runs, prepare, prepare_scores
+from . import stats as st
 from .binning import BinScheme
-from .functional import (
-    _check_grid,
-    _fpr_at_tpr,
-    _msp,
-    _undefined_auroc_message,
-    best_temperature,
-)
+from .functional import _fpr_at_tpr, _msp, _undefined_auroc_message
+from .inputs import Prepared, Runs, prepare, prepare_scores
+from .scan import best_temperature, check_grid
 from .smooth import smooth_ece_batch
-
-#: Metrics :func:`evaluate` reports, in table order; OOD ones only when OOD scores are given.
-METRICS = (
-    "accuracy",
-    "ece",
-    "aece",
-    "mce",
-    "classwise_ece",
-    "nll",
-    "brier",
-    "entropy",
-    "refinement_auroc",
-    "ks_error",
-    "smooth_ece",
-    "optimal_ece",
-    "mean_confidence",
-    "gap",
-    "overconfident",
-    "underconfident",
-)
-OOD_METRICS = ("ood_auroc", "ood_fpr95")
+from .table import METRICS, OOD_METRICS
 
 
 @dataclass
@@ -349,8 +324,8 @@ def evaluate(
         notes.append(_undefined_auroc_message(p))
         warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)
     if optimal:
-        best, metrics["optimal_ece"] = best_temperature(p, scheme, _check_grid(None))
-        settings["optimal_temperature"] = float(_check_grid(None)[best])
+        best, metrics["optimal_ece"] = best_temperature(p, scheme, check_grid(None))
+        settings["optimal_temperature"] = float(check_grid(None)[best])
     order = [m for m in (*METRICS, *OOD_METRICS) if m in metrics]
     metrics = {m: metrics[m] for m in order}
     intervals = None

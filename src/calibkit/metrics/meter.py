@@ -31,10 +31,10 @@ import torch
 from torch import Tensor
 
 from .._checks import check_choice, check_positive_int
-from . import _stats as st
-from ._prepare import BINARY_MODES, Runs, prepare
+from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .evaluate import METRICS
+from .inputs import BINARY_MODES, Runs, prepare
 from .smooth import smooth_ece_batch
 
 _SCALARS = ("correct", "nll", "brier", "entropy")

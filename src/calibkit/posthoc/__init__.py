@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from ..registry import Registry
+from ..registry import Registry, Spec
 from .affine import (
     DirichletL2,
     DirichletODIR,
@@ -17,12 +17,13 @@ from .affine import (
     MatrixScalingODIR,
     VectorScaling,
 )
-from .base import Calibrator, FitReport, NotFittedError
+from .base import Calibrator, Evidence, FitReport, Method, ModelCalibrator, NotFittedError
 from .binning import HistogramBinning, IsotonicCalibration, ScalingBinning
+from .clamping import ClampingDivergedError, NeuralClamping
 from .model import CalibratedModel
 from .temperature import GRIDS, EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
 
-REGISTRY: Registry[Calibrator] = Registry("calibrator")
+REGISTRY: Registry[Method] = Registry("calibrator")
 for _cls in (
     TemperatureScaling,
     TemperatureGrid,
@@ -35,23 +36,25 @@ for _cls in (
     HistogramBinning,
     IsotonicCalibration,
     ScalingBinning,
+    NeuralClamping,
 ):
     REGISTRY.register(_cls.name)(_cls)
 
 
-def names() -> list[str]:
-    """Names of every registered calibrator."""
-    return REGISTRY.names()
+def names(level: str | None = None) -> list[str]:
+    """Names of every registered calibration method (``level``: only ``"logits"`` or
+    ``"model"`` ones)."""
+    return [n for n in REGISTRY.names() if level in (None, REGISTRY.factory(n).level)]
 
 
-def create(spec: str, **overrides) -> Calibrator:
-    """A calibrator from a spec such as ``"ts"`` or ``"dir-odir:folds=5,average_folds=true"``."""
+def create(spec: str | Spec, **overrides) -> Method:
+    """A method from a spec such as ``"ts"`` or ``"dir-odir:folds=5,average_folds=true"``."""
     return REGISTRY.create(spec, **overrides)
 
 
-def load(path) -> Calibrator:
-    """Read a calibrator file written by ``Calibrator.save``."""
-    return Calibrator.load(path)
+def load(path, model=None) -> Method:
+    """Read a file written by ``save``; a model-level method needs its ``model``."""
+    return Method.load(path, model)
 
 
 __all__ = [
@@ -59,14 +62,19 @@ __all__ = [
     "REGISTRY",
     "CalibratedModel",
     "Calibrator",
+    "ClampingDivergedError",
     "DirichletL2",
     "DirichletODIR",
     "EnsembleTemperatureScaling",
+    "Evidence",
     "FitReport",
     "HistogramBinning",
     "IsotonicCalibration",
     "MatrixScaling",
     "MatrixScalingODIR",
+    "Method",
+    "ModelCalibrator",
+    "NeuralClamping",
     "NotFittedError",
     "ScalingBinning",
     "TemperatureGrid",

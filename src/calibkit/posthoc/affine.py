@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._checks import check_positive_int
 from .base import Calibrator, FitReport
 
 DEFAULT_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
@@ -196,30 +197,41 @@ class AffineCalibrator(Calibrator):
         max_iter: int = 1000,
     ) -> None:
         super().__init__()
-        self.lambdas, self.mus = _grid(lambdas, "lambdas"), _grid(mus, "mus")
-        if not isinstance(folds, int) or folds < 2:
-            raise ValueError(f"folds: expected an integer >= 2, got {folds!r}")
-        self.folds, self.average_folds, self.seed, self.max_iter = (
-            folds,
-            average_folds,
-            seed,
-            max_iter,
-        )
-        self.lambda_: float | None = None
-        self.mu_: float | None = None
-        self.weight_ = torch.zeros(0, dtype=torch.float64)
-        self.bias_ = torch.zeros(0, dtype=torch.float64)
+        self.lambdas, self.mus, self.folds = lambdas, mus, folds
+        self.average_folds, self.seed, self.max_iter = average_folds, seed, max_iter
+
+    @classmethod
+    def check_settings(
+        cls,
+        *,
+        lambdas: Any = DEFAULT_GRID,
+        mus: Any = DEFAULT_GRID,
+        folds: int = 5,
+        average_folds: bool = False,
+        seed: int = 0,
+        max_iter: int = 1000,
+    ) -> dict[str, Any]:
+        if not isinstance(average_folds, bool):
+            raise ValueError(f"average_folds: expected true or false, got {average_folds!r}")
+        return {
+            "lambdas": _grid(lambdas, "lambdas"),
+            "mus": _grid(mus, "mus"),
+            "folds": check_positive_int(folds, "folds", minimum=2),
+            "average_folds": average_folds,
+            "seed": check_positive_int(seed, "seed", minimum=0),
+            "max_iter": check_positive_int(max_iter, "max_iter"),
+        }
 
     @property
     def output(self) -> str:  # type: ignore[override]
         return "log-probabilities" if self.average_folds and self.reg else "logits"
 
-    def _candidates(self) -> list[tuple[float, float]]:
+    def _candidates(self, p: dict[str, Any]) -> list[tuple[float, float]]:
         """Grid points from the strongest penalty to the weakest, neighbours adjacent (a
         snake through λ × μ), so that each cross-validation fit warm-starts well."""
-        lams = sorted(self.lambdas, reverse=True)
+        lams = sorted(p["lambdas"], reverse=True)
         if self.reg == "odir":
-            mus = sorted(self.mus, reverse=True)
+            mus = sorted(p["mus"], reverse=True)
             return [(lam, mu) for i, lam in enumerate(lams) for mu in mus[:: 1 - 2 * (i % 2)]]
         if self.reg == "l2":
             return [(lam, 0.0) for lam in lams]
@@ -229,10 +241,11 @@ class AffineCalibrator(Calibrator):
         x = _features(z, self.dirichlet).cpu()
         y = y.cpu()
         before = float(torch.nn.functional.cross_entropy(z.cpu(), y))
-        candidates = self._candidates()
+        p = self.checked()
+        candidates = self._candidates(p)
         details: dict[str, Any] = {}
         lam, mu = candidates[0]
-        folds = _folds(y, self.folds, self.seed) if self.reg else []
+        folds = _folds(y, p["folds"], p["seed"]) if self.reg else []
         if len(candidates) > 1:
             # float32: the fits only rank grid points (the same choice as float64 in the
             # benchmark) and the matrix products take half the time; the final fit is float64
@@ -250,7 +263,7 @@ class AffineCalibrator(Calibrator):
                         mu=mu_c,
                         init=warm,
                         tol=CV_TOL,
-                        max_iter=min(self.max_iter, CV_MAX_ITER),
+                        max_iter=min(p["max_iter"], CV_MAX_ITER),
                     )
                     warm = (w, b)
                     held_out = self._nll(x[test], y[test], w.double(), b.double())
@@ -271,7 +284,7 @@ class AffineCalibrator(Calibrator):
                     reg=self.reg,
                     lam=lam,
                     mu=mu,
-                    max_iter=self.max_iter,
+                    max_iter=p["max_iter"],
                 )
                 for tr, _ in folds
             ]
@@ -280,7 +293,7 @@ class AffineCalibrator(Calibrator):
             iters, ok = sum(f[2] for f in fits), all(f[3] for f in fits)
         else:
             w, b, iters, ok, _ = fit_affine(
-                x, y, matrix=self.matrix, reg=self.reg, lam=lam, mu=mu, max_iter=self.max_iter
+                x, y, matrix=self.matrix, reg=self.reg, lam=lam, mu=mu, max_iter=p["max_iter"]
             )
             self.weight_, self.bias_ = w[None], b[None]
         after = float(torch.nn.functional.cross_entropy(self._transform(z.cpu()), y))

@@ -1,7 +1,17 @@
-"""The calibrator contract (scikit-learn's estimator contract, on tensors, as ``nn.Module``).
+"""The contract of every calibration method (scikit-learn's estimator contract, on tensors,
+as ``nn.Module``), at two levels: :class:`Calibrator` on logits, :class:`ModelCalibrator` on
+a network and its inputs (Neural Clamping, MaC-Cal stage 2). Both:
 
-* keyword-only settings in ``__init__``, stored under the same names;
-* ``fit(logits, labels) -> self`` on a calibration split; learned state ends in ``_``;
+* take keyword-only settings in ``__init__``, stored as given and checked by ``fit``
+  (and by the registry, through the class's ``check_settings``, before anything runs);
+* ``fit(...) -> self``; learned state ends in ``_`` and exists only after ``fit`` (before,
+  reading it raises :class:`NotFittedError`);
+* ``fit_on(evidence, rows)`` / ``apply_on(evidence)``: the harness's and the CLI's calls,
+  the same for every method (:class:`Evidence`: a run's logits, labels, model and inputs);
+
+A logits calibrator:
+
+* ``fit(logits, labels) -> self`` on a calibration split;
 * ``forward(logits)`` returns calibrated logits (log-probabilities for binning and isotonic
   maps), ``predict_proba(logits)`` probabilities; both refuse another number of classes;
 * ``fit_report_`` says what the fit did (objective before/after, iterations, converged);
@@ -16,6 +26,7 @@ import hashlib
 import inspect
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,13 +36,17 @@ from torch import Tensor, nn
 
 from .._checks import as_labels
 from ..io import FileFormatError, atomic_write
-from ..metrics._prepare import prepare_scores
+from ..metrics.inputs import prepare_scores
 
 FORMAT_VERSION = 1
 
 
 class NotFittedError(ValueError, AttributeError):
     """A calibrator was used before ``fit``."""
+
+
+class FitDivergedError(ValueError):
+    """A fit ran away (non-finite, an insane parameter, a rising objective); one line."""
 
 
 @dataclass
@@ -76,24 +91,152 @@ def check_fit_data(logits: Any, labels: Any) -> tuple[Tensor, Tensor]:
     return z.double(), y
 
 
-class Calibrator(nn.Module):
-    """Base class of every post-hoc calibrator; see the module docstring."""
+class Method(nn.Module):
+    """What every calibration method shares, on logits or on a model (see the module
+    docstring): settings, their check, the fit report, files, and the harness's two calls.
+
+    ``level`` says what ``fit`` takes: ``"logits"`` (:class:`Calibrator`) or ``"model"``
+    (:class:`ModelCalibrator`). ``fit_split`` names the split of a run it learns from.
+    """
 
     name: ClassVar[str] = ""
-    #: True when ``forward`` never changes the argmax of the logits.
+    level: ClassVar[str] = "logits"
+    fit_split: ClassVar[str] = "val"
+    #: True when ``forward`` never changes the predicted class.
     preserves_argmax: ClassVar[bool] = False
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.endswith("_") and not name.startswith("_") and not self.fitted:
+                raise NotFittedError(
+                    f"this {type(self).__name__} is not fitted yet ({name} is learned by fit)"
+                ) from None
+            raise
+
+    @property
+    def fitted(self) -> bool:
+        """Whether ``fit`` (or ``load``) has run."""
+        return "fit_report_" in self.__dict__
+
+    @classmethod
+    def check_settings(cls, **settings: Any) -> dict[str, Any]:
+        """The settings checked and normalised (one-line ``ValueError`` naming the setting);
+        used by ``fit`` and by the registry, so a spec is checked before anything runs."""
+        return settings
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword-only settings of ``__init__`` and their values, as given."""
+        sig = inspect.signature(type(self).__init__)
+        return {
+            p.name: getattr(self, p.name)
+            for p in sig.parameters.values()
+            if p.kind is p.KEYWORD_ONLY
+        }
+
+    def checked(self) -> dict[str, Any]:
+        """:meth:`check_settings` of this object's settings."""
+        return type(self).check_settings(**self.settings())
+
+    def learned(self) -> dict[str, Any]:
+        """Non-tensor learned values (chosen regularisation strengths, ...)."""
+        return {}
+
+    def _restore(self, learned: dict[str, Any]) -> None:
+        """Set non-tensor learned values from :meth:`learned` output."""
+
+    def state_tensors(self) -> dict[str, Tensor]:
+        """Learned tensors by name (names end in ``_``)."""
+        return {
+            k: v for k, v in vars(self).items() if k.endswith("_") and isinstance(v, Tensor)
+        } | {k: v for k, v in self._buffers.items() if k.endswith("_") and v is not None}
+
+    def _require_fitted(self) -> None:
+        if not self.fitted:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    # ------------------------------------------------------------------ the harness's calls
+
+    def fit_on(self, evidence: Evidence, idx: Tensor | None = None) -> Method:
+        """Fit on ``evidence``'s ``fit_split`` (rows ``idx``, default all)."""
+        raise NotImplementedError
+
+    def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
+        """Calibrated logits (or log-probabilities) of every split of ``evidence``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ files
+
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted method to ``path`` (safetensors with JSON metadata: the method,
+        its settings, non-tensor results, the fit report), atomically. A model-level
+        method's file holds what it learned, not the network."""
+        self._require_fitted()
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
+        meta = {
+            "format": "calibkit-calibrator",
+            "version": FORMAT_VERSION,
+            "method": self.name,
+            "level": self.level,
+            "settings": self.settings(),
+            "learned": self.learned(),
+            "n_classes": getattr(self, "n_classes_", None),
+            "fit_report": asdict(self.fit_report_),
+        }
+        return write_checked(path, tensors, meta)
+
+    @classmethod
+    def load(cls, path: str | Path, model: nn.Module | None = None) -> Method:
+        """Read a file written by :meth:`save`; refuses corrupted or altered files. A
+        model-level method needs the ``model`` it was fitted on."""
+        from . import REGISTRY
+
+        meta, tensors = read_checked(path, "calibrator")
+        if meta.get("method") not in REGISTRY:
+            raise FileFormatError(f"{path}: unknown calibrator {meta.get('method')!r}")
+        obj = REGISTRY.create(meta["method"], **meta["settings"])
+        if obj.level == "model":
+            if model is None:
+                raise ValueError(f"{path}: a {obj.name} file needs the model it calibrates")
+            obj.model_ = model
+            device = next(model.parameters()).device
+            tensors = {k: v.to(device) for k, v in tensors.items()}
+        for k, v in tensors.items():
+            setattr(obj, k, v)
+        if meta.get("n_classes") is not None:
+            obj.n_classes_ = int(meta["n_classes"])
+        obj._restore(meta.get("learned", {}))
+        obj.fit_report_ = FitReport(**meta["fit_report"])
+        return obj
+
+
+@dataclass
+class Evidence:
+    """What a run offers a calibration method, the same for every method: logits and labels
+    by split; for model-level methods also the model, the inputs of a split (``inputs(split,
+    rows)``, on the model's device), the logits of any module on a split (``predict(module,
+    split)``) and the feasible input range, or None."""
+
+    logits: dict[str, Tensor]
+    labels: dict[str, Tensor | None]
+    model: nn.Module | None = None
+    inputs: Callable[[str, Tensor | None], Tensor] | None = None
+    predict: Callable[[nn.Module, str], Tensor] | None = None
+    input_range: tuple[Any, Any] | None = None
+
+
+class Calibrator(Method):
+    """Base class of every post-hoc calibrator on logits; see the module docstring."""
+
     #: What ``forward`` returns: "logits" or "log-probabilities".
     output: ClassVar[str] = "logits"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.n_classes_: int | None = None
-        self.fit_report_: FitReport | None = None
 
     # ------------------------------------------------------------------ contract
 
     def fit(self, logits: Any, labels: Any) -> Calibrator:
         """Fit on a calibration split: ``logits`` (N, K), integer ``labels`` (N,)."""
+        self.checked()
         z, y = check_fit_data(logits, labels)
         start = time.perf_counter()
         self.n_classes_ = z.shape[1]
@@ -101,6 +244,13 @@ class Calibrator(nn.Module):
         report.seconds = time.perf_counter() - start
         self.fit_report_ = report
         return self
+
+    def fit_on(self, evidence: Evidence, idx: Tensor | None = None) -> Calibrator:
+        z, y = evidence.logits[self.fit_split], evidence.labels[self.fit_split]
+        return self.fit(z if idx is None else z[idx], y if idx is None else y[idx])
+
+    def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
+        return {k: self(z) for k, z in evidence.logits.items()}
 
     def forward(self, logits: Tensor) -> Tensor:
         """Calibrated logits (or log-probabilities) for ``logits`` (N, K), in their dtype
@@ -135,10 +285,7 @@ class Calibrator(nn.Module):
     # ------------------------------------------------------------------ helpers
 
     def _check_apply(self, logits: Any) -> Tensor:
-        if self.n_classes_ is None:
-            raise NotFittedError(
-                f"this {type(self).__name__} is not fitted yet; call fit(logits, labels) first"
-            )
+        self._require_fitted()
         z = prepare_scores(logits, probs=False, name="logits")  # finite, 2-D; tensors not copied
         if z.ndim != 2 or z.shape[1] != self.n_classes_:
             got = z.shape[1] if z.ndim == 2 else f"shape {tuple(z.shape)}"
@@ -148,62 +295,51 @@ class Calibrator(nn.Module):
             )
         return z
 
-    def settings(self) -> dict[str, Any]:
-        """The keyword-only settings of ``__init__`` and their values."""
-        sig = inspect.signature(type(self).__init__)
-        return {
-            p.name: getattr(self, p.name)
-            for p in sig.parameters.values()
-            if p.kind is p.KEYWORD_ONLY
-        }
 
-    def learned(self) -> dict[str, Any]:
-        """Non-tensor learned values (chosen regularisation strengths, ...)."""
-        return {}
+class ModelCalibrator(Method):
+    """Base class of calibration methods that learn from a network and its inputs (Neural
+    Clamping, MaC-Cal stage 2): ``fit(model, inputs, labels) -> self``; afterwards
+    ``forward(inputs)`` gives calibrated logits of ``model_``, the network it was fitted
+    on (not copied, never changed)."""
 
-    def _restore(self, learned: dict[str, Any]) -> None:
-        """Set non-tensor learned values from :meth:`learned` output."""
+    level: ClassVar[str] = "model"
 
-    def state_tensors(self) -> dict[str, Tensor]:
-        """Learned tensors by name (names end in ``_``)."""
-        return {
-            k: v for k, v in vars(self).items() if k.endswith("_") and isinstance(v, Tensor)
-        } | {k: v for k, v in self._buffers.items() if k.endswith("_") and v is not None}
+    def fit(self, model: nn.Module, inputs: Tensor, labels: Tensor, **data: Any) -> ModelCalibrator:
+        """Fit on calibration ``inputs`` (N, *input shape) and ``labels`` (N,) of ``model``;
+        ``data`` holds properties of the data a method may use (``input_range``)."""
+        self.checked()
+        if inputs.ndim < 2 or len(inputs) != len(labels) or len(inputs) == 0:
+            raise ValueError(
+                f"inputs and labels: expected N >= 1 matching samples, got {tuple(inputs.shape)} "
+                f"and {tuple(labels.shape)}"
+            )
+        if not bool(torch.isfinite(inputs).all()):
+            raise ValueError("inputs: NaN or inf in the calibration inputs")
+        start = time.perf_counter()
+        report = self._fit(model, inputs, labels.long(), **data)
+        report.seconds = time.perf_counter() - start
+        self.model_ = model
+        self.fit_report_ = report
+        return self
 
-    # ------------------------------------------------------------------ files
+    def fit_on(self, evidence: Evidence, idx: Tensor | None = None) -> ModelCalibrator:
+        if evidence.model is None or evidence.inputs is None:
+            raise ValueError(f"{self.name} calibrates a network: it needs a run's model and inputs")
+        y = evidence.labels[self.fit_split]
+        return self.fit(
+            evidence.model,
+            evidence.inputs(self.fit_split, idx),
+            y if idx is None else y[idx],
+            input_range=evidence.input_range,
+        )
 
-    def save(self, path: str | Path) -> Path:
-        """Write the fitted calibrator to ``path`` (safetensors with JSON metadata), atomically."""
-        if self.n_classes_ is None:
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; nothing to save")
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_tensors().items()}
-        meta = {
-            "format": "calibkit-calibrator",
-            "version": FORMAT_VERSION,
-            "method": self.name,
-            "settings": self.settings(),
-            "learned": self.learned(),
-            "n_classes": self.n_classes_,
-            "fit_report": asdict(self.fit_report_) if self.fit_report_ else None,
-        }
-        return write_checked(path, tensors, meta)
+    def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
+        if evidence.predict is None:
+            raise ValueError(f"{self.name} calibrates a network: it needs a run's inputs")
+        return {k: evidence.predict(self, k) for k in evidence.logits}
 
-    @classmethod
-    def load(cls, path: str | Path) -> Calibrator:
-        """Read a calibrator written by :meth:`save`; refuses corrupted or altered files."""
-        from . import REGISTRY
-
-        meta, tensors = read_checked(path, "calibrator")
-        if meta.get("method") not in REGISTRY.names():
-            raise FileFormatError(f"{path}: unknown calibrator {meta.get('method')!r}")
-        obj = REGISTRY.create(meta["method"], **meta["settings"])
-        obj.n_classes_ = int(meta["n_classes"])
-        for k, v in tensors.items():
-            setattr(obj, k, v)
-        obj._restore(meta.get("learned", {}))
-        if meta.get("fit_report"):
-            obj.fit_report_ = FitReport(**meta["fit_report"])
-        return obj
+    def _fit(self, model: nn.Module, x: Tensor, y: Tensor, **data: Any) -> FitReport:
+        raise NotImplementedError
 
 
 def write_checked(path: str | Path, tensors: dict[str, Tensor], meta: dict[str, Any]) -> Path:

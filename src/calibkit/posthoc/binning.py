@@ -14,6 +14,8 @@ outputs stay finite and still sum to one to within 1e-300.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -60,7 +62,15 @@ class _ConfidenceMap(Calibrator):
 
     def __init__(self, *, mode: str = "top-label") -> None:
         super().__init__()
-        self.mode = check_choice(mode, "mode", MODES)
+        self.mode = mode
+
+    @classmethod
+    def check_settings(cls, *, mode: str = "top-label", **others: Any) -> dict[str, Any]:
+        return {"mode": check_choice(mode, "mode", MODES)} | cls._check_others(**others)
+
+    @classmethod
+    def _check_others(cls, **others: Any) -> dict[str, Any]:
+        return others
 
     @property
     def preserves_argmax(self) -> bool:  # type: ignore[override]
@@ -108,10 +118,14 @@ class HistogramBinning(_ConfidenceMap):
         self, *, n_bins: int = 15, strategy: str = "uniform", mode: str = "top-label"
     ) -> None:
         super().__init__(mode=mode)
-        self.n_bins = check_positive_int(n_bins, "n_bins")
-        self.strategy = check_choice(strategy, "strategy", ("uniform", "quantile"))
-        self.edges_ = torch.zeros(0, dtype=torch.float64)
-        self.values_ = torch.zeros(0, dtype=torch.float64)
+        self.n_bins, self.strategy = n_bins, strategy
+
+    @classmethod
+    def _check_others(cls, *, n_bins: int = 15, strategy: str = "uniform") -> dict[str, Any]:
+        return {
+            "n_bins": check_positive_int(n_bins, "n_bins"),
+            "strategy": check_choice(strategy, "strategy", ("uniform", "quantile")),
+        }
 
     def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
         edges, values = [], []
@@ -144,9 +158,6 @@ class IsotonicCalibration(_ConfidenceMap):
 
     def __init__(self, *, mode: str = "top-label") -> None:
         super().__init__(mode=mode)
-        self.x_ = torch.zeros(0, dtype=torch.float64)
-        self.y_ = torch.zeros(0, dtype=torch.float64)
-        self.sizes_ = torch.zeros(0, dtype=torch.long)
 
     def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
         from sklearn.isotonic import IsotonicRegression
@@ -187,10 +198,14 @@ class ScalingBinning(_ConfidenceMap):
 
     def __init__(self, *, n_bins: int = 15, seed: int = 0) -> None:
         super().__init__(mode="top-label")
-        self.n_bins, self.seed = check_positive_int(n_bins, "n_bins"), seed
-        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
-        self.edges_ = torch.zeros(0, dtype=torch.float64)
-        self.values_ = torch.zeros(0, dtype=torch.float64)
+        self.n_bins, self.seed = n_bins, seed
+
+    @classmethod
+    def check_settings(cls, *, n_bins: int = 15, seed: int = 0) -> dict[str, Any]:
+        return {
+            "n_bins": check_positive_int(n_bins, "n_bins"),
+            "seed": check_positive_int(seed, "seed", minimum=0),
+        }
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         gen = torch.Generator().manual_seed(self.seed)

@@ -43,283 +43,248 @@ may change predictions, and how much it did is part of the result.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from scipy.optimize import minimize_scalar
 from torch import Tensor, nn
 
+from .._checks import check_choice, check_number, check_positive_int
 from ..losses.weighted import Focal
 from ..metrics import functional as M
-from .base import FORMAT_VERSION, NotFittedError, read_checked, write_checked
+from .base import FitDivergedError, FitReport, ModelCalibrator
 
 #: temperatures a fit may end at; outside it the fit is reported as diverged
 TEMPERATURE_LIMITS = (1e-2, 1e2)
 
 
-class ClampingDivergedError(ValueError):
+class ClampingDivergedError(FitDivergedError):
     """The fit ran away (non-finite, an insane temperature, a rising objective)."""
 
 
-def check_settings(
-    *,
-    gamma_pool: Any = (1.0,),
-    lam: float | None = None,
-    lam_scale: float = 0.1,
-    lr: float = 0.001,
-    momentum: float = 0.9,
-    batch_size: int = 512,
-    epochs: int = 100,
-    init: str = "random",
-    init_scale: float = 0.01,
-    input_range: tuple[Any, Any] | None = None,
-    fit_delta: bool = True,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Every Neural Clamping setting checked, with ``gamma_pool`` as a tuple of floats (a
-    number, a list or a ``1/2/3`` string are accepted); a one-line ``ValueError`` naming the
-    setting otherwise. Used by the class, the bench spec checker and ``calibkit clamp``."""
-    if isinstance(gamma_pool, str):
-        gamma_pool = [g for g in gamma_pool.replace(",", "/").split("/") if g.strip()]
-    if not isinstance(gamma_pool, Iterable):
-        gamma_pool = [gamma_pool]
-    try:
-        pool = tuple(float(g) for g in gamma_pool)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"gamma_pool: expected focal γ values such as 1/2/3, got {gamma_pool!r}"
-        ) from None
-    if not pool or any(not 0 <= g <= 20 for g in pool):
-        raise ValueError(f"gamma_pool: focal γ values in [0, 20], got {gamma_pool!r}")
-    if init not in ("random", "data"):
-        raise ValueError(f"init: expected 'random' or 'data', got {init!r}")
-    if init == "data" and input_range is None:
-        raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
-    numbers = (("lr", lr, "> 0"), ("lam_scale", lam_scale, ">= 0"),
-               ("init_scale", init_scale, ">= 0"), ("momentum", momentum, ">= 0"))  # fmt: skip
-    for name, v, low in numbers:
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or v < 0 or (low == "> 0" and v == 0) or (name == "momentum" and v >= 1):
-            bound = f"{low} and < 1" if name == "momentum" else low
-            raise ValueError(f"{name}: expected a finite number {bound}, got {v!r}")
-    if lam is not None and not (
-        isinstance(lam, int | float) and not isinstance(lam, bool) and 0 <= lam < math.inf
-    ):
-        raise ValueError(f"lam: expected a finite number >= 0 or None, got {lam!r}")
-    for name, v in (("batch_size", batch_size), ("epochs", epochs)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
-    if not isinstance(fit_delta, bool):
-        raise ValueError(f"fit_delta: expected true or false, got {fit_delta!r}")
-    return {"gamma_pool": pool, "lam": lam, "lam_scale": lam_scale, "lr": lr,
-            "momentum": momentum, "batch_size": batch_size, "epochs": epochs, "init": init,
-            "init_scale": init_scale, "input_range": input_range, "fit_delta": fit_delta,
-            "seed": seed}  # fmt: skip
+class NeuralClamping(ModelCalibrator):
+    """``NeuralClamping(**settings).fit(model, inputs, labels)``; then ``forward(x)`` gives
+    calibrated logits f(x + δ)/T of ``model_``. The network is used in eval mode without
+    gradients to its weights and is not changed (its train/eval mode and ``requires_grad``
+    are restored after each call). ``fit(..., input_range=(low, high))`` gives the feasible
+    inputs that ``init="data"`` needs (scalars or tensors broadcastable to one input)."""
 
+    name = "neural-clamping"
 
-class NeuralClamping(nn.Module):
-    """``NeuralClamping(model, ...).fit(inputs, labels)``; then ``forward(x)`` gives
-    calibrated logits f(x + δ)/T. ``model`` is used in eval mode without gradients to its
-    weights; the caller's model is not changed (its train/eval mode and ``requires_grad``
-    are restored after each call)."""
-
-    def __init__(self, model: nn.Module, **settings: Any) -> None:
+    def __init__(
+        self,
+        *,
+        gamma_pool: float | Sequence[float] = (1.0,),
+        lam: float | None = None,
+        lam_scale: float = 0.1,
+        lr: float = 0.001,
+        momentum: float = 0.9,
+        batch_size: int = 512,
+        epochs: int = 100,
+        init: str = "random",
+        init_scale: float = 0.01,
+        fit_delta: bool = True,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
-        self.settings = check_settings(**settings)
-        self.model = model
-        self.delta_: Tensor | None = None
-        self.temperature_: Tensor | None = None
-        self.gamma_: float | None = None
-        self.lam_: float | None = None
-        self.fit_report_: dict[str, Any] = {}
+        self.gamma_pool, self.lam, self.lam_scale, self.lr = gamma_pool, lam, lam_scale, lr
+        self.momentum, self.batch_size, self.epochs, self.init = momentum, batch_size, epochs, init
+        self.init_scale, self.fit_delta, self.seed = init_scale, fit_delta, seed
+
+    @classmethod
+    def check_settings(
+        cls,
+        *,
+        gamma_pool: Any = (1.0,),
+        lam: float | None = None,
+        lam_scale: float = 0.1,
+        lr: float = 0.001,
+        momentum: float = 0.9,
+        batch_size: int = 512,
+        epochs: int = 100,
+        init: str = "random",
+        init_scale: float = 0.01,
+        fit_delta: bool = True,
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        """Every setting checked, ``gamma_pool`` as a tuple of floats (a number or a list)."""
+        pool = tuple(gamma_pool) if isinstance(gamma_pool, list | tuple) else (gamma_pool,)
+        try:
+            pool = tuple(check_number(g, "gamma_pool", low=0.0, strict=False) for g in pool)
+        except ValueError:
+            raise ValueError(f"gamma_pool: expected focal γ values such as [1,2,3], got "
+                             f"{gamma_pool!r}") from None  # fmt: skip
+        if not pool or any(g > 20 for g in pool):
+            raise ValueError(f"gamma_pool: focal γ values in [0, 20], got {gamma_pool!r}")
+        if momentum != 0 and check_number(momentum, "momentum", low=0.0) >= 1:
+            raise ValueError(f"momentum: expected a finite number >= 0 and < 1, got {momentum!r}")
+        if not isinstance(fit_delta, bool):
+            raise ValueError(f"fit_delta: expected true or false, got {fit_delta!r}")
+        return {
+            "gamma_pool": pool,
+            "lam": None if lam is None else check_number(lam, "lam", low=0.0, strict=False),
+            "lam_scale": check_number(lam_scale, "lam_scale", low=0.0, strict=False),
+            "lr": check_number(lr, "lr", low=0.0),
+            "momentum": float(momentum),
+            "batch_size": check_positive_int(batch_size, "batch_size"),
+            "epochs": check_positive_int(epochs, "epochs"),
+            "init": check_choice(init, "init", ("random", "data")),
+            "init_scale": check_number(init_scale, "init_scale", low=0.0, strict=False),
+            "fit_delta": fit_delta,
+            "seed": check_positive_int(seed, "seed", minimum=0),
+        }
 
     # -- fitting ------------------------------------------------------------------------
-    def fit(self, inputs: Tensor, labels: Tensor) -> NeuralClamping:
-        """Learn δ and T on calibration ``inputs`` (N, *input shape) and ``labels`` (N,)."""
-        if inputs.ndim < 2 or len(inputs) != len(labels) or len(inputs) == 0:
-            raise ValueError(
-                f"inputs and labels: expected N >= 1 matching samples, got {tuple(inputs.shape)} "
-                f"and {tuple(labels.shape)}"
-            )
-        if not bool(torch.isfinite(inputs).all()):
-            raise ValueError("inputs: NaN or inf in the calibration inputs")
-        labels = labels.long()
-        with _frozen(self.model):
-            device = next(self.model.parameters()).device
-            inputs, labels = inputs.to(device), labels.to(device)
-            bounds = self._bounds(inputs)
-            plain = self._logits(inputs, torch.zeros_like(inputs[0]), torch.ones(()))
+    def _fit(self, model: nn.Module, x: Tensor, y: Tensor, *, input_range: Any = None) -> FitReport:
+        s = self.checked()
+        if s["init"] == "data" and input_range is None:
+            raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
+        with _frozen(model):
+            device = next(model.parameters()).device
+            x, y = x.to(device), y.to(device)
+            bounds = _bounds(x, input_range)
+            plain = _logits(model, x, torch.zeros_like(x[0]), torch.ones(()))
             k = plain.shape[1]
-            if bool((labels < 0).any()) or bool((labels >= k).any()):
+            if bool((y < 0).any()) or bool((y >= k).any()):
                 raise ValueError(f"labels: expected classes in 0..{k - 1} for a {k}-class model")
             best = None
-            for gamma in self.settings["gamma_pool"]:
-                fit = self._fit_one(inputs, labels, gamma, bounds)
-                z = self._logits(inputs, fit["delta"], fit["log_t"].exp())
-                score = M.ece(z, labels)
+            for gamma in s["gamma_pool"]:
+                fit = _fit_one(model, x, y, gamma, bounds, s)
+                z = _logits(model, x, fit["delta"], fit["log_t"].exp())
+                score = M.ece(z, y)
                 if best is None or score < best[0]:
                     best = (score, gamma, fit, z)
-        score, self.gamma_, fit, z = best
-        self.delta_, self.temperature_, self.lam_ = fit["delta"], fit["log_t"].exp(), fit["lam"]
-        self.fit_report_ = {
-            "gamma": self.gamma_,
-            "lam": self.lam_,
+        score, gamma, fit, z = best
+        self.delta_, self.temperature_ = fit["delta"], fit["log_t"].exp()
+        self.gamma_, self.lam_ = gamma, fit["lam"]
+        details = {
+            "gamma": gamma,
+            "lam": fit["lam"],
             "temperature_start": fit["t_start"],
             "temperature": float(self.temperature_),
-            "objective": [fit["start"], fit["end"]],
-            "ece_calibration": [M.ece(plain, labels), score],
-            "accuracy_calibration": [_accuracy(plain, labels), _accuracy(z, labels)],
+            "ece_calibration": [M.ece(plain, y), score],
+            "accuracy_calibration": [_accuracy(plain, y), _accuracy(z, y)],
         }
-        return self
+        iterations = s["epochs"] * math.ceil(len(y) / s["batch_size"]) if s["fit_delta"] else 0
+        return FitReport("focal + λ'‖δ‖²", fit["start"], fit["end"], iterations, True, 0.0, details)
 
-    def _bounds(self, x: Tensor) -> tuple[Tensor, Tensor] | None:
-        if self.settings["input_range"] is None:
-            return None
-        lo, hi = (
-            torch.as_tensor(b, dtype=x.dtype, device=x.device) for b in self.settings["input_range"]
-        )
-        lo, hi = torch.broadcast_to(lo, x.shape[1:]), torch.broadcast_to(hi, x.shape[1:])
-        if bool((lo > hi).any()):
-            raise ValueError("input_range: the lower bound exceeds the upper bound")
-        if bool((x < lo).any()) or bool((x > hi).any()):
-            raise ValueError(
-                f"input_range: the calibration inputs span [{float(x.min()):.4g}, "
-                f"{float(x.max()):.4g}], outside the range given"
-            )
-        return lo, hi
+    def learned(self) -> dict[str, Any]:
+        return {"gamma": self.gamma_, "lam": self.lam_}
 
-    def _logits(self, x: Tensor, delta: Tensor, t: Tensor) -> Tensor:
-        with torch.no_grad():
-            return torch.cat([self.model(b + delta) / t.to(x.device) for b in x.split(1024)])
-
-    def _init_delta(
-        self, x: Tensor, bounds: tuple[Tensor, Tensor] | None, gen: torch.Generator
-    ) -> Tensor:
-        if not self.settings["fit_delta"]:
-            return torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
-        if self.settings["init"] == "random":
-            noise = torch.randn(x.shape[1:], generator=gen, dtype=x.dtype)
-            return (self.settings["init_scale"] * noise).to(x.device)
-        if bounds is None:
-            raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
-        g = torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
-        for b in x.split(1024):  # Theorem 3.2: the entropy gradient summed over the inputs
-            b = b.clone().requires_grad_(True)
-            logp = torch.log_softmax(self.model(b), 1)
-            entropy = -(logp.exp() * logp).sum()
-            (grad,) = torch.autograd.grad(entropy, b)
-            g += grad.sum(0)
-        low, high = x.amin(0), x.amax(0)
-        eta = torch.where(g < 0, low - bounds[0], torch.where(g > 0, bounds[1] - high, 0.0))
-        return torch.sign(g) * eta
-
-    def _objective(self, x: Tensor, y: Tensor, delta: Tensor, log_t: Tensor, focal, lam) -> float:
-        """The whole calibration objective: mean FL + λ' ‖δ‖² (Eq. 9 divided by n)."""
-        z = self._logits(x, delta, log_t.exp())
-        return float(focal.compute(z, y)) + lam * float((delta**2).sum())
-
-    def _fit_one(self, x: Tensor, y: Tensor, gamma: float, bounds) -> dict[str, Any]:
-        s = self.settings
-        gen = torch.Generator().manual_seed(s["seed"])
-        delta = self._init_delta(x, bounds, gen)
-        focal = Focal(gamma=gamma, reduction="mean")
-        z0 = self._logits(x, delta, torch.ones((), dtype=x.dtype))
-        low, high = (math.log(t) for t in TEMPERATURE_LIMITS)
-        warm = minimize_scalar(
-            lambda u: float(focal.compute(z0 / math.exp(u), y)), bounds=(low, high),
-            method="bounded", options={"xatol": 1e-8},
-        )  # fmt: skip
-        log_t = torch.tensor(float(warm.x), dtype=x.dtype, device=x.device)
-        lam = s["lam"] if s["lam"] is not None else s["lam_scale"] * float(warm.fun)
-        start = float(warm.fun) + lam * float((delta**2).sum())
-        out = {"t_start": math.exp(float(warm.x)), "lam": lam, "start": start}
-        if not s["fit_delta"]:  # the warm start is the exact optimum
-            return out | {"delta": delta, "log_t": log_t, "end": start}
-        delta.requires_grad_(True)
-        log_t.requires_grad_(True)
-        opt = torch.optim.SGD([delta, log_t], lr=s["lr"], momentum=s["momentum"])
-        for _ in range(s["epochs"]):
-            order = torch.randperm(len(x), generator=gen).to(x.device)
-            for idx in order.split(s["batch_size"]):
-                loss = focal.compute(self.model(x[idx] + delta) / log_t.exp(), y[idx])
-                loss = loss + lam * (delta**2).sum()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-        delta, log_t = delta.detach(), log_t.detach()
-        end = self._objective(x, y, delta, log_t, focal, lam)
-        t = math.exp(float(log_t)) if math.isfinite(float(log_t)) else math.inf
-        sane = TEMPERATURE_LIMITS[0] <= t <= TEMPERATURE_LIMITS[1]
-        if not (math.isfinite(end) and sane and end <= start + 0.01 * abs(start)):
-            if math.isfinite(end) and end <= start and not sane:
-                why = (
-                    f"T ran to {t:.4g}, outside {TEMPERATURE_LIMITS}, while the objective fell "
-                    f"({start:.4g} → {end:.4g}): the calibration split has no finite optimum "
-                    "(e.g. every sample is classified correctly); use a larger split"
-                )
-            else:
-                why = (
-                    f"the calibration objective went from {start:.4g} to {end:.4g} and T "
-                    f"from {out['t_start']:.4g} to {t:.4g}; lower lr (now {s['lr']:g})"
-                )
-            raise ClampingDivergedError(f"neural clamping diverged (γ = {gamma:g}): {why}")
-        return out | {"delta": delta, "log_t": log_t, "end": end}
+    def _restore(self, learned: dict[str, Any]) -> None:
+        self.gamma_, self.lam_ = learned["gamma"], learned["lam"]
+        self.temperature_ = self.temperature_.reshape(())
 
     # -- use ----------------------------------------------------------------------------
     def forward(self, x: Tensor) -> Tensor:
         """Calibrated logits f(x + δ) / T."""
-        if self.delta_ is None or self.temperature_ is None:
-            raise NotFittedError("this NeuralClamping is not fitted yet; call fit(inputs, labels)")
+        self._require_fitted()
         want, got = tuple(self.delta_.shape), tuple(x.shape[1:])
         if got != want:
             raise ValueError(f"inputs: expected samples of shape {want}, got {got}")
-        with _frozen(self.model):
-            return self.model(x + self.delta_.to(x.device)) / self.temperature_.to(x.device)
+        with _frozen(self.model_):
+            return self.model_(x + self.delta_.to(x.device)) / self.temperature_.to(x.device)
 
-    def save(self, path: str | Path) -> Path:
-        """δ, T and the settings (safetensors + JSON, checksummed); not the network."""
-        if self.delta_ is None or self.temperature_ is None:
-            raise NotFittedError("this NeuralClamping is not fitted yet; nothing to save")
-        meta = {
-            "format": "calibkit-neural-clamping",
-            "version": FORMAT_VERSION,
-            "gamma": self.gamma_,
-            "lam": self.lam_,
-            # the feasible range only shaped the start; a loaded calibrator does not need it
-            "settings": {k: v for k, v in self.settings.items() if k != "input_range"},
-            "report": self.fit_report_,
-        }
-        tensors = {
-            "delta": self.delta_.cpu().contiguous(),
-            "temperature": self.temperature_.cpu().reshape(1),
-        }
-        return write_checked(path, tensors, meta)
 
-    @classmethod
-    def load(cls, path: str | Path, model: nn.Module) -> NeuralClamping:
-        """A fitted NeuralClamping around ``model`` from a file written by :meth:`save`."""
-        meta, tensors = read_checked(path, "neural clamping")
-        if meta.get("format") != "calibkit-neural-clamping" or set(tensors) != {
-            "delta",
-            "temperature",
-        }:
-            raise ValueError(f"{path}: not a calibkit neural clamping file")
-        settings = dict(meta.get("settings", {}))
-        if settings.get("init") == "data":
-            settings["input_range"] = (-math.inf, math.inf)
-        try:
-            obj = cls(model, **settings)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{path}: its settings do not check ({err})") from None
-        device = next(model.parameters()).device
-        obj.delta_ = tensors["delta"].to(device)
-        obj.temperature_ = tensors["temperature"].reshape(()).to(device)
-        obj.gamma_, obj.lam_, obj.fit_report_ = meta["gamma"], meta["lam"], meta["report"]
-        return obj
+def _bounds(x: Tensor, input_range: Any) -> tuple[Tensor, Tensor] | None:
+    if input_range is None:
+        return None
+    lo, hi = (torch.as_tensor(b, dtype=x.dtype, device=x.device) for b in input_range)
+    lo, hi = torch.broadcast_to(lo, x.shape[1:]), torch.broadcast_to(hi, x.shape[1:])
+    if bool((lo > hi).any()):
+        raise ValueError("input_range: the lower bound exceeds the upper bound")
+    if bool((x < lo).any()) or bool((x > hi).any()):
+        raise ValueError(
+            f"input_range: the calibration inputs span [{float(x.min()):.4g}, "
+            f"{float(x.max()):.4g}], outside the range given"
+        )
+    return lo, hi
+
+
+def _logits(model: nn.Module, x: Tensor, delta: Tensor, t: Tensor) -> Tensor:
+    with torch.no_grad():
+        return torch.cat([model(b + delta) / t.to(x.device) for b in x.split(1024)])
+
+
+def init_delta(
+    model: nn.Module,
+    x: Tensor,
+    bounds: tuple[Tensor, Tensor] | None,
+    gen: torch.Generator,
+    settings: dict[str, Any],
+) -> Tensor:
+    """The starting δ (see the module docstring) for checked ``settings``."""
+    if not settings["fit_delta"]:
+        return torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
+    if settings["init"] == "random":
+        noise = torch.randn(x.shape[1:], generator=gen, dtype=x.dtype)
+        return (settings["init_scale"] * noise).to(x.device)
+    if bounds is None:
+        raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
+    g = torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
+    for b in x.split(1024):  # Theorem 3.2: the entropy gradient summed over the inputs
+        b = b.clone().requires_grad_(True)
+        logp = torch.log_softmax(model(b), 1)
+        entropy = -(logp.exp() * logp).sum()
+        (grad,) = torch.autograd.grad(entropy, b)
+        g += grad.sum(0)
+    low, high = x.amin(0), x.amax(0)
+    eta = torch.where(g < 0, low - bounds[0], torch.where(g > 0, bounds[1] - high, 0.0))
+    return torch.sign(g) * eta
+
+
+def _objective(model, x: Tensor, y: Tensor, delta: Tensor, log_t: Tensor, focal, lam) -> float:
+    """The whole calibration objective: mean FL + λ' ‖δ‖² (Eq. 9 divided by n)."""
+    z = _logits(model, x, delta, log_t.exp())
+    return float(focal.compute(z, y)) + lam * float((delta**2).sum())
+
+
+def _fit_one(model, x: Tensor, y: Tensor, gamma: float, bounds, s: dict) -> dict[str, Any]:
+    gen = torch.Generator().manual_seed(s["seed"])
+    delta = init_delta(model, x, bounds, gen, s)
+    focal = Focal(gamma=gamma, reduction="mean")
+    z0 = _logits(model, x, delta, torch.ones((), dtype=x.dtype))
+    low, high = (math.log(t) for t in TEMPERATURE_LIMITS)
+    warm = minimize_scalar(
+        lambda u: float(focal.compute(z0 / math.exp(u), y)), bounds=(low, high),
+        method="bounded", options={"xatol": 1e-8},
+    )  # fmt: skip
+    log_t = torch.tensor(float(warm.x), dtype=x.dtype, device=x.device)
+    lam = s["lam"] if s["lam"] is not None else s["lam_scale"] * float(warm.fun)
+    start = float(warm.fun) + lam * float((delta**2).sum())
+    out = {"t_start": math.exp(float(warm.x)), "lam": lam, "start": start}
+    if not s["fit_delta"]:  # the warm start is the exact optimum
+        return out | {"delta": delta, "log_t": log_t, "end": start}
+    delta.requires_grad_(True)
+    log_t.requires_grad_(True)
+    opt = torch.optim.SGD([delta, log_t], lr=s["lr"], momentum=s["momentum"])
+    for _ in range(s["epochs"]):
+        order = torch.randperm(len(x), generator=gen).to(x.device)
+        for idx in order.split(s["batch_size"]):
+            loss = focal.compute(model(x[idx] + delta) / log_t.exp(), y[idx])
+            loss = loss + lam * (delta**2).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    delta, log_t = delta.detach(), log_t.detach()
+    end = _objective(model, x, y, delta, log_t, focal, lam)
+    t = math.exp(float(log_t)) if math.isfinite(float(log_t)) else math.inf
+    sane = TEMPERATURE_LIMITS[0] <= t <= TEMPERATURE_LIMITS[1]
+    if not (math.isfinite(end) and sane and end <= start + 0.01 * abs(start)):
+        if math.isfinite(end) and end <= start and not sane:
+            why = (
+                f"T ran to {t:.4g}, outside {TEMPERATURE_LIMITS}, while the objective fell "
+                f"({start:.4g} → {end:.4g}): the calibration split has no finite optimum "
+                "(e.g. every sample is classified correctly); use a larger split"
+            )
+        else:
+            why = (
+                f"the calibration objective went from {start:.4g} to {end:.4g} and T "
+                f"from {out['t_start']:.4g} to {t:.4g}; lower lr (now {s['lr']:g})"
+            )
+        raise ClampingDivergedError(f"neural clamping diverged (γ = {gamma:g}): {why}")
+    return out | {"delta": delta, "log_t": log_t, "end": end}
 
 
 def _accuracy(z: Tensor, y: Tensor) -> float:

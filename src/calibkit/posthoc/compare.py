@@ -18,21 +18,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..metrics import evaluate
-from . import REGISTRY, create
+from ..metrics import evaluate, table
+from ..registry import parse_spec
+from . import REGISTRY, create, names
 
-#: Columns of the comparison, in order (all lower is better except accuracy and entropy).
-COLUMNS = ("accuracy", "ece", "aece", "mce", "classwise_ece", "nll", "brier", "entropy")
-HIGHER_IS_BETTER = {"accuracy"}
-NEUTRAL = {"entropy"}  # reported (Neural Clamping's "Entropy ↑") but not ranked
+#: Columns of the comparison, in order (the metrics table's ``COMPARE``); a column whose
+#: metric has no direction (entropy: Neural Clamping's "Entropy ↑") is shown, not ranked.
+COLUMNS = table.COMPARE
 
 
 def default_methods() -> list[str]:
-    return ["uncalibrated", *REGISTRY.names()]
+    """Every method on logits, after "uncalibrated"."""
+    return ["uncalibrated", *names("logits")]
 
 
 def has_randomness(spec: str) -> bool:
-    name = spec.split(":", 1)[0]
+    name = parse_spec(spec).name
     return name != "uncalibrated" and "seed" in REGISTRY.parameters(name)
 
 
@@ -144,10 +145,10 @@ def best_per_column(results: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The method with the best mean value in each ranked column."""
     best = {}
     for c in COLUMNS:
-        if c in NEUTRAL:
+        if not table.direction(c):
             continue
         vals = {m: r["metrics"][c] for m, r in results.items() if not math.isnan(r["metrics"][c])}
-        pick = max if c in HIGHER_IS_BETTER else min
+        pick = max if table.direction(c) > 0 else min
         best[c] = pick(vals, key=vals.get)
     return best
 

@@ -11,9 +11,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..metrics._prepare import Prepared
+from .._checks import check_choice, check_number, check_positive_int
 from ..metrics.binning import BinScheme
-from ..metrics.functional import _check_grid, _ece_over_temperatures, best_temperature
+from ..metrics.inputs import Prepared
+from ..metrics.scan import best_temperature, check_grid, ece_over_temperatures
 from .base import Calibrator, FitReport
 
 #: The temperature grids of the papers (METHODS.md §2).
@@ -35,7 +36,7 @@ def grid_values(grid: Any) -> Tensor:
         return torch.arange(1, round(hi / step) + 1, dtype=torch.float64) * step + (lo - step)
     if grid is None:
         raise ValueError("grid: pass a preset name or a list of temperatures")
-    return _check_grid(grid)
+    return check_grid(grid)
 
 
 def _nll_and_derivatives(
@@ -107,6 +108,13 @@ def fit_temperature(z: Tensor, y: Tensor, t_min: float, t_max: float, tol: float
     return 1.0 / theta, it, converged, nll
 
 
+def check_bounds(t_min: Any, t_max: Any) -> None:
+    """0 < t_min < t_max, both finite numbers; a one-line error otherwise."""
+    ok = all(isinstance(t, int | float) and not isinstance(t, bool) for t in (t_min, t_max))
+    if not ok or not 0 < t_min < t_max < math.inf:
+        raise ValueError(f"t_min and t_max: need 0 < t_min < t_max, got {t_min} and {t_max}")
+
+
 class TemperatureScaling(Calibrator):
     """z / T with T minimising the NLL on the calibration split (Guo et al. 2017).
 
@@ -121,10 +129,15 @@ class TemperatureScaling(Calibrator):
         self, *, t_min: float = 0.01, t_max: float = 100.0, tol: float = 1e-12, max_iter: int = 100
     ) -> None:
         super().__init__()
-        if not 0 < t_min < t_max:
-            raise ValueError(f"t_min and t_max: need 0 < t_min < t_max, got {t_min} and {t_max}")
         self.t_min, self.t_max, self.tol, self.max_iter = t_min, t_max, tol, max_iter
-        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
+
+    @classmethod
+    def check_settings(
+        cls, *, t_min: float = 0.01, t_max: float = 100.0, tol: float = 1e-12, max_iter: int = 100
+    ) -> dict[str, Any]:
+        check_bounds(t_min, t_max)
+        return {"t_min": t_min, "t_max": t_max, "tol": check_number(tol, "tol", low=0.0),
+                "max_iter": check_positive_int(max_iter, "max_iter")}  # fmt: skip
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         before = _nll_and_derivatives(z, y, 1.0)[0]
@@ -150,16 +163,18 @@ class TemperatureGrid(Calibrator):
 
     def __init__(self, *, grid: Any = "rethinking", n_bins: int = 15) -> None:
         super().__init__()
-        grid_values(grid)  # validate now: a bad grid fails at construction
         self.grid, self.n_bins = grid, n_bins
-        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
+
+    @classmethod
+    def check_settings(cls, *, grid: Any = "rethinking", n_bins: int = 15) -> dict[str, Any]:
+        return {"grid": grid_values(grid), "n_bins": check_positive_int(n_bins, "n_bins")}
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
-        temps = grid_values(self.grid)
+        temps = self.checked()["grid"]
         p = Prepared(z, y, False)
         scheme = BinScheme.make(self.n_bins, "calibkit", z.dtype)
         best, after = best_temperature(p, scheme, temps)
-        before = float(_ece_over_temperatures(p, scheme, torch.ones(1, dtype=torch.float64))[0])
+        before = float(ece_over_temperatures(p, scheme, torch.ones(1, dtype=torch.float64))[0])
         self.temperature_ = temps[best].clone()
         return FitReport(
             "ece",
@@ -190,11 +205,14 @@ class EnsembleTemperatureScaling(Calibrator):
 
     def __init__(self, *, loss: str = "mse", t_min: float = 0.01, t_max: float = 100.0) -> None:
         super().__init__()
-        if loss not in ("mse", "nll"):
-            raise ValueError(f"loss: expected 'mse' or 'nll', got {loss!r}")
         self.loss, self.t_min, self.t_max = loss, t_min, t_max
-        self.temperature_ = torch.tensor(1.0, dtype=torch.float64)
-        self.weights_ = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+
+    @classmethod
+    def check_settings(
+        cls, *, loss: str = "mse", t_min: float = 0.01, t_max: float = 100.0
+    ) -> dict[str, Any]:
+        check_bounds(t_min, t_max)
+        return {"loss": check_choice(loss, "loss", ("mse", "nll")), "t_min": t_min, "t_max": t_max}
 
     def _loss(self, p: Tensor, y: Tensor) -> float:
         if self.loss == "nll":

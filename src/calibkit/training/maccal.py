@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,11 @@ class MacCalConfig:
     weight_decay: float = 5e-4
     batch_size: int = 128
     seed: int = 0
+
+    @classmethod
+    def check_settings(cls, **settings: Any) -> dict[str, Any]:
+        """The settings checked (one-line ``ValueError``), for the registry."""
+        return asdict(cls(**settings).check())
 
     def check(self) -> MacCalConfig:
         choices = {
@@ -245,7 +250,8 @@ def stage2(
             "stage 2 needs a model split into forward_features and head (calibkit.models)"
         )
     config.check()
-    assert bundle.train is not None and bundle.val is not None
+    if bundle.train is None or bundle.val is None:
+        raise ValueError("stage 2 needs data with a training and a validation split")
     model = model.to(device).eval()
     for p in model.parameters():
         p.requires_grad_(False)

@@ -15,11 +15,22 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
 from torch import nn
 
 from .. import data
+from ..posthoc.base import Evidence
 from .maccal import MacCalConfig, MaskedHead, stage2
-from .trainer import TrainConfig, TrainingError, build, pick_device, provenance, write_run
+from .trainer import (
+    TrainConfig,
+    TrainingError,
+    build,
+    pick_device,
+    predict,
+    provenance,
+    write_run,
+)  # fmt: skip
 
 
 def _read_run(path: Path) -> dict[str, Any]:
@@ -59,6 +70,28 @@ def load_run(
             f"{path}/model.safetensors: does not fit the run's model ({first})"
         ) from None
     return config, bundle, model.to(pick_device(device)).eval(), info
+
+
+def run_evidence(path: str | os.PathLike, device: str = "auto") -> tuple[Evidence, dict]:
+    """What a finished run offers any calibration method (:class:`~calibkit.posthoc.Evidence`:
+    its saved logits and labels of every split but train, its model, inputs and feasible
+    input range) and its ``run.json``."""
+    _, bundle, model, info = load_run(path, device)
+    dev = next(model.parameters()).device
+    splits = {k: v for k, v in bundle.splits().items() if k != "train"}
+    with np.load(Path(path) / "logits.npz") as saved:  # written by the run: no forward pass
+        logits = {k: torch.from_numpy(saved[f"logits_{k}"]) for k in splits}
+
+    def inputs(split: str, idx: torch.Tensor | None) -> torch.Tensor:
+        x = splits[split].stored() if idx is None else splits[split].x[idx]
+        return data.to_inputs(x, bundle, dev)
+
+    evidence = Evidence(
+        logits=logits, labels={k: v.y for k, v in splits.items()}, model=model, inputs=inputs,
+        predict=lambda module, split: predict(module, splits[split], bundle, dev),
+        input_range=data.input_bounds(bundle),
+    )  # fmt: skip
+    return evidence, info
 
 
 def run_stage2(

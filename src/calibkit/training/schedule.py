@@ -1,7 +1,7 @@
 """Step learning-rate schedules, with the papers' presets (METHODS.md §7).
 
 A schedule is a spec: ``cifar`` (× 0.1 at 150 and 250 of 350 epochs), ``tiny-imagenet``
-(× 0.1 at 40 and 60 of 100), ``constant``, or ``step:milestones=30/60,gamma=0.1``. The
+(× 0.1 at 40 and 60 of 100), ``constant``, or ``step:milestones=[30,60],gamma=0.1``. The
 presets' milestones are fractions of their paper length, so ``cifar`` over 30 epochs drops
 at 13 and 21 (150/350 and 250/350 of the run, rounded).
 """
@@ -17,7 +17,8 @@ PRESETS = {"cifar": ((150 / 350, 250 / 350), 0.1), "tiny-imagenet": ((40 / 100, 
 
 def milestones(spec: str, epochs: int) -> tuple[list[int], float]:
     """(epochs after which the rate is multiplied by gamma, gamma) for a schedule spec."""
-    name, kw = parse_spec(spec)
+    parsed = parse_spec(spec)
+    name, kw = parsed.name, parsed.kwargs
     if name in PRESETS:
         if kw:
             raise ValueError(f"schedule {name!r} takes no parameters; use step:milestones=...")
@@ -32,7 +33,7 @@ def milestones(spec: str, epochs: int) -> tuple[list[int], float]:
                 f"schedule 'step' has no parameter {sorted(bad)[0]!r}; valid: milestones, gamma"
             )
         ms = kw.get("milestones", [])
-        ms = [ms] if isinstance(ms, int) else ms
+        ms = [ms] if isinstance(ms, int) else list(ms)
         gamma = kw.get("gamma", 0.1)
         if not all(isinstance(m, int) and m > 0 for m in ms) or not (
             isinstance(gamma, int | float) and math.isfinite(gamma) and gamma > 0

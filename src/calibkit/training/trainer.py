@@ -95,10 +95,8 @@ class TrainConfig:
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
         milestones(self.schedule, self.epochs)
         losses.create(self.loss)
-        for spec, registry in ((self.model, models.REGISTRY), (self.data, data.REGISTRY)):
-            name, _ = parse_spec(spec)
-            if name not in registry.names():
-                registry.create(spec)  # raises the registry's message
+        models.REGISTRY.check(self.model)  # by signature: nothing is built or read
+        data.REGISTRY.check(self.data)
         bad = [e for e in self.record_grad_norms if not 1 <= e <= self.epochs]
         if bad:
             raise ValueError(f"record_grad_norms: epochs must lie in 1..{self.epochs}, got {bad}")
@@ -202,7 +200,7 @@ def build(
     if need_train and (bundle.train is None or bundle.val is None):
         raise ValueError(f"data: {config.data!r} has no training split; use it with --extra")
     for spec in config.extra:
-        name = parse_spec(spec)[0]
+        name = parse_spec(spec).name
         extra = data.create(spec)
         if extra.input_shape != bundle.input_shape:
             raise ValueError(
@@ -257,7 +255,8 @@ def train(
         weight_decay=config.weight_decay,
     )  # fmt: skip
     train_split = bundle.train
-    assert train_split is not None and bundle.val is not None  # checked in build
+    if train_split is None or bundle.val is None:
+        raise TrainingError(f"data: {config.data!r} needs a training and a validation split")
     learned = LearnedEpochs(len(train_split), device) if config.record_learned_epochs else None
     analysis: dict[str, np.ndarray] = {}
     history: list[dict[str, float]] = []
@@ -346,7 +345,8 @@ def _grad_norm_record(
 ) -> dict[str, np.ndarray]:
     model.eval()
     split = bundle.train
-    assert split is not None
+    if split is None:
+        raise TrainingError("gradient norms need the training split")
     norms, briers = [], []
     for idx in torch.arange(len(split)).split(1024):
         x, y = split.take(idx)
@@ -411,7 +411,8 @@ def _resume(
 def provenance(config: TrainConfig, device: torch.device, augment: str | None) -> dict[str, Any]:
     """What shapes the confidence of a run's model (``augment``: the data's augmentation),
     and where it ran."""
-    name, params = parse_spec(config.loss)
+    parsed = parse_spec(config.loss)
+    name, params = parsed.name, parsed.kwargs
     return {
         "config": asdict(config),
         "loss": {"name": name, "parameters": vars(losses.create(config.loss)) | params},

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._prepare import Prepared, Runs
 from .binning import BinScheme, equal_mass_bins
+from .inputs import Prepared, Runs
 
 
 def _wsum(values: Tensor, weights: Tensor | None) -> Tensor:

@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from .._checks import as_float_scores, as_labels, check_choice, check_probabilities
-from ._scan import RowStats, scan_rows
 from .binning import BinScheme
+from .scan import RowStats, scan_rows
 
 BINARY_MODES = ("top-label", "positive")
 
