@@ -1,4 +1,4 @@
-"""Model-level methods on any pretrained network: `calibkit clamp` and MaC-Cal stage 2 given
+"""Model-level methods on any pretrained network: `calibkit calibrate` and MaC-Cal stage 2 given
 --model, --checkpoint and a data spec instead of a calibkit run folder."""
 
 from __future__ import annotations
@@ -46,13 +46,14 @@ def digits_checkpoint(tmp_path_factory):
     return out
 
 
-def test_clamp_takes_a_pretrained_network_and_writes_its_uncalibrated_run_beside(
+def test_calibrate_takes_a_pretrained_network_and_writes_its_uncalibrated_run_beside(
     digits_checkpoint, tmp_path, capsys
 ):
     out = tmp_path / "nc"
     ckpt = digits_checkpoint / "model.safetensors"
     argv = [
-        "clamp",
+        "calibrate",
+        "neural-clamping:epochs=2",
         "--model",
         "cnn",
         "--checkpoint",
@@ -62,8 +63,8 @@ def test_clamp_takes_a_pretrained_network_and_writes_its_uncalibrated_run_beside
         "-o",
         str(out),
     ]
-    report = run_json([*argv, "--epochs", "2", "--device", "cpu"], capsys)
-    assert report["output"] == str(out) and 0.01 <= report["temperature"] <= 100
+    report = run_json([*argv, "--device", "cpu"], capsys)
+    assert report["output"] == str(out) and 0.01 <= report["fit"]["details"]["temperature"] <= 100
     base = np.load(out / "pretrained" / "logits.npz")
     calibrated = np.load(out / "logits.npz")
     assert base["logits_test"].shape == calibrated["logits_test"].shape == (497, 10)
@@ -73,15 +74,16 @@ def test_clamp_takes_a_pretrained_network_and_writes_its_uncalibrated_run_beside
     assert np.array_equal(base["labels_test"], trained["labels_test"])
 
 
-def test_clamp_on_an_image_tree_reports_a_fit_with_no_optimum_in_one_line(
+def test_calibrate_on_an_image_tree_reports_a_fit_with_no_optimum_in_one_line(
     pretrained, tmp_path, capsys
 ):
     """An untrained network on random images has no signal: the best temperature is infinite.
     The fit stops with the cause, rather than writing a diverged calibrator."""
     spec, ckpt, _ = pretrained
     with pytest.raises(SystemExit) as e:
-        main(["clamp", "--model", "resnet20", "--checkpoint", str(ckpt), "--data", spec,
-              "--epochs", "2", "--device", "cpu", "-o", str(tmp_path / "nc")])  # fmt: skip
+        main(["calibrate", "neural-clamping:epochs=2", "--model", "resnet20", "--checkpoint",
+              str(ckpt), "--data", spec, "--device", "cpu", "-o",
+              str(tmp_path / "nc")])  # fmt: skip
     err = capsys.readouterr().err
     assert e.value.code == 2 and "neural clamping diverged" in err and "Traceback" not in err
     assert (tmp_path / "nc" / "pretrained" / "logits.npz").exists()
@@ -103,15 +105,28 @@ def test_stage2_runs_on_pretrained_weights_without_training_stage1(pretrained, t
 def test_pretrained_options_are_checked_before_anything_runs(pretrained, tmp_path, capsys):
     spec, ckpt, _ = pretrained
     with pytest.raises(SystemExit) as e:
-        main(["clamp", "--model", "resnet20", "--checkpoint", str(ckpt), "-o", str(tmp_path)])
+        main(
+            [
+                "calibrate",
+                "neural-clamping",
+                "--model",
+                "resnet20",
+                "--checkpoint",
+                str(ckpt),
+                "-o",
+                str(tmp_path),
+            ]
+        )
     assert e.value.code == 2 and "--model, --checkpoint, --data" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
-        main(["clamp", "--model", "resnet20", "--checkpoint", str(tmp_path / "none.th"),
+        main(["calibrate", "neural-clamping", "--model", "resnet20", "--checkpoint",
+              str(tmp_path / "none.th"),
               "--data", spec, "-o", str(tmp_path / "o")])  # fmt: skip
     err = capsys.readouterr().err
     assert e.value.code == 2 and "--checkpoint: no such file" in err and "Traceback" not in err
     with pytest.raises(SystemExit) as e:
-        main(["clamp", "--model", "resnet32", "--checkpoint", str(ckpt), "--data", spec,
+        main(["calibrate", "neural-clamping", "--model", "resnet32", "--checkpoint", str(ckpt),
+              "--data", spec,
               "-o", str(tmp_path / "o")])  # fmt: skip
     err = capsys.readouterr().err
     assert e.value.code == 2 and "does not fit the model: missing layer1.3" in err

@@ -860,8 +860,11 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
     from . import posthoc
     from .io import save_npz
     from .training.runs import run_evidence
+    from .training.trainer import pick_device
 
     spec = posthoc.REGISTRY.check(method)  # a bad spec fails before anything is read
+    with _options_named():
+        pick_device(device)
     run_dir = _pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output)
     evidence, _ = run_evidence(run_dir, device)
     if "val" not in evidence.logits:
@@ -965,7 +968,9 @@ def _bench_real(data_root, out, workers, doc, as_json) -> None:
     from .bench.real_report import write_real_report
 
     if data_root is None:
-        raise click.UsageError("the `real` preset needs --data-root DIR (the folder with logits/zoo, cifar10-jpeg, weights)")
+        raise click.UsageError(
+            "the `real` preset needs --data-root DIR (with logits/zoo, cifar10-jpeg, weights)"
+        )
     base = check_root(data_root)
     started = time.perf_counter()
     with _progress(len(plan(base)), "bench real", not as_json) as tick:

@@ -60,14 +60,14 @@ def test_a_spec_expands_to_keyed_runs(tmp_path):
         ),
         (("models: [cnn, mlp]", "models: ['cnn:depth=3']"), "model 'cnn' has no parameter 'depth'"),
         (
-            ("data: digits", "data: cifar10:root=/nowhere"),
-            "datasets[0].data: root: /nowhere is not a folder",
+            ("data: digits", "data: cifar10:root=/nowhere,val_size=many"),
+            "datasets[0].data: dataset 'cifar10': val_size=many is not an int",
         ),
         (("seeds: [1, 2]", "seeds: [1, two]"), "spec.yaml:2: seeds[1]: expected an integer seed"),
         (("posthoc: [ts,", "posthoc: [tss,"), "posthoc[0]: unknown calibrator 'tss'"),
         (
             ('"maccal:epochs=2"', '"maccal:q0=2"'),
-            "methods[1].stage2: q0: a mask rate must lie in (0, 1]",
+            "methods[1].stage2: stage-2 method 'maccal': q0: a mask rate must lie in (0, 1]",
         ),
         (("name: MaC-Cal", "name: CE"), "methods[1].name: method name 'CE' is used twice"),
         (

@@ -111,11 +111,11 @@ class NeuralClamping(ModelCalibrator):
         """Every setting checked, ``gamma_pool`` as a tuple of floats (a number or a list)."""
         pool = tuple(gamma_pool) if isinstance(gamma_pool, list | tuple) else (gamma_pool,)
         try:
-            pool = tuple(check_number(g, "gamma_pool", low=0.0, strict=False) for g in pool)
+            pool = tuple(check_number(g, "gamma_pool") for g in pool)
         except ValueError:
             raise ValueError(f"gamma_pool: expected focal γ values such as [1,2,3], got "
                              f"{gamma_pool!r}") from None  # fmt: skip
-        if not pool or any(g > 20 for g in pool):
+        if not pool or any(not 0 <= g <= 20 for g in pool):
             raise ValueError(f"gamma_pool: focal γ values in [0, 20], got {gamma_pool!r}")
         if momentum != 0 and check_number(momentum, "momentum", low=0.0) >= 1:
             raise ValueError(f"momentum: expected a finite number >= 0 and < 1, got {momentum!r}")

@@ -118,7 +118,7 @@ def run_stage2(
 def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     """A run folder for ``config.checkpoint``'s pretrained network, without training: its
     logits of every split but train, its weights and a ``run.json`` naming the checkpoint.
-    Everything that takes a run (``calibkit clamp``, stage 2, ``compare``) then takes it."""
+    Everything that takes a run (``calibkit calibrate``, stage 2, ``compare``) then takes it."""
     if config.checkpoint is None:
         raise TrainingError("checkpoint: a pretrained run needs a checkpoint file")
     bundle, model, _ = build(config, need_train=False)
