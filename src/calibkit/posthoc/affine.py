@@ -201,25 +201,15 @@ class AffineCalibrator(Calibrator):
         self.average_folds, self.seed, self.max_iter = average_folds, seed, max_iter
 
     @classmethod
-    def check_settings(
-        cls,
-        *,
-        lambdas: Any = DEFAULT_GRID,
-        mus: Any = DEFAULT_GRID,
-        folds: int = 5,
-        average_folds: bool = False,
-        seed: int = 0,
-        max_iter: int = 1000,
-    ) -> dict[str, Any]:
-        if not isinstance(average_folds, bool):
-            raise ValueError(f"average_folds: expected true or false, got {average_folds!r}")
-        return {
-            "lambdas": _grid(lambdas, "lambdas"),
-            "mus": _grid(mus, "mus"),
-            "folds": check_positive_int(folds, "folds", minimum=2),
-            "average_folds": average_folds,
-            "seed": check_positive_int(seed, "seed", minimum=0),
-            "max_iter": check_positive_int(max_iter, "max_iter"),
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(s["average_folds"], bool):
+            raise ValueError(f"average_folds: expected true or false, got {s['average_folds']!r}")
+        return s | {
+            "lambdas": _grid(s["lambdas"], "lambdas"),
+            "mus": _grid(s["mus"], "mus"),
+            "folds": check_positive_int(s["folds"], "folds", minimum=2),
+            "seed": check_positive_int(s["seed"], "seed", minimum=0),
+            "max_iter": check_positive_int(s["max_iter"], "max_iter"),
         }
 
     @property

@@ -122,9 +122,26 @@ class Method(nn.Module):
 
     @classmethod
     def check_settings(cls, **settings: Any) -> dict[str, Any]:
-        """The settings checked and normalised (one-line ``ValueError`` naming the setting);
-        used by ``fit`` and by the registry, so a spec is checked before anything runs."""
-        return settings
+        """Every setting (the defaults of ``__init__`` along the class hierarchy, overridden by
+        ``settings``) checked and normalised by :meth:`_check` (one-line ``ValueError``
+        naming the setting); used by ``fit`` and by the registry, so a spec is checked before
+        anything runs."""
+        defaults: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            init = klass.__dict__.get("__init__")
+            if init is not None and klass is not nn.Module and klass is not object:
+                for p in inspect.signature(init).parameters.values():
+                    if p.kind is p.KEYWORD_ONLY:
+                        defaults[p.name] = p.default
+        unknown = sorted(set(settings) - set(defaults))
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no setting {unknown[0]!r}")
+        return cls._check(defaults | settings)
+
+    @classmethod
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        """``s`` (every setting) checked and normalised; override per method."""
+        return s
 
     def settings(self) -> dict[str, Any]:
         """The keyword-only settings of ``__init__`` and their values, as given."""

@@ -65,12 +65,8 @@ class _ConfidenceMap(Calibrator):
         self.mode = mode
 
     @classmethod
-    def check_settings(cls, *, mode: str = "top-label", **others: Any) -> dict[str, Any]:
-        return {"mode": check_choice(mode, "mode", MODES)} | cls._check_others(**others)
-
-    @classmethod
-    def _check_others(cls, **others: Any) -> dict[str, Any]:
-        return others
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        return s | {"mode": check_choice(s["mode"], "mode", MODES)}
 
     @property
     def preserves_argmax(self) -> bool:  # type: ignore[override]
@@ -121,10 +117,10 @@ class HistogramBinning(_ConfidenceMap):
         self.n_bins, self.strategy = n_bins, strategy
 
     @classmethod
-    def _check_others(cls, *, n_bins: int = 15, strategy: str = "uniform") -> dict[str, Any]:
-        return {
-            "n_bins": check_positive_int(n_bins, "n_bins"),
-            "strategy": check_choice(strategy, "strategy", ("uniform", "quantile")),
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        return super()._check(s) | {
+            "n_bins": check_positive_int(s["n_bins"], "n_bins"),
+            "strategy": check_choice(s["strategy"], "strategy", ("uniform", "quantile")),
         }
 
     def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
@@ -201,10 +197,10 @@ class ScalingBinning(_ConfidenceMap):
         self.n_bins, self.seed = n_bins, seed
 
     @classmethod
-    def check_settings(cls, *, n_bins: int = 15, seed: int = 0) -> dict[str, Any]:
-        return {
-            "n_bins": check_positive_int(n_bins, "n_bins"),
-            "seed": check_positive_int(seed, "seed", minimum=0),
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        return super()._check(s) | {
+            "n_bins": check_positive_int(s["n_bins"], "n_bins"),
+            "seed": check_positive_int(s["seed"], "seed", minimum=0),
         }
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:

@@ -93,22 +93,16 @@ class NeuralClamping(ModelCalibrator):
         self.init_scale, self.fit_delta, self.seed = init_scale, fit_delta, seed
 
     @classmethod
-    def check_settings(
-        cls,
-        *,
-        gamma_pool: Any = (1.0,),
-        lam: float | None = None,
-        lam_scale: float = 0.1,
-        lr: float = 0.001,
-        momentum: float = 0.9,
-        batch_size: int = 512,
-        epochs: int = 100,
-        init: str = "random",
-        init_scale: float = 0.01,
-        fit_delta: bool = True,
-        seed: int = 0,
-    ) -> dict[str, Any]:
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
         """Every setting checked, ``gamma_pool`` as a tuple of floats (a number or a list)."""
+        gamma_pool, lam, momentum, fit_delta = (
+            s["gamma_pool"],
+            s["lam"],
+            s["momentum"],
+            s["fit_delta"],
+        )
+        lam_scale, lr, init, init_scale = s["lam_scale"], s["lr"], s["init"], s["init_scale"]
+        batch_size, epochs, seed = s["batch_size"], s["epochs"], s["seed"]
         pool = tuple(gamma_pool) if isinstance(gamma_pool, list | tuple) else (gamma_pool,)
         try:
             pool = tuple(check_number(g, "gamma_pool") for g in pool)

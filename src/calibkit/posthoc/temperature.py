@@ -132,12 +132,10 @@ class TemperatureScaling(Calibrator):
         self.t_min, self.t_max, self.tol, self.max_iter = t_min, t_max, tol, max_iter
 
     @classmethod
-    def check_settings(
-        cls, *, t_min: float = 0.01, t_max: float = 100.0, tol: float = 1e-12, max_iter: int = 100
-    ) -> dict[str, Any]:
-        check_bounds(t_min, t_max)
-        return {"t_min": t_min, "t_max": t_max, "tol": check_number(tol, "tol", low=0.0),
-                "max_iter": check_positive_int(max_iter, "max_iter")}  # fmt: skip
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        check_bounds(s["t_min"], s["t_max"])
+        return s | {"tol": check_number(s["tol"], "tol", low=0.0),
+                    "max_iter": check_positive_int(s["max_iter"], "max_iter")}  # fmt: skip
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         before = _nll_and_derivatives(z, y, 1.0)[0]
@@ -166,8 +164,8 @@ class TemperatureGrid(Calibrator):
         self.grid, self.n_bins = grid, n_bins
 
     @classmethod
-    def check_settings(cls, *, grid: Any = "rethinking", n_bins: int = 15) -> dict[str, Any]:
-        return {"grid": grid_values(grid), "n_bins": check_positive_int(n_bins, "n_bins")}
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        return {"grid": grid_values(s["grid"]), "n_bins": check_positive_int(s["n_bins"], "n_bins")}
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         temps = self.checked()["grid"]
@@ -208,11 +206,9 @@ class EnsembleTemperatureScaling(Calibrator):
         self.loss, self.t_min, self.t_max = loss, t_min, t_max
 
     @classmethod
-    def check_settings(
-        cls, *, loss: str = "mse", t_min: float = 0.01, t_max: float = 100.0
-    ) -> dict[str, Any]:
-        check_bounds(t_min, t_max)
-        return {"loss": check_choice(loss, "loss", ("mse", "nll")), "t_min": t_min, "t_max": t_max}
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        check_bounds(s["t_min"], s["t_max"])
+        return s | {"loss": check_choice(s["loss"], "loss", ("mse", "nll"))}
 
     def _loss(self, p: Tensor, y: Tensor) -> float:
         if self.loss == "nll":
