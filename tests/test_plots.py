@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 
 from calibkit import metrics as M
-from calibkit.plots import bin_accuracy_band, reliability_diagram
+from calibkit.metrics.evaluate import resample_chunks
+from calibkit.plots import reliability_diagram
 from tests.conftest import make_logits
 
 
 def test_bars_are_the_bin_accuracies_and_title_has_ece(tmp_path):
     z, y = make_logits(500, 5, 0)
-    fig = reliability_diagram(z, y, n_bins=10, path=tmp_path / "r.png")
-    top, bottom = fig.axes
     r = M.evaluate(z, y, n_bins=10, optimal=False, smooth=False)
+    fig = reliability_diagram(r, path=tmp_path / "r.png")
+    top, bottom = fig.axes
     filled = r.bins.count > 0
     heights = [p.get_height() for p in top.patches[: int(filled.sum())]]
     assert np.allclose(heights, r.bins.accuracy[filled])
@@ -26,16 +27,36 @@ def test_bars_are_the_bin_accuracies_and_title_has_ece(tmp_path):
     plt.close(fig)
 
 
-def test_band_brackets_the_bin_accuracy():
+def test_band_is_the_percentile_interval_of_each_bins_resampled_accuracy():
     z, y = make_logits(800, 3, 1)
-    band = bin_accuracy_band(z, y, n_bins=10, bootstrap=200)
-    r = M.evaluate(z, y, n_bins=10, optimal=False, smooth=False)
+    r = M.evaluate(z, y, n_bins=10, optimal=False, smooth=False, bootstrap=200, seed=3)
+    band = r.bins.band
+    # by hand: the same resamples (same seed), each bin's accuracy with numpy
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    conf, pred = p.max(1), p.argmax(1)
+    slot = np.minimum((conf * 10).astype(int), 9)  # equal-width bins, 1.0 in the last
+    correct = pred == np.asarray(y)
+    accs = []
+    for w, _ in resample_chunks(800, 200, 3, "cpu"):
+        for row in w.numpy():
+            n = np.bincount(slot, weights=row, minlength=10)
+            hits = np.bincount(slot, weights=row * correct, minlength=10)
+            accs.append(np.where(n > 0, hits / np.maximum(n, 1), np.nan))
+    accs = np.array(accs)
+    filled = r.bins.count > 0
+    for j in np.flatnonzero(filled):
+        col = accs[:, j][~np.isnan(accs[:, j])]
+        assert np.allclose(band[:, j], np.quantile(col, [0.025, 0.975]), atol=1e-12)
+    assert np.all(np.isnan(band[:, ~filled]))
     ok = r.bins.count > 20
     assert np.all(band[0][ok] <= r.bins.accuracy[ok]) and np.all(r.bins.accuracy[ok] <= band[1][ok])
-    assert np.all(np.isnan(band[:, r.bins.count == 0]))
+    fig = reliability_diagram(r)
+    assert any(c.get_label() == "95% bootstrap band" for c in fig.axes[0].containers)
+    plt.close(fig)
 
 
 def test_bad_figure_format(tmp_path):
     z, y = make_logits(50, 3, 1)
     with pytest.raises(ValueError, match="format"):
-        reliability_diagram(z, y, path=tmp_path / "r.gif")
+        reliability_diagram(M.evaluate(z, y, optimal=False), path=tmp_path / "r.gif")

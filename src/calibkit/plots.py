@@ -10,79 +10,34 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
 from .io import atomic_write
-from .metrics import stats as st
-from .metrics.binning import BinScheme
-from .metrics.evaluate import _interval, resample_chunks
-from .metrics.inputs import prepare
+from .metrics.evaluate import EvaluationResult
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 
 
-def bin_accuracy_band(
-    scores: Any,
-    labels: Any,
-    *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
-    bootstrap: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-) -> np.ndarray:
-    """(2, S) percentile interval of each equal-width bin's accuracy over bootstrap resamples.
-
-    NaN for bins that are empty in the sample.
-    """
-    p = prepare(scores, labels, probs=probs, binary=binary)
-    scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
-    accs = []
-    for w, _ in resample_chunks(p.n, bootstrap, seed, p.scores.device):
-        sums = st.topbin_sums(p, scheme, w)
-        count = sums[:, 0]
-        accs.append(torch.where(count > 0, sums[:, 2] / count.clamp_min(1), torch.nan))
-    acc = torch.cat(accs)
-    band = np.array([_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T
-    empty = st.topbin_sums(p, scheme)[0, 0].cpu().numpy() == 0
-    band[:, empty] = np.nan
-    return band
-
-
 def reliability_diagram(
-    scores: Any,
-    labels: Any,
+    result: EvaluationResult,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
-    bootstrap: int = 0,
-    seed: int = 0,
     title: str | None = None,
     path: str | os.PathLike | None = None,
     ax: Any = None,
 ):
-    """Reliability diagram: accuracy per confidence bin over the diagonal, gaps shaded, and
-    the confidence histogram beneath; ECE in the title.
+    """Reliability diagram of an :func:`~calibkit.metrics.evaluate` result: accuracy per
+    confidence bin over the diagonal, gaps shaded, and the confidence histogram beneath; ECE
+    in the title; the 95 % band of each bin's accuracy where the result was bootstrapped.
+    Nothing is computed again.
 
-    ``bootstrap=B`` draws a 95 % band of each bin's accuracy. ``path`` saves the figure
-    (format from the extension: .png, .svg, .pdf). ``ax`` is an optional pair of axes
-    (top, bottom) to draw into. Returns the matplotlib figure.
+    ``path`` saves the figure (format from the extension: .png, .svg, .pdf). ``ax`` is an
+    optional pair of axes (top, bottom) to draw into. Returns the matplotlib figure.
     """
-    from .metrics import evaluate
-
-    convention = {"probs": probs, "n_bins": n_bins, "binning": binning, "binary": binary}
-    r = evaluate(scores, labels, **convention, optimal=False, smooth=False)
-    band = None
-    if bootstrap:
-        band = bin_accuracy_band(scores, labels, **convention, bootstrap=bootstrap, seed=seed)
-        band = band[:, :n_bins]
+    s = result.settings
+    n_bins = s["n_bins"]
+    band = None if result.bins.band is None else result.bins.band[:, :n_bins]
     fig = draw_reliability(
-        r.bins, n_bins=n_bins, title=title, ax=ax, band=band,
-        xlabel="confidence" if binary == "top-label" else "P(class 1)",
+        result.bins, n_bins=n_bins, title=title, ax=ax, band=band,
+        xlabel="confidence" if s["binary"] == "top-label" else "P(class 1)",
     )  # fmt: skip
     if path is not None:
         save_figure(fig, path)

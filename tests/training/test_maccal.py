@@ -1,6 +1,8 @@
 """MaC-Cal stage 2: gradient restriction leaves masked weights bit-identical, the
 straight-through variant passes the whole gradient, adaptive sparsity follows Eq. 12–13,
-every Table 5 row runs, features are computed once, and bad settings fail clearly."""
+every Table 5 row runs, features are computed once, the method keeps the calibrator
+contract (settings checked by the registry, save/load, the caller's model unchanged), a
+calibrated run loads back as the calibrated network, and bad settings fail clearly."""
 
 from __future__ import annotations
 
@@ -10,18 +12,18 @@ import pytest
 import torch
 from torch import nn
 
-from calibkit.training import TrainConfig, train
-from calibkit.training.maccal import (
+from calibkit import posthoc
+from calibkit.posthoc.base import FitDivergedError
+from calibkit.posthoc.maccal import (
     ABLATIONS,
-    MacCalConfig,
+    MacCal,
     MaskedHead,
     eta_at,
     masked_inference,
     masked_sgd_step,
-    stage2,
-    stage2_config,
 )
-from calibkit.training.runs import load_run, run_stage2
+from calibkit.training import TrainConfig, train
+from calibkit.training.runs import calibrate_run, load_run, run_evidence
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +31,11 @@ def stage1(tmp_path_factory):
     out = tmp_path_factory.mktemp("stage1")
     train(TrainConfig(epochs=3, seed=1), out)
     return out
+
+
+def fitted(stage1, **settings) -> MacCal:
+    evidence, _ = run_evidence(stage1, "cpu")
+    return MacCal(**settings).fit_on(evidence)
 
 
 def step_pair(restrict: bool):
@@ -83,12 +90,11 @@ def test_without_restriction_the_gradient_is_straight_through():
 
 
 def test_eta_schedule_is_eq_13_and_q_follows_eq_12(stage1):
-    cfg = MacCalConfig(epochs=4, adaptive="decaying", batch_size=32)
-    assert eta_at(cfg, 4) == pytest.approx(0.001) and eta_at(cfg, 0) == pytest.approx(0.1)
-    assert eta_at(cfg, 2) == pytest.approx(0.1 * math.exp(math.log(0.01) / 2))
-    assert eta_at(MacCalConfig(adaptive="static"), 7) == 0.1
-    _, bundle, model, _ = load_run(stage1)
-    _, history = stage2(model, bundle, cfg, torch.device("cpu"))
+    s = MacCal.check_settings(epochs=4, adaptive="decaying", batch_size=32)
+    assert eta_at(s, 4) == pytest.approx(0.001) and eta_at(s, 0) == pytest.approx(0.1)
+    assert eta_at(s, 2) == pytest.approx(0.1 * math.exp(math.log(0.01) / 2))
+    assert eta_at(MacCal.check_settings(adaptive="static"), 7) == 0.1
+    history = fitted(stage1, epochs=4, adaptive="decaying", batch_size=32).history()
     q = 0.5
     for rec in history:
         assert rec["q"] == pytest.approx(q)
@@ -99,32 +105,33 @@ def test_eta_schedule_is_eq_13_and_q_follows_eq_12(stage1):
 
 @pytest.mark.parametrize("row", list(ABLATIONS))
 def test_every_table5_row_runs_with_deterministic_inference(stage1, row):
-    _, bundle, model, _ = load_run(stage1)
-    model, history = stage2(
-        model, bundle, MacCalConfig(**ABLATIONS[row], epochs=2), torch.device("cpu")
-    )
-    assert len(history) == 2 and isinstance(model.head, MaskedHead) and not model.head.training
+    cal = fitted(stage1, **ABLATIONS[row], epochs=2)
+    assert len(cal.history()) == 2 and isinstance(cal.head_, MaskedHead) and not cal.head_.training
     x = torch.randn(4, 1, 8, 8)
-    assert torch.equal(model(x), model(x))
-    assert len(model.head.layers) == (1 if ABLATIONS[row]["head"] == "linear" else 2)
+    assert torch.equal(cal(x), cal(x))
+    assert len(cal.head_.layers) == (1 if ABLATIONS[row]["head"] == "linear" else 2)
+    assert cal.fit_report_.iterations == 2 and cal.fit_report_.details["q"] == cal.history()[-1]["q"]
 
 
 def test_expected_weight_inference_scales_a_linear_head_by_q(stage1):
-    _, bundle, model, _ = load_run(stage1)
-    cfg = MacCalConfig(head="linear", adaptive="fixed", q0=0.3, epochs=1, inference="expected")
-    model, _ = stage2(model, bundle, cfg, torch.device("cpu"))
-    lin = model.head.layers[0]
-    h = torch.randn(5, model.num_features)
-    assert torch.allclose(model.head(h), nn.functional.linear(h, 0.3 * lin.weight, lin.bias))
+    cal = fitted(stage1, head="linear", adaptive="fixed", q0=0.3, epochs=1, inference="expected")
+    lin = cal.head_.layers[0]
+    h = torch.randn(5, cal.model_.num_features)
+    assert torch.allclose(cal.head_(h), nn.functional.linear(h, 0.3 * lin.weight, lin.bias))
 
 
-def test_features_are_computed_once_per_split(stage1):
-    _, bundle, model, _ = load_run(stage1)
+def test_features_are_computed_once_per_split_and_the_model_is_unchanged(stage1):
+    evidence, _ = run_evidence(stage1, "cpu")
+    model = evidence.model
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
     calls = []
     original = model.forward_features
     model.forward_features = lambda x: (calls.append(len(x)), original(x))[1]
-    stage2(model, bundle, MacCalConfig(epochs=3), torch.device("cpu"))
-    assert sum(calls) == len(bundle.train) + len(bundle.val)  # never per epoch
+    MacCal(epochs=3).fit_on(evidence)
+    assert sum(calls) == len(evidence.labels["train"]) + len(evidence.labels["val"])  # not per epoch
+    del model.forward_features
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())
+    assert isinstance(model.head, nn.Linear)  # the caller's head is not replaced
 
 
 def test_masked_inference_starts_at_the_unmasked_head_and_loses_confidence(stage1):
@@ -141,11 +148,32 @@ def test_masked_inference_starts_at_the_unmasked_head_and_loses_confidence(stage
         masked_inference(model.head, h, bundle.test.y, [1.0])
 
 
-def test_cli_stage2_from_a_run_and_bad_input(stage1, tmp_path):
-    history = run_stage2(stage1, stage2_config("maccal:epochs=2"), tmp_path / "m")
-    assert [h["epoch"] for h in history] == [1, 2]
-    _, _, model, info = load_run(tmp_path / "m")  # the masked head is rebuilt from run.json
-    assert isinstance(model.head, MaskedHead) and info["stage2"]["epochs"] == 2
+def test_save_load_gives_the_same_calibrated_logits(stage1, tmp_path):
+    cal = fitted(stage1, epochs=2, head="bottleneck", width=16)
+    cal.save(tmp_path / "m.safetensors")
+    _, bundle, model, _ = load_run(stage1)
+    back = posthoc.load(tmp_path / "m.safetensors", model)
+    x = torch.randn(6, 1, 8, 8)
+    assert torch.equal(back(x), cal(x))
+    assert back.settings()["width"] == 16 and back.history() == cal.history()
+
+
+def test_a_calibrated_run_loads_as_the_calibrated_network(stage1, tmp_path):
+    cal = calibrate_run(stage1, "maccal:epochs=2", tmp_path / "m", device="cpu")
+    assert [h["epoch"] for h in cal.history()] == [1, 2]
+    _, bundle, model, info = load_run(tmp_path / "m")
+    assert isinstance(model, MacCal) and info["calibration"]["method"] == "maccal:epochs=2"
+    import numpy as np
+
+    with np.load(tmp_path / "m" / "logits.npz") as saved:
+        from calibkit.training import predict
+
+        assert np.array_equal(saved["logits_test"], predict(model, bundle.test, bundle, torch.device("cpu")))
+    with pytest.raises(ValueError, match="already calibrated"):
+        calibrate_run(tmp_path / "m", "ts", tmp_path / "again", device="cpu")
+
+
+def test_bad_settings_and_models_fail_clearly(stage1):
     for spec, message in [
         ("maccal:q0=0", r"q0: a mask rate must lie in \(0, 1\]"),
         ("maccal:gamma=1", r"gamma: expected a value in \(0, 1\)"),
@@ -153,16 +181,18 @@ def test_cli_stage2_from_a_run_and_bad_input(stage1, tmp_path):
         ("maccal:mask=1", "has no parameter 'mask'"),
     ]:
         with pytest.raises(ValueError, match=message):
-            stage2_config(spec)
-    _, bundle, model, _ = load_run(stage1)
+            posthoc.REGISTRY.check(spec)
+    evidence, _ = run_evidence(stage1, "cpu")
+    x, y = evidence.inputs("train", None), evidence.labels["train"]
     plain = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
     with pytest.raises(ValueError, match="split into forward_features and head"):
-        stage2(plain, bundle, MacCalConfig(epochs=1), torch.device("cpu"))
-    with pytest.raises(ValueError, match="stage 2 diverged: the loss became nan in epoch 1"):
-        stage2(model, bundle, MacCalConfig(epochs=2, lr=1e30), torch.device("cpu"))
-    _, bundle, model, _ = load_run(stage1)
-    model.num_features = 99
+        MacCal(epochs=1).fit(plain, x, y)
+    with pytest.raises(FitDivergedError, match="maccal diverged: the loss became nan in epoch 1"):
+        MacCal(epochs=2, lr=1e30).fit(evidence.model, x, y)
+    evidence.model.num_features = 99
     with pytest.raises(
         ValueError, match="features have width 64 but the model says num_features = 99"
     ):
-        stage2(model, bundle, MacCalConfig(epochs=1), torch.device("cpu"))
+        MacCal(epochs=1).fit(evidence.model, x, y)
+    with pytest.raises(posthoc.NotFittedError):
+        MacCal().head_

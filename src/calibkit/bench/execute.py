@@ -19,8 +19,7 @@ from ..metrics.table import HARNESS
 from ..posthoc.base import FitDivergedError
 from ..registry import Spec
 from ..training import train
-from ..training.maccal import stage2_config
-from ..training.runs import run_evidence, run_stage2
+from ..training.runs import calibrate_run, run_evidence
 from .anomalies import check_calibrated
 from .spec import RunSpec
 from .store import ALL
@@ -65,9 +64,10 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     if not (stage1 / "run.json").exists():
         train(config, stage1, resume=resume)
     history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
-    if run.stage2:
-        s2 = run_stage2(stage1, stage2_config(run.stage2), out, device="auto")
-        history += [(2, i + 1, h) for i, h in enumerate(s2)]
+    if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
+        if not (out / "run.json").exists():
+            calibrate_run(stage1, seeded(run.stage2, run.seed), out, device="auto")
+        history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
     evidence, info = run_evidence(out)
     logits, labels = evidence.logits, evidence.labels
     yv = labels["val"]

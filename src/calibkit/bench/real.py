@@ -31,7 +31,7 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -46,8 +46,8 @@ from ..io import save_npz
 from ..metrics import evaluate
 from ..posthoc.clamping import ClampingDivergedError, NeuralClamping
 from ..posthoc.compare import stratified_split
+from ..posthoc.maccal import ABLATIONS, MacCal
 from ..registry import parse_spec
-from ..training.maccal import ABLATIONS, MacCalConfig, stage2
 from .anomalies import check_calibrated
 from .store import ALL, Store
 
@@ -424,14 +424,12 @@ def run_maccal(unit: Unit, images: Images, base: Path, out: Path, s: Settings) -
     f = _cached(out, s.maccal_depth)["features"]
     y_train, y_test = images.bundle.train.y, images.bundle.test.y
     train, val = data.hold_out(data.Split(f["train"], y_train), s.maccal_val, 0)
-    width = f["train"].shape[1]
-    test = data.Split(f["jpeg_test"], y_test)
-    feature_data = data.DataBundle("features", 10, (width,), test, train, val)
     identity = models.Classifier(nn.Identity(), f["train"].shape[1], 10)
-    config = replace(MacCalConfig(epochs=s.maccal_epochs), **unit.args["config"]).check()
-    trained, history = stage2(identity, feature_data, config, torch.device("cpu"))
+    method = MacCal(**({"epochs": s.maccal_epochs} | unit.args["config"]))
+    method.fit(identity, train.x, train.y, val=(val.x, val.y))
+    history = method.history()
     with torch.no_grad():
-        z_test = trained(f["jpeg_test"]).double()
+        z_test = method(f["jpeg_test"]).double()
         z_plain = (f["jpeg_test"] @ f["head_weight"].T + f["head_bias"]).double()
         z_val_plain = (val.x @ f["head_weight"].T + f["head_bias"]).double()
     ts = posthoc.create("ts").fit(z_val_plain, val.y)
@@ -444,7 +442,7 @@ def run_maccal(unit: Unit, images: Images, base: Path, out: Path, s: Settings) -
         "model": f"resnet{s.maccal_depth}",
         "metrics": rows,
         "history": [(2, i + 1, h) for i, h in enumerate(history)],
-        "spec": asdict(config),
+        "spec": method.checked(),
     }
 
 

@@ -250,7 +250,7 @@ def maccal_table(res: RealResults) -> tuple[Table, dict[str, Any]]:
                 "",
             ]
         )
-    from ..training.maccal import ABLATIONS
+    from ..posthoc.maccal import ABLATIONS
 
     order = [r for r in ABLATIONS if r in ablations] + sorted(gammas, key=_natural)
     for r in order:

@@ -13,14 +13,17 @@ A spec (the ``default`` preset is ``calibkit/bench/presets/default.yaml``)::
       - {name: CE, loss: ce}
       - {name: Focal, loss: focal:gamma=3}
       - {name: Mixup, loss: ce, mixup: 0.2}
-      - {name: MaC-Cal, loss: ce, stage2: maccal}
+      - {name: MaC-Cal, loss: ce, stage2: maccal}   # stage 2: any calibration method
     baseline: CE                           # what every test compares with (default: first)
     posthoc: [ts, ts-grid, hist-binning, dir-odir, neural-clamping]
     calibration_sizes: [all, 100]          # Rethinking Fig. 3
     record: true                           # learned epochs and gradient norms
 
 Every training run is one (dataset, model, method, seed); post-hoc methods and calibration
-sizes are evaluated inside it on its logits. Each run is keyed by a hash of its resolved
+sizes are evaluated inside it on its logits. ``stage2`` names a registered calibration
+method (``calibkit methods``) fitted on the stage-1 run into the run that the post-hoc
+methods then calibrate: MaC-Cal's head retraining, or any other. A method's ``seed`` that a
+spec leaves unset is the run's seed. Each run is keyed by a hash of its resolved
 settings, so changing anything that shapes a run makes a new key and nothing else does.
 Every name and parameter is checked against the registries first; an error names its place
 in the file (``spec.yaml:14: methods[1].loss: ...``).
@@ -38,7 +41,6 @@ import yaml
 
 from .. import data, losses, models, posthoc
 from ..registry import Registry
-from ..training.maccal import STAGE2
 from ..training.trainer import TrainConfig
 
 PRESETS = Path(__file__).parent / "presets"
@@ -269,7 +271,7 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
         raise _fail(lines, f"{where}.mixup", f"expected a mixup alpha >= 0, got {mixup!r}")
     stage2 = m.get("stage2")
     if stage2 is not None:
-        stage2 = _check_spec(STAGE2, stage2, lines, f"{where}.stage2")
+        stage2 = _check_spec(posthoc.REGISTRY, stage2, lines, f"{where}.stage2")
     name = str(
         m.get("name")
         or m["loss"] + (f"+mixup{mixup}" if mixup else "") + (f"+{stage2}" if stage2 else "")

@@ -84,7 +84,7 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
             and parse_spec(stage2).name == "maccal"
             and loss.name == "ce"
         ):
-            changed = set(parse_spec(stage2).kwargs) - {"batch_size", "epochs", "lr"}
+            changed = set(parse_spec(stage2).kwargs) - {"batch_size", "epochs", "lr", "seed"}
             rank = (len(changed), r["method"])
         else:
             continue

@@ -34,15 +34,18 @@ from .table import METRICS, OOD_METRICS
 
 @dataclass
 class Bins:
-    """Per-bin data of the equal-width top-label bins (arrays of length ``n_slots``)."""
+    """Per-bin data of the equal-width top-label bins (arrays of length ``n_slots``);
+    ``band`` (2, n_slots): the bootstrap interval of each bin's accuracy (NaN for empty
+    bins), when :func:`evaluate` bootstrapped."""
 
     edges: np.ndarray
     count: np.ndarray
     accuracy: np.ndarray
     confidence: np.ndarray
+    band: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, list[float]]:
-        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
+        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items() if v is not None}
 
 
 @dataclass
@@ -160,6 +163,9 @@ def _metric_vectors(
     if ood is not None:
         s_out, w_out = ood
         out.update(_ood_vectors(p, s_out, weights, w_out))
+    if weights is not None:  # (B, S) accuracy per bin, for the reliability diagram's band
+        count = sums[:, 0]
+        out["bin_accuracy"] = torch.where(count > 0, sums[:, 2] / count.clamp_min(1), torch.nan)
     return out
 
 
@@ -334,8 +340,12 @@ def evaluate(
             [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=s_out, progress=progress
         )[0]
         intervals = {m: _interval(boot[m], ci) for m in order if m in boot}
-    sums = st.topbin_sums(p, scheme)
-    return EvaluationResult(metrics, _bins_of(sums, scheme), p.n, p.k, settings, intervals, notes)
+    bins = _bins_of(st.topbin_sums(p, scheme), scheme)
+    if bootstrap:
+        acc = boot["bin_accuracy"]
+        bins.band = np.array([_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T
+        bins.band[:, bins.count == 0] = np.nan
+    return EvaluationResult(metrics, bins, p.n, p.k, settings, intervals, notes)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from .affine import (
 from .base import Calibrator, Evidence, FitReport, Method, ModelCalibrator, NotFittedError
 from .binning import HistogramBinning, IsotonicCalibration, ScalingBinning
 from .clamping import ClampingDivergedError, NeuralClamping
+from .maccal import MacCal
 from .model import CalibratedModel
 from .temperature import GRIDS, EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
 
@@ -37,6 +38,7 @@ for _cls in (
     IsotonicCalibration,
     ScalingBinning,
     NeuralClamping,
+    MacCal,
 ):
     REGISTRY.register(_cls.name)(_cls)
 
@@ -70,6 +72,7 @@ __all__ = [
     "FitReport",
     "HistogramBinning",
     "IsotonicCalibration",
+    "MacCal",
     "MatrixScaling",
     "MatrixScalingODIR",
     "Method",

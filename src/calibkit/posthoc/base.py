@@ -163,6 +163,13 @@ class Method(nn.Module):
     def _restore(self, learned: dict[str, Any]) -> None:
         """Set non-tensor learned values from :meth:`learned` output."""
 
+    def _load(self, tensors: dict[str, Tensor], learned: dict[str, Any]) -> None:
+        """Set the learned state read from a file: the tensors of :meth:`state_tensors` and
+        the values of :meth:`learned`."""
+        for k, v in tensors.items():
+            setattr(self, k, v)
+        self._restore(learned)
+
     def state_tensors(self) -> dict[str, Tensor]:
         """Learned tensors by name (names end in ``_``)."""
         return {
@@ -175,9 +182,16 @@ class Method(nn.Module):
 
     # ------------------------------------------------------------------ the harness's calls
 
-    def fit_on(self, evidence: Evidence, idx: Tensor | None = None) -> Method:
-        """Fit on ``evidence``'s ``fit_split`` (rows ``idx``, default all)."""
+    def fit_on(
+        self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
+    ) -> Method:
+        """Fit on ``evidence``'s ``fit_split`` (rows ``idx``, default all); ``progress(step,
+        steps, record)`` is called after each epoch by methods that train for epochs."""
         raise NotImplementedError
+
+    def history(self) -> list[dict[str, Any]]:
+        """The fit's per-epoch records (empty for methods without epochs)."""
+        return []
 
     def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
         """Calibrated logits (or log-probabilities) of every split of ``evidence``."""
@@ -219,11 +233,9 @@ class Method(nn.Module):
             obj.model_ = model
             device = next(model.parameters()).device
             tensors = {k: v.to(device) for k, v in tensors.items()}
-        for k, v in tensors.items():
-            setattr(obj, k, v)
         if meta.get("n_classes") is not None:
             obj.n_classes_ = int(meta["n_classes"])
-        obj._restore(meta.get("learned", {}))
+        obj._load(tensors, meta.get("learned", {}))
         obj.fit_report_ = FitReport(**meta["fit_report"])
         return obj
 
@@ -262,7 +274,9 @@ class Calibrator(Method):
         self.fit_report_ = report
         return self
 
-    def fit_on(self, evidence: Evidence, idx: Tensor | None = None) -> Calibrator:
+    def fit_on(
+        self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
+    ) -> Calibrator:
         z, y = evidence.logits[self.fit_split], evidence.labels[self.fit_split]
         return self.fit(z if idx is None else z[idx], y if idx is None else y[idx])
 
@@ -339,7 +353,9 @@ class ModelCalibrator(Method):
         self.fit_report_ = report
         return self
 
-    def fit_on(self, evidence: Evidence, idx: Tensor | None = None) -> ModelCalibrator:
+    def fit_on(
+        self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
+    ) -> ModelCalibrator:
         if evidence.model is None or evidence.inputs is None:
             raise ValueError(f"{self.name} calibrates a network: it needs a run's model and inputs")
         y = evidence.labels[self.fit_split]

@@ -134,7 +134,7 @@ class NeuralClamping(ModelCalibrator):
         s = self.checked()
         if s["init"] == "data" and input_range is None:
             raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
-        with _frozen(model):
+        with frozen(model):
             device = next(model.parameters()).device
             x, y = x.to(device), y.to(device)
             bounds = _bounds(x, input_range)
@@ -177,7 +177,7 @@ class NeuralClamping(ModelCalibrator):
         want, got = tuple(self.delta_.shape), tuple(x.shape[1:])
         if got != want:
             raise ValueError(f"inputs: expected samples of shape {want}, got {got}")
-        with _frozen(self.model_):
+        with frozen(self.model_):
             return self.model_(x + self.delta_.to(x.device)) / self.temperature_.to(x.device)
 
 
@@ -285,7 +285,7 @@ def _accuracy(z: Tensor, y: Tensor) -> float:
     return float((z.argmax(1) == y).double().mean())
 
 
-class _frozen:
+class frozen:
     """Eval mode and no weight gradients for the duration; the caller's state is restored."""
 
     def __init__(self, model: nn.Module) -> None:

@@ -1,17 +1,20 @@
-"""Finished runs on disk: load one back, make one from a pretrained checkpoint, and run
-MaC-Cal stage 2 on it.
+"""Finished runs on disk: load one back, make one from a pretrained checkpoint, and
+calibrate one with any registered method into a new run.
 
 A run folder written by :func:`calibkit.training.train` holds ``run.json`` (its
 configuration) and ``model.safetensors``; :func:`load_run` rebuilds the data and the model
-from them (safetensors: no code runs on load). A stage-2 run's ``run.json`` also records
-its stage-2 settings, so its masked head is rebuilt too.
+from them (safetensors: no code runs on load). A calibrated run (:func:`calibrate_run`:
+MaC-Cal stage 2, Neural Clamping, or any logits calibrator) holds its source's weights, the
+method's file ``calibrator.safetensors`` and ``"calibration"`` in its ``run.json``; it loads
+as the calibrated network.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, fields
+import shutil
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +22,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import data
+from .. import data, posthoc
+from ..io import atomic_write, save_npz, write_text
 from ..posthoc.base import Evidence
-from .maccal import MacCalConfig, MaskedHead, stage2
+from ..registry import Spec
 from .trainer import (
     TrainConfig,
     TrainingError,
@@ -48,7 +52,9 @@ def _read_run(path: Path) -> dict[str, Any]:
 def load_run(
     path: str | os.PathLike, device: str = "auto"
 ) -> tuple[TrainConfig, data.DataBundle, nn.Module, dict]:
-    """(configuration, data, model with its trained weights, run.json) of a finished run."""
+    """(configuration, data, model with its trained weights, run.json) of a finished run; a
+    calibrated run's model is the calibrated network (its method wrapped around the source
+    network)."""
     from safetensors.torch import load_file
 
     path = Path(path)
@@ -56,12 +62,6 @@ def load_run(
     known = {f.name for f in fields(TrainConfig)}
     config = TrainConfig(**{k: v for k, v in info["config"].items() if k in known})
     bundle, model, _ = build(config, pretrained=False, need_train=False)
-    if "stage2" in info:
-        s2 = MacCalConfig(**info["stage2"])
-        model.head = MaskedHead(
-            model.num_features, bundle.num_classes, head=s2.head, width=s2.width,
-            restrict=s2.restrict, inference=s2.inference,
-        )  # fmt: skip
     try:
         model.load_state_dict(load_file(path / "model.safetensors"))
     except (RuntimeError, OSError) as err:
@@ -69,18 +69,22 @@ def load_run(
         raise TrainingError(
             f"{path}/model.safetensors: does not fit the run's model ({first})"
         ) from None
-    return config, bundle, model.to(pick_device(device)).eval(), info
+    model = model.to(pick_device(device)).eval()
+    if "calibration" in info:
+        method = posthoc.load(path / "calibrator.safetensors", model)
+        model = method if method.level == "model" else posthoc.CalibratedModel(model, method)
+    return config, bundle, model.eval(), info
 
 
 def run_evidence(path: str | os.PathLike, device: str = "auto") -> tuple[Evidence, dict]:
     """What a finished run offers any calibration method (:class:`~calibkit.posthoc.Evidence`:
-    its saved logits and labels of every split but train, its model, inputs and feasible
-    input range) and its ``run.json``."""
+    its saved logits of every split but train, the labels of every split, its model, inputs
+    and feasible input range) and its ``run.json``."""
     _, bundle, model, info = load_run(path, device)
     dev = next(model.parameters()).device
-    splits = {k: v for k, v in bundle.splits().items() if k != "train"}
+    splits = bundle.splits()
     with np.load(Path(path) / "logits.npz") as saved:  # written by the run: no forward pass
-        logits = {k: torch.from_numpy(saved[f"logits_{k}"]) for k in splits}
+        logits = {k: torch.from_numpy(saved[f"logits_{k}"]) for k in splits if k != "train"}
 
     def inputs(split: str, idx: torch.Tensor | None) -> torch.Tensor:
         x = splits[split].stored() if idx is None else splits[split].x[idx]
@@ -94,25 +98,41 @@ def run_evidence(path: str | os.PathLike, device: str = "auto") -> tuple[Evidenc
     return evidence, info
 
 
-def run_stage2(
-    source: str | os.PathLike, settings: MacCalConfig, out: str | os.PathLike, *,
+def calibrate_run(
+    source: str | os.PathLike, method: str | Spec, out: str | os.PathLike, *,
     device: str = "auto", progress: Any = None,
-) -> list[dict[str, float]]:  # fmt: skip
-    """MaC-Cal stage 2 on the finished stage-1 run ``source``, written as a run to ``out``."""
-    config, bundle, model, info = load_run(source, device)
-    if "stage2" in info:
-        raise TrainingError(f"{source} is already a stage-2 run; start from its stage-1 run")
-    dev = pick_device(device)
-    if bundle.train is None:
-        raise TrainingError(f"{source}: its data has no training split for stage 2")
-    model, history = stage2(model, bundle, settings, dev, progress=progress)
-    record = provenance(config, dev, bundle.augment) | {
-        "stage2": asdict(settings),
-        "stage1": str(Path(source).resolve()),
-    }
+) -> posthoc.Method:  # fmt: skip
+    """Fit the registered calibration ``method`` (a spec) on the finished run ``source`` (on
+    its ``fit_split``: validation, or training for MaC-Cal stage 2) and write the calibrated
+    network as a run in ``out``: logits of every split, the method's file, the source's
+    weights, the fit's per-epoch history and ``run.json``. Returns the fitted method."""
+    spec = posthoc.REGISTRY.check(method)
+    cal = posthoc.create(spec)
+    evidence, info = run_evidence(source, device)
+    if "calibration" in info:
+        raise TrainingError(
+            f"{source} is already calibrated ({info['calibration']['method']}); start from "
+            "its source run"
+        )
+    if cal.fit_split not in evidence.labels:
+        raise TrainingError(f"{source}: the run has no {cal.fit_split} split to fit {cal.name} on")
+    cal.fit_on(evidence, progress=progress)
     out = Path(out)
-    write_run(out, model, bundle, dev, history, record)
-    return history
+    arrays: dict[str, Any] = {}
+    for name, z in cal.apply_on(evidence).items():
+        arrays[f"logits_{name}"] = z.detach().float().cpu().numpy()
+        if not name.startswith("ood_"):
+            arrays[f"labels_{name}"] = evidence.labels[name].numpy()
+    save_npz(out / "logits.npz", **arrays)
+    cal.save(out / "calibrator.safetensors")
+    atomic_write(
+        out / "model.safetensors",
+        lambda tmp: shutil.copyfile(Path(source) / "model.safetensors", tmp),
+    )
+    write_text(out / "history.json", json.dumps(cal.history(), indent=1))
+    record = info | {"calibration": {"method": str(spec), "source": str(Path(source).resolve())}}
+    write_text(out / "run.json", json.dumps(record, indent=1, default=str))
+    return cal
 
 
 def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:

@@ -42,7 +42,7 @@ def milestones(spec: str, epochs: int) -> tuple[list[int], float]:
         return sorted(ms), float(gamma)
     raise ValueError(
         f"unknown schedule {spec!r}; choose one of: "
-        f"{', '.join(PRESETS)}, constant, step:milestones=A/B"
+        f"{', '.join(PRESETS)}, constant, step:milestones=[A,B]"
     )
 
 

@@ -59,22 +59,38 @@ class TrainingError(ValueError):
 class TrainConfig:
     """Everything that determines a run. Specs are the registries' spec strings."""
 
-    data: str = "digits"
-    model: str = "cnn"
-    loss: str = "ce"
-    epochs: int = 30
-    batch_size: int = 128
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    schedule: str = "cifar"
-    mixup: float = 0.0
-    seed: int = 0
-    extra: list[str] = field(default_factory=list)
-    record_learned_epochs: bool = False
-    record_grad_norms: list[int] = field(default_factory=list)
-    device: str = "auto"
-    checkpoint: str | None = None
+    data: str = field(default="digits", metadata={"help": "Dataset spec."})
+    model: str = field(default="cnn", metadata={"help": "Model spec."})
+    loss: str = field(default="ce", metadata={"help": "Loss spec, e.g. focal:gamma=3."})
+    epochs: int = field(default=30, metadata={"help": "Training epochs."})
+    batch_size: int = field(default=128, metadata={"help": "Mini-batch size."})
+    lr: float = field(default=0.1, metadata={"help": "Initial learning rate."})
+    momentum: float = field(default=0.9, metadata={"help": "SGD momentum."})
+    weight_decay: float = field(default=5e-4, metadata={"help": "L2 weight decay."})
+    schedule: str = field(
+        default="cifar",
+        metadata={"help": "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G."},
+    )
+    mixup: float = field(default=0.0, metadata={"help": "Mixup alpha (0: off)."})
+    seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
+    extra: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Extra evaluation split (dataset spec); repeat for more."},
+    )
+    record_learned_epochs: bool = field(
+        default=False, metadata={"help": "Record learned epochs and final max logits."}
+    )
+    record_grad_norms: list[int] = field(
+        default_factory=list,
+        metadata={"help": "Epoch at which to record per-sample gradient norms and Brier "
+                          "scores; repeat for more."},
+    )  # fmt: skip
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda or cuda:N."})
+    checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "Pretrained weights to start from (torch or safetensors); with "
+                          "--stage2 they are stage 1 (no training)."},
+    )  # fmt: skip
 
     def check(self) -> TrainConfig:
         """Validate every field, building nothing heavy; returns self."""

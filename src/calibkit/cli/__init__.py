@@ -1,0 +1,23 @@
+"""The ``calibkit`` command (also ``python -m calibkit``): one module per command group,
+each a thin layer over library functions.
+
+* :mod:`.common`: the group, one-line errors (exit code 2, no traceback), progress bars,
+  shared options, options made from configuration dataclasses;
+* :mod:`.measure`: ``evaluate``, ``demo``;
+* :mod:`.calibrate`: ``fit``, ``apply``, ``compare``, ``methods``, ``calibrate``;
+* :mod:`.train`: ``train``;
+* :mod:`.bench`: ``bench``, ``report``.
+"""
+
+from __future__ import annotations
+
+from . import bench, calibrate, measure, train  # noqa: F401  (each registers its commands)
+from .common import cli
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``calibkit`` script."""
+    cli.main(args=argv, prog_name="calibkit")
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,183 @@
+"""Benchmarking: ``bench`` (a sweep into a SQLite store) and ``report`` (tables and
+figures from a store)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .common import CONTEXT, cli, console, json_option, progress
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("spec", default="default")
+@click.option(
+    "--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+    help="local processes, or Ray tasks (pip install 'calibkit[ray]').",
+)  # fmt: skip
+@click.option(
+    "--workers", default=0, type=click.IntRange(min=0),
+    help="Local worker processes (default: one per CPU core).",
+)  # fmt: skip
+@click.option(
+    "--threads", default=1, show_default=True, type=click.IntRange(min=1),
+    help="CPU threads per run (the same for every engine, so that numbers agree).",
+)  # fmt: skip
+@click.option("--address", default=None, help="Ray cluster address (default: start a local one).")
+@click.option(
+    "-o", "--out", default="calibkit-results", show_default=True,
+    type=click.Path(file_okay=False), help="Folder for the store, run folders and the report.",
+)  # fmt: skip
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="Store path.")
+@click.option(
+    "--data-root", default=None, type=click.Path(file_okay=False),
+    help="With the `real` preset: the folder of real data (logits/zoo, cifar10-jpeg, weights).",
+)  # fmt: skip
+@click.option(
+    "--doc", default=None, type=click.Path(dir_okay=False),
+    help="With the `real` preset: also write the report's markdown here (docs/real.md).",
+)  # fmt: skip
+@json_option
+def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_json) -> None:
+    """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
+    about 12 minutes on 2 cores), store every result in SQLite, write the report and print
+    the headline table. Killed and started again, it finishes only what is missing.
+    The `real` preset runs the papers' methods on real networks and images from
+    --data-root (about 20 minutes on 2 cores; docs/real.md).
+
+    \b
+    Examples:
+      calibkit bench                                  # the default preset into calibkit-results/
+      calibkit bench my-sweep.yaml --workers 2 -o results/
+      calibkit bench paper-cifar --engine ray --address auto
+      calibkit bench real --data-root /data/calib -o real-results --doc docs/real.md
+    """
+    from ..bench.report import write_report
+    from ..bench.runner import run_bench
+    from ..bench.spec import load_spec
+
+    if spec == "real":
+        _bench_real(data_root, out, workers, doc, as_json)
+        return
+    if data_root or doc:
+        raise click.UsageError("--data-root and --doc belong to the `real` preset")
+
+    plan = load_spec(spec)
+    workers = workers or max(1, (os.cpu_count() or 1) // threads)
+    with progress(len(plan.runs), f"bench {plan.name}", not as_json) as tick:
+        counts = run_bench(
+            plan, out, engine=engine, workers=workers, address=address, db=db, threads=threads,
+            progress=(lambda done, total, _run: tick(done, total)) if tick else None,
+        )  # fmt: skip
+    store = db or Path(out) / "results.sqlite"
+    summary = write_report(store, out) if counts["done"] + counts["skipped"] else None
+    report = str(Path(out) / "report.html") if summary else None
+    failed = _failed_runs(store, plan)
+    if as_json:
+        click.echo(json.dumps({
+            "counts": counts, "store": str(store), "report": report,
+            "anomalies": summary["anomalies"] if summary else {},
+            "failed": [{"method": r["method"], "seed": r["seed"], "error": r["error"]}
+                       for r in failed],
+        }, indent=2))  # fmt: skip
+    else:
+        _print_bench_summary(summary, counts, store, report, failed)
+    if failed:
+        sys.exit(1)
+
+
+def _bench_real(data_root, out, workers, doc, as_json) -> None:
+    from ..bench.real import check_root, plan, run_real
+    from ..bench.real_report import write_real_report
+
+    if data_root is None:
+        raise click.UsageError(
+            "the `real` preset needs --data-root DIR (with logits/zoo, cifar10-jpeg, weights)"
+        )
+    base = check_root(data_root)
+    started = time.perf_counter()
+    with progress(len(plan(base)), "bench real", not as_json) as tick:
+        ticks = (lambda done, total, _k: tick(done, total)) if tick else None
+        summary = run_real(base, out, workers=workers or 2, progress=ticks)
+    info = write_real_report(Path(out) / "results.sqlite", out, doc)
+    wall = time.perf_counter() - started
+    if as_json:
+        click.echo(json.dumps(summary | info | {"wall_seconds": wall}, indent=2, default=str))
+        return
+    out = console()
+    for paper, claim, verdict, _ in info["verdicts"][1:]:
+        out.print(f"{paper}: {claim}: [bold]{verdict}[/bold]")
+    flagged = ", ".join(f"{k} {v}" for k, v in sorted(info["anomalies"].items())) or "none"
+    out.print(
+        f"{summary['done']} units run, {summary['skipped']} already done, {wall:.0f} s; "
+        f"anomalies: {flagged}\nreport: {out}/report.md and {out}/report.html"
+        + (f"; {doc}" if doc else "")
+    )
+
+
+def _failed_runs(store: Path, plan) -> list[dict]:
+    """The spec's runs recorded as failed in ``store`` (and not finished since)."""
+    from ..bench.store import Store
+
+    keys = {r.key for r in plan.runs}
+    return [r for r in Store(store, create=False).runs("failed") if r["key"] in keys]
+
+
+def _print_bench_summary(summary, counts, store, report, failed) -> None:
+    out = console()
+    if summary:
+        from rich.table import Table
+
+        head, *rows = summary["headline"]
+        table = Table(
+            title="test ECE (%), uncalibrated: mean ± std over seeds", title_justify="left"
+        )
+        for h in head:
+            table.add_column(h, justify="left" if h == "method" else "right")
+        for row in rows:
+            table.add_row(*[c.replace("**", "*") for c in row])
+        out.print(table)
+        verdicts = summary["verdicts"][1:]
+        for paper, claim, column, verdict, numbers in verdicts:
+            out.print(f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {numbers}",
+                          markup=False, highlight=False)  # fmt: skip
+        kinds = summary["anomalies"]
+        if kinds:
+            listed = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+            out.print(f"anomalies flagged: {listed} (see the report's Anomalies section)",
+                          markup=False)  # fmt: skip
+        else:
+            out.print("anomalies flagged: none")
+    where = f"report {report} and report.md" if report else "no report (no finished run)"
+    out.print(
+        f"{counts['done']} runs done, {counts['skipped']} already in the store, "
+        f"{counts['failed']} failed; store {store}; {where}", markup=False,
+    )  # fmt: skip
+    for r in failed:
+        out.print(f"failed: {r['method']} seed {r['seed']}: {r['error']}", markup=False)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Report folder.")
+def report(db, out) -> None:
+    """Write report.md and a standalone report.html (tables and figures) from a results store.
+
+    \b
+    Example:
+      calibkit report calibkit-results/results.sqlite -o report/
+    """
+    from ..bench.report import write_report
+
+    info = write_report(db, out)
+    console().print(
+        f"{info['runs']} runs: {info['tables']} tables, {info['figures']} figures written to "
+        f"{out}/report.md and {out}/report.html"
+    )
+
+

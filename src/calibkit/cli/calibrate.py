@@ -1,0 +1,345 @@
+"""Calibrating: ``fit`` and ``apply`` (logits files), ``compare`` (every method side by
+side), ``methods`` (the registry) and ``calibrate`` (any method on a run)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+import torch
+
+from .common import (
+    CONTEXT,
+    bootstrap_option,
+    cli,
+    console,
+    json_option,
+    key_options,
+    metric_rows,
+    options_named,
+    pretrained_options,
+    pretrained_or_run,
+    progress,
+)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--method", "method", required=True, help="Calibrator spec, e.g. ts or dir-odir:folds=5."
+)
+@click.option(
+    "--val", "val", required=True, type=click.Path(dir_okay=False), help="Calibration split file."
+)
+@key_options
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Calibrator file to write.",
+)
+@json_option
+def fit(method, val, logits_key, labels_key, output, as_json) -> None:
+    """Fit a post-hoc calibrator on a calibration split and save it (safetensors + JSON,
+    never pickle). Prints the fit report and the metrics before and after on that split.
+
+    \b
+    Examples:
+      calibkit fit --method ts --val run.npz -o ts.calib
+      calibkit fit --method dir-odir:folds=5 --val resnet110_cifar10.npz -o dir.calib
+    """
+    import warnings
+
+    from .. import posthoc
+    from ..io import load_split
+    from ..metrics import evaluate
+
+    cal = posthoc.create(method)  # a bad spec fails before the data is read
+    if cal.level != "logits":
+        raise ValueError(
+            f"{cal.name} calibrates a network, not logits: use calibkit calibrate "
+            f"{method} RUN_DIR (or --model, --checkpoint, --data)"
+        )
+    z, y = load_split(val, "val", logits_key=logits_key, labels_key=labels_key)
+    cal.fit(z, y)
+    path = cal.save(output)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        before = evaluate(z, y, optimal=False, smooth=False).metrics
+        after = evaluate(cal(torch.as_tensor(z)).double(), y, optimal=False, smooth=False).metrics
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "method": method,
+                    "file": str(path),
+                    "fit": cal.fit_report_.__dict__,
+                    "before": before,
+                    "after": after,
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return
+    from rich.table import Table
+
+    out = console()
+    out.print(f"{method}: {cal.fit_report_}")
+    table = Table(title=f"fit split ({len(y)} samples)", title_justify="left")
+    for col in ("metric", "before", "after"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for row in metric_rows(before, after):
+        table.add_row(*row)
+    out.print(table)
+    out.print(f"calibrator written to {path}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("calibrator", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False))
+@key_options
+@click.option(
+    "--split", default="test", show_default=True, help="Split whose keys to read (logits_<split>)."
+)
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False), help=".npz to write."
+)
+def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
+    """Apply a saved calibrator to logits and write calibrated logits (key logits; they are
+    log-probabilities for binning and isotonic maps), probabilities (probs) and the labels.
+
+    \b
+    Example:
+      calibkit apply ts.calib test.npz -o test_calibrated.npz
+    """
+
+    from .. import posthoc
+    from ..io import read_arrays, save_npz
+
+    cal = posthoc.load(calibrator)
+    arrays = read_arrays(file) if file.endswith((".npz", ".pt", ".pth")) else {}
+    key = logits_key or (f"logits_{split}" if f"logits_{split}" in arrays else "logits")
+    if arrays and key not in arrays:
+        raise ValueError(
+            f"{file}: no logits array {key!r} (found: {', '.join(sorted(arrays))}); "
+            "use --logits-key"
+        )
+    z = arrays[key] if arrays else None
+    if z is None:
+        from ..io import load_scores
+
+        z, _ = load_scores(file, logits_key=key, labels_key=labels_key or "labels")
+    out = cal(z)  # checked: finite, non-empty, the calibrator's number of classes
+    result = {"logits": out.numpy(), "probs": torch.softmax(out.double(), 1).numpy()}
+    lkey = labels_key or (f"labels_{split}" if f"labels_{split}" in arrays else "labels")
+    if lkey in arrays:
+        from .._checks import as_labels
+
+        labels = as_labels(arrays[lkey], out.shape[1], name=f"{file}: {lkey}")
+        if len(labels) != len(out):
+            raise ValueError(f"{file}: {len(labels)} labels for {len(out)} rows of logits")
+        result["labels"] = labels.numpy()
+    path = save_npz(output, **result)
+    console().print(f"{len(out)} samples calibrated with {cal.name}; written to {path}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--val", type=click.Path(dir_okay=False), help="Calibration split file.")
+@click.option("--test", type=click.Path(dir_okay=False), help="Test split file.")
+@click.option(
+    "--file",
+    "both",
+    type=click.Path(dir_okay=False),
+    help="One file holding logits_val, labels_val, logits_test, labels_test.",
+)
+@click.option("--methods", default=None, help="Comma-separated specs (default: every calibrator).")
+@click.option(
+    "--seeds",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seeds: of methods with randomness, or with --split of the splits (mean ± std).",
+)
+@click.option(
+    "--split",
+    "fraction",
+    default=None,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="For a file with one split: calibrate on this stratified fraction, test on the rest, "
+    "a new split per seed.",
+)
+@bootstrap_option(200)
+@json_option
+def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> None:
+    """Fit every calibrator on the calibration split and compare them on the test split:
+    accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap
+    intervals; the best value per column is marked with *. A file with one split (a
+    network's test logits) is split with --split: stratified calibration and test parts,
+    redrawn for each of --seeds seeds.
+
+    \b
+    Examples:
+      calibkit compare --file resnet110_cifar10.npz
+      calibkit compare --val val.npz --test test.npz --methods ts,ts-grid,dir-odir --seeds 5 --json
+      calibkit compare --file cifar10_resnet20.npz --split 0.5 --seeds 5 --methods ts,vector
+    """
+    from .. import posthoc
+    from ..io import load_split
+    from ..posthoc.compare import (
+        COLUMNS,
+        best_per_column,
+        cell,
+        compare_methods,
+        compare_resplit,
+    )
+
+    if fraction is not None and (val or test or not both):
+        raise click.UsageError("--split divides one file: pass --file FILE, not --val/--test")
+    if both:
+        val = val or both
+        test = test or both
+    if not val or not test:
+        raise click.UsageError(
+            "pass --val FILE and --test FILE, or --file FILE holding both splits (or one "
+            "split, with --split 0.5)"
+        )
+    specs = [m.strip() for m in methods.split(",") if m.strip()] if methods is not None else None
+    if specs == []:
+        raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
+    for m in specs or []:  # every spec is checked before any data is read or fitted
+        if m != "uncalibrated":
+            posthoc.create(m)
+    with progress(len(specs or []) or 12, "fitting", not as_json) as tick:
+        ticks = (lambda _m: tick(1)) if tick else None
+        if fraction is None:
+            zv, yv = load_split(val, "val")
+            zt, yt = load_split(test, "test")
+            results = compare_methods(
+                (zv, yv), (zt, yt), specs, seeds=seeds, bootstrap=bootstrap, progress=ticks
+            )
+            title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
+        else:
+            z, y = load_split(both, "test")
+            results = compare_resplit(z, y, specs, fraction=fraction, seeds=seeds,
+                                      bootstrap=bootstrap, progress=ticks)  # fmt: skip
+            n_cal = round(fraction * len(y))
+            title = (f"{seeds} stratified splits of {len(y)} samples: fitted on about {n_cal}, "
+                     f"tested on the other {len(y) - n_cal}")  # fmt: skip
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "val": str(val),
+                    "test": str(test),
+                    "split": fraction,
+                    "seeds": seeds,
+                    "bootstrap": bootstrap,
+                    "methods": results,
+                },
+                indent=2,
+            )
+        )
+        return
+    from rich.table import Table
+
+    best = best_per_column(results)
+    table = Table(title=title, title_justify="left")
+    table.add_column("method")
+    for c in COLUMNS:
+        table.add_column(c, justify="right")
+    for m, r in results.items():
+        table.add_row(
+            m, *[("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS]
+        )
+    out = console()
+    out.print(table)
+    if bootstrap:
+        out.print("intervals: use --json (95 % bootstrap intervals for every cell)")
+    out.print(
+        "* best in column; ± std over "
+        + ("the splits" if fraction is not None else "seeds for methods with randomness")
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@json_option
+def methods(as_json) -> None:
+    """List every calibration method with what it fits on (logits, or a network and its
+    inputs) and its settings.
+
+    \b
+    Examples:
+      calibkit methods
+      calibkit methods --json
+    """
+    from .. import posthoc
+
+    rows = [
+        {"name": n, "level": posthoc.REGISTRY.factory(n).level,
+         "settings": posthoc.REGISTRY.parameters(n)}
+        for n in posthoc.names()
+    ]  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['name']:<16} {r['level']:<7} {', '.join(r['settings']) or '-'}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("method")
+@click.argument("run_dir", type=click.Path(file_okay=False), required=False)
+@pretrained_options
+@click.option("--device", default="auto", show_default=True)
+@click.option(
+    "-o", "--output", default=None, type=click.Path(file_okay=False),
+    help="Folder for the calibrated logits and the method's file (default RUN_DIR/<method>).",
+)  # fmt: skip
+@json_option
+def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_json):
+    """Fit any calibration method (METHOD: a spec; `calibkit methods` lists them) on a
+    finished run, or on a pretrained network (--model, --checkpoint, --data), and write the
+    calibrated network as a new run: logits of every split (the format `calibkit compare
+    --file` reads), the fitted method (calibrator.safetensors), the source's weights and
+    run.json. Methods on logits fit on the run's saved validation logits; neural-clamping
+    fits on the network and its validation inputs; maccal retrains the head on the training
+    split. A pretrained network's uncalibrated run is written to OUTPUT/pretrained first.
+
+    \b
+    Examples:
+      calibkit calibrate ts runs/x                   # writes the run runs/x/ts
+      calibkit calibrate "neural-clamping:gamma_pool=[1,2,3],init=data" runs/x -o runs/x-nc
+      calibkit calibrate maccal:adaptive=static runs/x -o runs/x-maccal   # MaC-Cal stage 2
+      calibkit calibrate neural-clamping --model resnet20 --checkpoint resnet20.th \\
+          --data "folder:root=cifar10-jpeg,mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225]" -o nc
+    """
+    from .. import posthoc
+    from ..training.trainer import pick_device
+
+    spec = posthoc.REGISTRY.check(method)  # a bad spec fails before anything is read
+    with options_named():
+        pick_device(device)
+    run_dir = pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output)
+    out = Path(output) if output else Path(run_dir) / spec.name
+    calibrate_and_print(run_dir, spec, out, device, as_json)
+
+
+def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> None:
+    """Calibrate the run ``source`` with ``spec`` into the run ``output`` (a progress bar
+    for methods that train for epochs), then print what the fit did."""
+    from ..training.runs import calibrate_run
+
+    with progress(1, str(spec), not as_json) as tick:
+        cal = calibrate_run(source, spec, output, device=device, progress=tick)
+    if as_json:
+        click.echo(json.dumps({"output": str(output), "method": str(spec),
+                               "fit": asdict(cal.fit_report_), "history": cal.history()},
+                              indent=2, default=str))  # fmt: skip
+        return
+    console().print(f"{spec}: {cal.fit_report_}\nwritten to {output}/ (a run: logits.npz, "
+                    "calibrator.safetensors, model.safetensors, run.json)")  # fmt: skip
+
+

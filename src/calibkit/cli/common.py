@@ -1,0 +1,360 @@
+"""What every command shares: the group, one-line errors (exit code 2), progress bars,
+console output, the shared options, and options made from a configuration dataclass."""
+
+from __future__ import annotations
+
+import json
+import sys
+import typing
+from contextlib import contextmanager
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from ..metrics.binning import BINNINGS
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+USER_ERRORS = (
+    ValueError,
+    TypeError,
+    FileNotFoundError,
+    PermissionError,
+    NotADirectoryError,
+    IsADirectoryError,
+    KeyError,
+)
+
+
+class CalibkitGroup(click.Group):
+    """Group that turns user errors into one line and exit code 2."""
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as e:
+            click.echo(e.ctx.get_help() if e.ctx else str(e))
+            sys.exit(2)
+        except click.UsageError as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+            click.echo(f"error: {e.format_message()}{hint}", err=True)
+            sys.exit(2)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+        except USER_ERRORS as e:
+            msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+            click.echo(f"error: {msg.splitlines()[0] if msg else type(e).__name__}", err=True)
+            sys.exit(2)
+        except OSError as e:
+            click.echo(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), err=True)
+            sys.exit(2)
+
+
+@click.group(cls=CalibkitGroup, context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="calibkit")
+def cli() -> None:
+    """Measure, fix and benchmark the calibration of classifiers.
+
+    \b
+    Start here:
+      calibkit demo                          # logits from a small digits model, measured
+      calibkit evaluate run.npz --plot rel.png
+    """
+
+
+@contextmanager
+def options_named():
+    """Name the command-line option in an error raised for a setting (``lr: ...`` becomes
+    ``--lr: ...``)."""
+    try:
+        yield
+    except ValueError as err:
+        name, sep, rest = str(err).partition(": ")
+        options = {p.name for p in click.get_current_context().command.params}
+        if sep and name in options:
+            raise ValueError(f"--{name.replace('_', '-')}: {rest}") from None
+        raise
+
+
+def console():
+    from rich.console import Console
+
+    console = Console(stderr=False, highlight=False)
+    if not console.is_terminal:  # piped or captured: do not wrap wide tables at 80 columns
+        console = Console(stderr=False, highlight=False, width=200)
+    return console
+
+
+@contextmanager
+def progress(total: int, label: str, enabled: bool):
+    """A rich progress bar on stderr; yields a callback taking the number of steps done."""
+    if not enabled or total <= 0:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+
+        def tick(k: int, new_total: int | None = None, record: dict | None = None) -> None:
+            """Advance by k, or (with ``new_total``) set the position to k of new_total."""
+            if new_total is None:
+                bar.advance(task, k)
+                return
+            text = f"{label} epoch {record['epoch']}" if record else None
+            bar.update(task, completed=k, total=new_total, description=text or label)
+
+        yield tick
+
+
+def print_result(result, title: str) -> None:
+    from rich.table import Table
+
+    ci = result.intervals is not None
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    if ci:
+        table.add_column(f"{result.settings['ci']:.0%} CI", justify="right")
+    for name, value, interval in result.rows():
+        table.add_row(name, value, *([interval] if ci else []))
+    out = console()
+    out.print(table)
+    s = result.settings
+    extra = f", T* = {s['optimal_temperature']:.2f}" if "optimal_temperature" in s else ""
+    out.print(
+        f"{result.n_samples} samples, {result.n_classes} classes, {s['n_bins']} bins "
+        f"({s['binning']}){extra}"
+    )
+    for note in result.notes:
+        out.print(f"note: {note}")
+
+
+def evaluate_and_report(
+    scores,
+    labels,
+    *,
+    title: str,
+    probs: bool,
+    n_bins: int,
+    binning: str,
+    binary: str,
+    bootstrap: int,
+    seed: int,
+    ci: float,
+    ood,
+    optimal: bool,
+    smooth: bool,
+    plot: str | None,
+    as_json: bool,
+    extra: dict | None = None,
+) -> None:
+    import warnings
+
+    from ..metrics import evaluate
+
+    if plot is not None:
+        from ..plots import FIGURE_FORMATS
+
+        if Path(plot).suffix.lower() not in FIGURE_FORMATS:
+            raise ValueError(
+                f"--plot: use a file ending in {', '.join(FIGURE_FORMATS)}, got {plot}"
+            )
+    with progress(bootstrap, "bootstrap", not as_json) as tick, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # undefined AUROC is reported as a note
+        result = evaluate(
+            scores,
+            labels,
+            probs=probs,
+            n_bins=n_bins,
+            binning=binning,
+            binary=binary,
+            ood_scores=ood,
+            optimal=optimal,
+            smooth=smooth,
+            bootstrap=bootstrap,
+            seed=seed,
+            ci=ci,
+            progress=tick,
+        )
+    if plot is not None:
+        from ..plots import reliability_diagram
+
+        reliability_diagram(result, title=title, path=plot)
+    if as_json:
+        payload = result.to_dict() | (extra or {})
+        if plot is not None:
+            payload["plot"] = str(plot)
+        click.echo(json.dumps(payload, indent=2))
+        return
+    print_result(result, title)
+    if plot is not None:
+        console().print(f"reliability diagram written to {plot}")
+
+
+def bootstrap_option(default: int):
+    """--bootstrap N, shared by every command that reports intervals."""
+    return click.option(
+        "--bootstrap",
+        default=default,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="Bootstrap resamples for 95 % intervals (0: none).",
+    )
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+METRIC_OPTIONS = [
+    click.option("--probs", is_flag=True, help="Scores are probabilities, not logits."),
+    click.option(
+        "--n-bins",
+        default=15,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="Number of equal-width (and equal-mass) bins.",
+    ),
+    click.option(
+        "--binning",
+        default="calibkit",
+        show_default=True,
+        type=click.Choice(list(BINNINGS)),
+        help="Bin-edge convention (docs/metrics.md).",
+    ),
+    click.option(
+        "--binary",
+        default="top-label",
+        show_default=True,
+        type=click.Choice(["top-label", "positive"]),
+        help="Binary problems: top label, or P(class 1) against y = 1.",
+    ),
+    bootstrap_option(0),
+    click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed."),
+    click.option(
+        "--ci",
+        default=0.95,
+        show_default=True,
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        help="Interval level.",
+    ),
+    click.option("--no-optimal", is_flag=True, help="Skip optimal ECE (1000 temperatures)."),
+    click.option("--no-smooth", is_flag=True, help="Skip smooth ECE."),
+    click.option(
+        "--plot",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Write a reliability diagram (.png, .svg or .pdf).",
+    ),
+    json_option,
+]
+
+
+def metric_options(f):
+    for option in reversed(METRIC_OPTIONS):
+        f = option(f)
+    return f
+
+
+KEY_OPTIONS = [
+    click.option(
+        "--logits-key", default=None, help="Array of logits (default: logits_<split> or logits)."
+    ),
+    click.option(
+        "--labels-key", default=None, help="Array of labels (default: labels_<split> or labels)."
+    ),
+]
+
+
+def key_options(f):
+    for option in reversed(KEY_OPTIONS):
+        f = option(f)
+    return f
+
+
+def metric_rows(before, after) -> list[tuple[str, str, str]]:
+    from ..posthoc.compare import COLUMNS
+
+    return [(c, f"{before[c]:.4f}", f"{after[c]:.4f}") for c in COLUMNS]
+
+
+def pretrained_options(f):
+    """--model, --checkpoint and --data: a pretrained network instead of a run folder."""
+    f = click.option("--data", "data_spec", default=None, help="Dataset spec (with --checkpoint).")(
+        f
+    )
+    f = click.option(
+        "--checkpoint", default=None, type=click.Path(dir_okay=False),
+        help="Pretrained weights (torch or safetensors; the common CIFAR-ResNet layout too).",
+    )(f)  # fmt: skip
+    return click.option("--model", default=None, help="Model spec (with --checkpoint).")(f)
+
+
+def pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output) -> Path:
+    """RUN_DIR, or the run folder written for --model/--checkpoint/--data under OUTPUT."""
+    given = [o for o, v in (("--model", model), ("--checkpoint", checkpoint),
+                            ("--data", data_spec)) if v is not None]  # fmt: skip
+    if run_dir is not None:
+        if given:
+            raise click.UsageError(f"give RUN_DIR or {', '.join(given)}, not both")
+        return Path(run_dir)
+    if len(given) < 3 or output is None:
+        raise click.UsageError(
+            "give a finished RUN_DIR, or a pretrained network: --model, --checkpoint, --data "
+            "and -o OUTPUT"
+        )
+    from ..training import TrainConfig
+    from ..training.runs import pretrained_run
+
+    with options_named():
+        config = TrainConfig(data=data_spec, model=model, checkpoint=checkpoint, device=device)
+        config.check()
+    return pretrained_run(config, Path(output) / "pretrained")
+
+
+def options_from(config: type, *, skip: tuple[str, ...] = ()):
+    """Decorator: one option per field of the dataclass ``config`` (``--field-name``), its
+    type, default and help (the field's ``metadata["help"]``) taken from the field; a list
+    field is a repeatable option, a bool field a flag. The command receives the fields as
+    keyword arguments (lists as lists), ready for ``config(**...)``."""
+    hints = typing.get_type_hints(config)
+
+    def decorate(f):
+        for fld in reversed(fields(config)):
+            if fld.name in skip:
+                continue
+            hint = hints[fld.name]
+            default = fld.default_factory() if fld.default is MISSING else fld.default
+            kind = {"help": fld.metadata.get("help"), "show_default": bool(default)}
+            if hint is bool:
+                kind |= {"is_flag": True, "default": default}
+            elif typing.get_origin(hint) is list:
+                kind |= {"multiple": True, "type": typing.get_args(hint)[0], "default": default}
+            else:
+                args = [a for a in typing.get_args(hint) if a is not type(None)]
+                kind |= {"type": args[0] if args else hint, "default": default}
+            f = click.option("--" + fld.name.replace("_", "-"), fld.name, **kind)(f)
+        return f
+
+    return decorate
+
+
+def config_of(config: type, values: dict):
+    """``config(**values)`` for the fields of ``config`` in ``values`` (tuples from repeated
+    options as lists), checked, with errors naming the option."""
+    names = {f.name for f in fields(config)}
+    kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k in names}
+    with options_named():
+        return config(**kwargs).check()

@@ -1,0 +1,152 @@
+"""Measuring calibration: ``evaluate`` (saved scores) and ``demo`` (logits made here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .common import (
+    CONTEXT,
+    bootstrap_option,
+    cli,
+    console,
+    evaluate_and_report,
+    json_option,
+    metric_options,
+)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("labels_file", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--logits-key", default="logits", show_default=True, help="Array (or column) of scores."
+)
+@click.option(
+    "--labels-key", default="labels", show_default=True, help="Array (or column) of labels."
+)
+@click.option(
+    "--ood",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="File of out-of-distribution scores (same format) for OOD AUROC/FPR95.",
+)
+@click.option(
+    "--ood-key", default=None, help="Array of OOD scores in --ood (default: --logits-key)."
+)
+@metric_options
+def evaluate(
+    file,
+    labels_file,
+    logits_key,
+    labels_key,
+    ood,
+    ood_key,
+    probs,
+    n_bins,
+    binning,
+    binary,
+    bootstrap,
+    seed,
+    ci,
+    no_optimal,
+    no_smooth,
+    plot,
+    as_json,
+) -> None:
+    """Measure the calibration of saved scores and labels.
+
+    FILE is a .npz (keys --logits-key and --labels-key), .csv or .parquet (one column per
+    class plus a label column), .pt (a dict of tensors, loaded with weights_only=True), or a
+    .npy of scores followed by LABELS_FILE, a .npy of labels.
+
+    \b
+    Examples:
+      calibkit evaluate run.npz --bootstrap 1000 --plot reliability.png
+      calibkit evaluate logits.npy labels.npy --json
+      calibkit evaluate cifar.npz --logits-key logits_test --labels-key labels_test
+    """
+    from ..io import load_scores, read_arrays
+
+    scores, labels = load_scores(file, labels_file, logits_key=logits_key, labels_key=labels_key)
+    ood_scores = None
+    if ood is not None:
+        arrays = read_arrays(ood)
+        key = ood_key or logits_key
+        if key not in arrays:
+            raise ValueError(
+                f"{ood}: no array {key!r} (found: {', '.join(sorted(arrays))}); use --ood-key"
+            )
+        ood_scores = arrays[key]
+    evaluate_and_report(
+        scores,
+        labels,
+        title=Path(file).name,
+        probs=probs,
+        n_bins=n_bins,
+        binning=binning,
+        binary=binary,
+        bootstrap=bootstrap,
+        seed=seed,
+        ci=ci,
+        ood=ood_scores,
+        optimal=not no_optimal,
+        smooth=not no_smooth,
+        plot=plot,
+        as_json=as_json,
+        extra={"file": str(file)},
+    )
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "-o",
+    "--output",
+    default="calibkit-demo",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the logits file and the reliability diagram.",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="Training seed.")
+@bootstrap_option(1000)
+@json_option
+def demo(output, seed, bootstrap, as_json) -> None:
+    """Make logits with no download (a small MLP on scikit-learn's bundled digits), save them,
+    and measure their calibration with intervals and a reliability diagram.
+
+    \b
+    Example:
+      calibkit demo -o calibkit-demo
+      calibkit evaluate calibkit-demo/digits_logits.npz --bootstrap 200
+    """
+    from ..demo import digits_logits
+    from ..io import check_writable, save_npz
+
+    out = check_writable(output)  # before a minute of training, not after
+    if not as_json:
+        click.echo("training a small MLP on the bundled digits ...", err=True)
+    data = digits_logits(seed=seed)
+    path = save_npz(out / "digits_logits.npz", **data)
+    if not as_json:
+        console().print(f"logits written to {path} (keys: {', '.join(data)})")
+    evaluate_and_report(
+        data["logits"],
+        data["labels"],
+        title="digits MLP, test split",
+        probs=False,
+        n_bins=15,
+        binning="calibkit",
+        binary="top-label",
+        bootstrap=bootstrap,
+        seed=0,
+        ci=0.95,
+        ood=None,
+        optimal=True,
+        smooth=True,
+        plot=str(out / "reliability.png"),
+        as_json=as_json,
+        extra={"file": str(path)},
+    )
+
+

@@ -1,0 +1,67 @@
+"""Training: ``train`` (options made from :class:`~calibkit.training.TrainConfig`), and a
+calibration method fitted on the trained run with ``--stage2``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..training.trainer import TrainConfig
+from .calibrate import calibrate_and_print
+from .common import CONTEXT, cli, config_of, console, json_option, options_from, progress
+
+
+@cli.command(context_settings=CONTEXT)
+@options_from(TrainConfig)
+@click.option(
+    "--stage2", default=None,
+    help="Then calibrate the run with this method into --output (stage 1 in OUTPUT/stage1): "
+    "maccal[:width=128,adaptive=decaying,gamma=0.9,...] retrains the head (MaC-Cal); any "
+    "method of `calibkit methods` is accepted.",
+)  # fmt: skip
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Run folder.")
+@click.option("--resume", is_flag=True, help="Continue the run in --output from its checkpoint.")
+@json_option
+def train(stage2, output, resume, as_json, **settings) -> None:
+    """Train a model and write its logits for val, test and extra splits (the format
+    `calibkit compare --file` reads), its per-epoch history and a checkpoint per epoch.
+
+    \b
+    Examples:
+      calibkit train --data digits --model cnn --loss bsce-gra --epochs 30 --seed 1 -o runs/x
+      calibkit train --data cifar10:root=~/data --model resnet110 --loss focal:gamma=3 \\
+          --epochs 350 --extra cifar10.1:root=~/data -o runs/r110-focal
+      calibkit train ... -o runs/x --resume          # after a crash: finishes the same run
+      calibkit train ... --stage2 maccal -o runs/m   # + MaC-Cal (stage 1 in runs/m/stage1)
+      calibkit train --data folder:root=~/cifar10-jpeg --model resnet20 \\
+          --checkpoint resnet20.th --stage2 maccal -o runs/r20-maccal   # on pretrained weights
+      torchrun --nproc-per-node 2 -m calibkit train ...   # data-parallel (gloo on CPU)
+    """
+    from .. import posthoc
+    from ..training import train as run_training
+    from ..training.runs import pretrained_run
+
+    spec = posthoc.REGISTRY.check(stage2) if stage2 else None  # before any training
+    config = config_of(TrainConfig, settings)
+    stage1 = Path(output) / "stage1" if spec else Path(output)
+    if config.checkpoint and spec:
+        calibrate_and_print(pretrained_run(config, stage1), spec, output, config.device, as_json)
+        return
+    with progress(1, "training", not as_json) as tick:
+        result = run_training(config, stage1, resume=resume, progress=tick)
+    if spec:
+        calibrate_and_print(stage1, spec, output, config.device, as_json)
+        return
+    if as_json:
+        click.echo(json.dumps({"output": str(output), "history": result.history}, indent=2))
+        return
+    h = result.history[-1]
+    console().print(
+        f"{h['epoch']} epochs: train accuracy {h['train_acc']:.4f}; validation accuracy "
+        f"{h['val_acc']:.4f}, ECE {h['val_ece']:.4f}, NLL {h['val_nll']:.4f}, optimal ECE "
+        f"{h['val_optimal_ece']:.4f}\nwritten to {output}/ (logits.npz, history.json, run.json, "
+        "model.safetensors)"
+    )
+
