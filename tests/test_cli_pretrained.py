@@ -96,7 +96,7 @@ def test_stage2_runs_on_pretrained_weights_without_training_stage1(pretrained, t
     argv = ["train", "--data", spec, "--model", "resnet20", "--checkpoint", str(ckpt), "--stage2",
             "maccal:epochs=2,batch_size=8", "--device", "cpu", "-o", str(out)]  # fmt: skip
     report = run_json(argv, capsys)
-    assert len(report["stage2_history"]) == 2
+    assert len(report["history"]) == 2 and report["method"] == "maccal:epochs=2,batch_size=8"
     run = json.loads((out / "stage1" / "run.json").read_text())
     assert run["pretrained"] == str(ckpt.resolve()) and run["config"]["checkpoint"] == str(ckpt)
     assert (out / "model.safetensors").exists()

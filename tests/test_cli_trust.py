@@ -47,7 +47,7 @@ CASES = [
     (["evaluate", "random.npz"], r"random.npz: not a \.npz file"),
     (["demo", "-o", "blocker/sub"], "cannot write to blocker/sub: a part of it is a file"),
     (["train", "--seed", "-1", "-o", "r"], "--seed: expected an integer >= 0"),
-    (["train", "--record-grad-norms", "abc", "-o", "r"], "--record-grad-norms: expected epochs"),
+    (["train", "--record-grad-norms", "abc", "-o", "r"], "'--record-grad-norms': 'abc' is not"),
     (["train", "--device", "foo", "-o", "r"], "--device: 'foo' is not a device"),
 ]
 

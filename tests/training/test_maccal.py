@@ -110,7 +110,9 @@ def test_every_table5_row_runs_with_deterministic_inference(stage1, row):
     x = torch.randn(4, 1, 8, 8)
     assert torch.equal(cal(x), cal(x))
     assert len(cal.head_.layers) == (1 if ABLATIONS[row]["head"] == "linear" else 2)
-    assert cal.fit_report_.iterations == 2 and cal.fit_report_.details["q"] == cal.history()[-1]["q"]
+    assert (
+        cal.fit_report_.iterations == 2 and cal.fit_report_.details["q"] == cal.history()[-1]["q"]
+    )
 
 
 def test_expected_weight_inference_scales_a_linear_head_by_q(stage1):
@@ -128,7 +130,9 @@ def test_features_are_computed_once_per_split_and_the_model_is_unchanged(stage1)
     original = model.forward_features
     model.forward_features = lambda x: (calls.append(len(x)), original(x))[1]
     MacCal(epochs=3).fit_on(evidence)
-    assert sum(calls) == len(evidence.labels["train"]) + len(evidence.labels["val"])  # not per epoch
+    assert sum(calls) == len(evidence.labels["train"]) + len(
+        evidence.labels["val"]
+    )  # not per epoch
     del model.forward_features
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in weights.items())
     assert isinstance(model.head, nn.Linear)  # the caller's head is not replaced
@@ -151,7 +155,7 @@ def test_masked_inference_starts_at_the_unmasked_head_and_loses_confidence(stage
 def test_save_load_gives_the_same_calibrated_logits(stage1, tmp_path):
     cal = fitted(stage1, epochs=2, head="bottleneck", width=16)
     cal.save(tmp_path / "m.safetensors")
-    _, bundle, model, _ = load_run(stage1)
+    _, _, model, _ = load_run(stage1)
     back = posthoc.load(tmp_path / "m.safetensors", model)
     x = torch.randn(6, 1, 8, 8)
     assert torch.equal(back(x), cal(x))
@@ -168,7 +172,9 @@ def test_a_calibrated_run_loads_as_the_calibrated_network(stage1, tmp_path):
     with np.load(tmp_path / "m" / "logits.npz") as saved:
         from calibkit.training import predict
 
-        assert np.array_equal(saved["logits_test"], predict(model, bundle.test, bundle, torch.device("cpu")))
+        assert np.array_equal(
+            saved["logits_test"], predict(model, bundle.test, bundle, torch.device("cpu"))
+        )
     with pytest.raises(ValueError, match="already calibrated"):
         calibrate_run(tmp_path / "m", "ts", tmp_path / "again", device="cpu")
 

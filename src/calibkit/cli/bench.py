@@ -179,5 +179,3 @@ def report(db, out) -> None:
         f"{info['runs']} runs: {info['tables']} tables, {info['figures']} figures written to "
         f"{out}/report.md and {out}/report.html"
     )
-
-

@@ -341,5 +341,3 @@ def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> Non
         return
     console().print(f"{spec}: {cal.fit_report_}\nwritten to {output}/ (a run: logits.npz, "
                     "calibrator.safetensors, model.safetensors, run.json)")  # fmt: skip
-
-

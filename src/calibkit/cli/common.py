@@ -99,12 +99,16 @@ def progress(total: int, label: str, enabled: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    err = Console(stderr=True)
+    if not err.is_terminal:  # piped or captured: a bar would only leave blank lines
+        yield None
+        return
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=err,
         transient=True,
     ) as bar:
         task = bar.add_task(label, total=total)

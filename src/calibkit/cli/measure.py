@@ -148,5 +148,3 @@ def demo(output, seed, bootstrap, as_json) -> None:
         as_json=as_json,
         extra={"file": str(path)},
     )
-
-

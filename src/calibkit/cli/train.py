@@ -64,4 +64,3 @@ def train(stage2, output, resume, as_json, **settings) -> None:
         f"{h['val_optimal_ece']:.4f}\nwritten to {output}/ (logits.npz, history.json, run.json, "
         "model.safetensors)"
     )
-

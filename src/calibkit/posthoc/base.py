@@ -182,9 +182,7 @@ class Method(nn.Module):
 
     # ------------------------------------------------------------------ the harness's calls
 
-    def fit_on(
-        self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
-    ) -> Method:
+    def fit_on(self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None) -> Method:
         """Fit on ``evidence``'s ``fit_split`` (rows ``idx``, default all); ``progress(step,
         steps, record)`` is called after each epoch by methods that train for epochs."""
         raise NotImplementedError

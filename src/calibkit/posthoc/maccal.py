@@ -127,9 +127,7 @@ class MacCal(ModelCalibrator):
             raise ValueError(f"restrict: expected true or false, got {s['restrict']!r}")
         return s
 
-    def fit_on(
-        self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
-    ) -> MacCal:
+    def fit_on(self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None) -> MacCal:
         """Fit on the run's training split (rows ``idx``), monitored on its validation split."""
         if evidence.model is None or evidence.inputs is None:
             raise ValueError("maccal retrains a network's head: it needs a run's model and inputs")
