@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from .. import posthoc
-from ..metrics import evaluate
+from ..metrics import EvaluationResult, evaluate
+from ..metrics.functional import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
 from ..posthoc.base import FitDivergedError
 from ..registry import Spec
@@ -32,17 +33,18 @@ def _subset(n: int, size: int | None, seed: int) -> torch.Tensor:
 
 
 def _measure(
-    z: torch.Tensor, y: torch.Tensor | None, ood: dict[str, torch.Tensor]
-) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if y is not None:
-        r = evaluate(z, y, optimal=False, smooth=False)
-        out = {m: r.metrics[m] for m in HARNESS}
+    z: torch.Tensor, y: torch.Tensor, ood: dict[str, torch.Tensor], optimal: bool
+) -> tuple[dict[str, float], EvaluationResult]:
+    """The harness's metrics of one split from one evaluation (with optimal ECE where asked),
+    OOD AUROC and FPR95 against each OOD split's scores, and the evaluation itself."""
+    r = evaluate(z, y, optimal=optimal, smooth=False)
+    out = {m: r.metrics[m] for m in HARNESS}
     for name, z_out in ood.items():
-        r = evaluate(z, y, ood_scores=z_out, optimal=False, smooth=False)
-        out[f"ood_auroc:{name}"] = r.metrics["ood_auroc"]
-        out[f"ood_fpr95:{name}"] = r.metrics["ood_fpr95"]
-    return out
+        out[f"ood_auroc:{name}"] = ood_auroc(z, z_out)
+        out[f"ood_fpr95:{name}"] = ood_fpr95(z, z_out)
+    if optimal:
+        out["optimal_ece"] = r.metrics["optimal_ece"]
+    return out, r
 
 
 def seeded(spec: str, seed: int) -> Spec:
@@ -77,26 +79,25 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     anomalies: list[tuple[str, int, str, str]] = []
 
     def record(calibrator: str, size: int | None, outputs: dict[str, torch.Tensor]) -> dict:
-        """Measure every split; the test split's metrics."""
+        """Measure every split, each evaluated once; the test split's metrics."""
         ood = {k: outputs[k] for k in ood_names}
         test: dict[str, float] = {}
         for split, z in outputs.items():
             if split.startswith("ood_") or split == "val":
                 continue
-            for m, v in _measure(z, labels[split], ood if split == "test" else {}).items():
+            first = size is None and split == "test"  # the bins and curves of the full fit
+            values, r = _measure(
+                z, labels[split], ood if split == "test" else {},
+                optimal=first and calibrator == "uncalibrated",
+            )  # fmt: skip
+            for m, v in values.items():
                 metrics.append((split, calibrator, size or ALL, m, float(v)))
-                if split == "test":
+                if split == "test" and m != "optimal_ece":
                     test[m] = float(v)
-        if size is None:
-            r = evaluate(
-                outputs["test"], labels["test"], optimal=calibrator == "uncalibrated", smooth=False
-            )
-            curves.append(("test", calibrator, "bins", r.bins.to_dict()))
-            if calibrator == "uncalibrated":
-                metrics.append(("test", calibrator, ALL, "optimal_ece", r.metrics["optimal_ece"]))
-                curves.append(
-                    ("test", calibrator, "confidence", _densities(outputs["test"], labels["test"]))
-                )
+            if first:
+                curves.append(("test", calibrator, "bins", r.bins.to_dict()))
+                if calibrator == "uncalibrated":
+                    curves.append(("test", calibrator, "confidence", _densities(z, labels[split])))
         return test
 
     plain = record("uncalibrated", None, logits)

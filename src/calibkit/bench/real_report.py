@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from ..io import write_text
+from ..metrics.table import mean_std
 from .real import FULL_MAPS, SETTINGS, SLOW_ON_100, spec_name
 from .report import CSS, html_table, markdown_table
 from .store import Store
@@ -39,16 +40,6 @@ RANKED = {
 
 def _pct(v: float) -> str:
     return "—" if v is None or not math.isfinite(v) else f"{100 * v:.2f}"
-
-
-def _ms(values: list[float], scale: float = 100.0, digits: int = 2) -> str:
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    if not vals:
-        return "—"
-    mean = float(np.mean(vals)) * scale
-    if len(vals) == 1:
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {float(np.std(vals, ddof=1)) * scale:.{digits}f}"
 
 
 class RealResults:
@@ -152,9 +143,9 @@ def posthoc_tables(res: RealResults) -> tuple[dict[str, Table], dict[str, Any]]:
         per.append(
             [
                 n,
-                _ms(res.get("posthoc", n, "test", "uncalibrated", "accuracy")),
-                _ms(res.get("posthoc", n, "test", "uncalibrated", "ece")),
-                _ms(res.get("posthoc", n, "test", "ts", "ece")),
+                mean_std(res.get("posthoc", n, "test", "uncalibrated", "accuracy"), scale=100.0),
+                mean_std(res.get("posthoc", n, "test", "uncalibrated", "ece"), scale=100.0),
+                mean_std(res.get("posthoc", n, "test", "ts", "ece"), scale=100.0),
                 f"{_pct(eces[b])} ({b})",
                 f"{_pct(cw[c])} ({c})",
             ]
@@ -208,11 +199,11 @@ def clamp_tables(res: RealResults) -> tuple[dict[str, Table], dict[str, Any]]:
             table.append(
                 [
                     m,
-                    _ms(res.get("clamp", net, "test", m, "ece")),
-                    _ms(res.get("clamp", net, "test", m, "classwise_ece")),
-                    _ms(res.get("clamp", net, "test", m, "nll"), 1.0, 4),
-                    _ms(res.get("clamp", net, "test", m, "accuracy")),
-                    _ms(t, 1.0, 3) if t else "",
+                    mean_std(res.get("clamp", net, "test", m, "ece"), scale=100.0),
+                    mean_std(res.get("clamp", net, "test", m, "classwise_ece"), scale=100.0),
+                    mean_std(res.get("clamp", net, "test", m, "nll"), digits=4),
+                    mean_std(res.get("clamp", net, "test", m, "accuracy"), scale=100.0),
+                    mean_std(t, digits=3) if t else "",
                 ]
             )
         tables[f"Neural Clamping against post-hoc methods, {net} (JPEG CIFAR-10 test images)"] = (
@@ -244,9 +235,9 @@ def maccal_table(res: RealResults) -> tuple[Table, dict[str, Any]]:
         table.append(
             [
                 name,
-                _ms(res.get("maccal", first, "test", cal, "ece")),
-                _ms(res.get("maccal", first, "test", cal, "nll"), 1.0, 4),
-                _ms(res.get("maccal", first, "test", cal, "accuracy")),
+                mean_std(res.get("maccal", first, "test", cal, "ece"), scale=100.0),
+                mean_std(res.get("maccal", first, "test", cal, "nll"), digits=4),
+                mean_std(res.get("maccal", first, "test", cal, "accuracy"), scale=100.0),
                 "",
             ]
         )
@@ -258,10 +249,10 @@ def maccal_table(res: RealResults) -> tuple[Table, dict[str, Any]]:
         table.append(
             [
                 label,
-                _ms(res.get("maccal", r, "test", "maccal", "ece")),
-                _ms(res.get("maccal", r, "test", "maccal", "nll"), 1.0, 4),
-                _ms(res.get("maccal", r, "test", "maccal", "accuracy")),
-                _ms(res.get("maccal", r, "test", "maccal", "final_q"), 1.0, 3),
+                mean_std(res.get("maccal", r, "test", "maccal", "ece"), scale=100.0),
+                mean_std(res.get("maccal", r, "test", "maccal", "nll"), digits=4),
+                mean_std(res.get("maccal", r, "test", "maccal", "accuracy"), scale=100.0),
+                mean_std(res.get("maccal", r, "test", "maccal", "final_q"), digits=3),
             ]
         )
     full = "+ decaying adaptive sparsity"
@@ -303,15 +294,15 @@ def shift_table(res: RealResults) -> tuple[Table, dict[str, Any]]:
         table.append(
             [
                 net,
-                _ms(g("exact", "uncalibrated", "accuracy")),
-                _ms(g("exact-jpeg", "uncalibrated", "accuracy")),
-                _ms(g("exact", "uncalibrated", "ece")),
-                _ms(g("exact-jpeg", "uncalibrated", "ece")),
-                _ms(g("exact", "uncalibrated", "refinement_auroc")),
-                _ms(g("exact-jpeg", "uncalibrated", "refinement_auroc")),
-                _ms(g("exact", "ts", "ece")),
-                _ms(g("exact-jpeg", "ts", "ece")),
-                _ms(g("exact", "ts", "temperature"), 1.0, 3),
+                mean_std(g("exact", "uncalibrated", "accuracy"), scale=100.0),
+                mean_std(g("exact-jpeg", "uncalibrated", "accuracy"), scale=100.0),
+                mean_std(g("exact", "uncalibrated", "ece"), scale=100.0),
+                mean_std(g("exact-jpeg", "uncalibrated", "ece"), scale=100.0),
+                mean_std(g("exact", "uncalibrated", "refinement_auroc"), scale=100.0),
+                mean_std(g("exact-jpeg", "uncalibrated", "refinement_auroc"), scale=100.0),
+                mean_std(g("exact", "ts", "ece"), scale=100.0),
+                mean_std(g("exact-jpeg", "ts", "ece"), scale=100.0),
+                mean_std(g("exact", "ts", "temperature"), digits=3),
             ]
         )
         facts[net] = {

@@ -45,21 +45,12 @@ from scipy import stats
 
 from ..io import write_text
 from ..metrics import table as metric_table
+from ..metrics.table import mean_std
 from ..registry import parse_spec
 from .store import ALL, Store
 from .verdicts import verdict_table
 
 ALPHA = 0.05
-
-
-def fmt_mean_std(values: list[float], scale: float = 100.0) -> str:
-    """``mean ± std`` (sample std) of ``values`` × ``scale``, two decimals; "–" when empty."""
-    if not values:
-        return "–"
-    mean = statistics.mean(values) * scale
-    if len(values) == 1:
-        return f"{mean:.2f}"
-    return f"{mean:.2f} ± {statistics.stdev(values) * scale:.2f}"
 
 
 def compare(a: dict[int, float], b: dict[int, float]) -> tuple[float, str] | None:
@@ -157,7 +148,7 @@ def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = 
         if means and direction is not None:
             best = (min if direction < 0 else max)(means, key=means.get)
         for i, r in enumerate(rows):
-            text = fmt_mean_std(list(vals[r].values()), scale)
+            text = mean_std(vals[r].values(), scale=scale)
             if base is not None and r != base and vals[r]:
                 test = compare(vals[r], vals.get(base, {}))
                 if test is not None and test[0] < ALPHA:

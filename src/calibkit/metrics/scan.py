@@ -113,8 +113,26 @@ def scan_rows(
     return stats
 
 
-#: the Rethinking paper's grid (§5.1): T = 0.01, 0.02, ..., 10
-RETHINKING_GRID = torch.arange(1, 1001, dtype=torch.float64) / 100
+#: The temperature grids of the papers (METHODS.md §2) as (n, d): T = k / d for k = 1..n,
+#: each the nearest double to its decimal value
+TEMPERATURE_GRIDS = {
+    "neural-clamping": (5000, 1000),  # 0.001 ... 5, step 0.001
+    "rethinking": (1000, 100),  # §5.1: 0.01 ... 10, step 0.01
+    "focal-calibration": (100, 10),  # 0.1 ... 10, step 0.1
+}
+
+
+def preset_grid(name: str) -> Tensor:
+    """The temperatures (float64) of a preset of :data:`TEMPERATURE_GRIDS`."""
+    if name not in TEMPERATURE_GRIDS:
+        raise ValueError(
+            f"grid: unknown preset {name!r}; choose one of {', '.join(TEMPERATURE_GRIDS)} or a list"
+        )
+    n, d = TEMPERATURE_GRIDS[name]
+    return torch.arange(1, n + 1, dtype=torch.float64) / d
+
+
+RETHINKING_GRID = preset_grid("rethinking")
 
 
 def check_grid(grid: Any) -> Tensor:

@@ -11,6 +11,9 @@ report) reads names, order, direction and format from here.
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -27,6 +30,22 @@ class MetricInfo:
     def format(self, value: float, digits: int = 2) -> str:
         """``value`` for a table: × 100 where it is a fraction."""
         return f"{value * (100 if self.percent else 1):.{digits}f}"
+
+
+def plus_minus(mean: float, std: float, digits: int) -> str:
+    """'mean ± std' with ``digits`` decimals."""
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def mean_std(values: Iterable[float | None], *, scale: float = 1.0, digits: int = 2) -> str:
+    """'mean ± std' (sample std) of the finite ``values`` × ``scale``; the mean alone for one
+    value; "—" for none. Every table of calibkit formats spread over seeds with this."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return "—"
+    if len(vals) == 1:
+        return f"{vals[0] * scale:.{digits}f}"
+    return plus_minus(statistics.mean(vals) * scale, statistics.stdev(vals) * scale, digits)
 
 
 METRICS_TABLE: tuple[MetricInfo, ...] = (

@@ -22,7 +22,7 @@ from .binning import HistogramBinning, IsotonicCalibration, ScalingBinning
 from .clamping import ClampingDivergedError, NeuralClamping
 from .maccal import MacCal
 from .model import CalibratedModel
-from .temperature import GRIDS, EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
+from .temperature import EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
 
 REGISTRY: Registry[Method] = Registry("calibrator")
 for _cls in (
@@ -60,7 +60,6 @@ def load(path, model=None) -> Method:
 
 
 __all__ = [
-    "GRIDS",
     "REGISTRY",
     "CalibratedModel",
     "Calibrator",

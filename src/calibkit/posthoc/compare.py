@@ -158,7 +158,7 @@ def cell(result: dict[str, Any], column: str, intervals: bool = True) -> str:
     v = result["metrics"][column]
     text = f"{v:.4f}"
     if result["std"]:
-        text += f" ± {result['std'][column]:.4f}"
+        text = table.plus_minus(v, result["std"][column], 4)
     if intervals and result["intervals"]:
         lo, hi = result["intervals"][column]
         text += f" [{lo:.4f}, {hi:.4f}]"

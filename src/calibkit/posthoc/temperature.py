@@ -14,26 +14,14 @@ from torch import Tensor
 from .._checks import check_choice, check_number, check_positive_int
 from ..metrics.binning import BinScheme
 from ..metrics.inputs import Prepared
-from ..metrics.scan import best_temperature, check_grid, ece_over_temperatures
+from ..metrics.scan import best_temperature, check_grid, ece_over_temperatures, preset_grid
 from .base import Calibrator, FitReport
-
-#: The temperature grids of the papers (METHODS.md §2).
-GRIDS = {
-    "neural-clamping": (0.001, 5.0, 0.001),
-    "rethinking": (0.01, 10.0, 0.01),
-    "focal-calibration": (0.1, 10.0, 0.1),
-}
 
 
 def grid_values(grid: Any) -> Tensor:
     """A temperature grid from a preset name or a list of temperatures (float64)."""
     if isinstance(grid, str):
-        if grid not in GRIDS:
-            raise ValueError(
-                f"grid: unknown preset {grid!r}; choose one of {', '.join(GRIDS)} or a list"
-            )
-        lo, hi, step = GRIDS[grid]
-        return torch.arange(1, round(hi / step) + 1, dtype=torch.float64) * step + (lo - step)
+        return preset_grid(grid)
     if grid is None:
         raise ValueError("grid: pass a preset name or a list of temperatures")
     return check_grid(grid)

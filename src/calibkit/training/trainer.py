@@ -31,6 +31,7 @@ import os
 import platform
 import subprocess
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ from torch import Tensor, nn
 
 from .. import __version__, data, losses, models
 from ..io import atomic_write, save_npz, write_text
-from ..metrics import functional as M
+from ..metrics import evaluate
 from ..registry import parse_spec
 from .augment import crop_flip, mixup
 from .recorders import LearnedEpochs, grad_norms
@@ -198,11 +199,15 @@ def _layout(x: Tensor, device: torch.device) -> Tensor:
 
 
 def _val_metrics(logits: Tensor, labels: Tensor) -> dict[str, float]:
+    """The epoch's validation metrics, from one evaluation of the logits."""
+    with warnings.catch_warnings():  # an undefined refinement AUROC is not recorded here
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = evaluate(logits, labels, smooth=False).metrics
     return {
-        "val_acc": M.accuracy(logits, labels),
-        "val_ece": M.ece(logits, labels),
-        "val_nll": M.nll(logits, labels),
-        "val_optimal_ece": float(M.optimal_ece(logits, labels)),
+        "val_acc": m["accuracy"],
+        "val_ece": m["ece"],
+        "val_nll": m["nll"],
+        "val_optimal_ece": m["optimal_ece"],
     }
 
 
