@@ -173,15 +173,22 @@ def load_scores(
     *,
     logits_key: str = "logits",
     labels_key: str = "labels",
-) -> tuple[np.ndarray, np.ndarray]:
-    """(scores (N, K), labels (N,)) from one file, or from a pair of ``.npy`` files.
+    need_labels: bool = True,
+    scores_option: str = "--logits-key",
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(scores (N, K), labels (N,)) from one file, or from a pair of ``.npy`` files; with
+    ``need_labels=False`` a file without labels gives ``(scores, None)``.
 
     For CSV and parquet the label column is ``labels_key`` (or ``label``) and every other
-    column is a class score, in file order.
+    column is a class score, in file order. ``scores_option`` names the option that picks
+    the scores array in the error for a missing one.
     """
     path = Path(path)
     if path.suffix.lower() == ".npy" or labels_path is not None:
         if labels_path is None:
+            if not need_labels:
+                _check_exists(path)
+                return _read_npy(path), None
             raise FileFormatError(f"{path}: a .npy file holds one array; pass the labels .npy too")
         _check_exists(path)
         _check_exists(Path(labels_path))
@@ -190,18 +197,39 @@ def load_scores(
     if "__columns__" in arrays:
         header = [str(c) for c in arrays.pop("__columns__")]
         label_col = labels_key if labels_key in header else ("label" if "label" in header else None)
-        if label_col is None:
+        if label_col is None and need_labels:
             raise _missing_key(path, labels_key, "label column", header, "--labels-key")
         classes = [c for c in header if c != label_col]
         if not classes:
             raise FileFormatError(f"{path}: no class-score columns besides {label_col!r}")
-        return np.stack([arrays[c] for c in classes], 1), arrays[label_col]
+        labels = None if label_col is None else arrays[label_col]
+        return np.stack([arrays[c] for c in classes], 1), labels
     keys = sorted(arrays)
     if logits_key not in arrays:
-        raise _missing_key(path, logits_key, "scores", keys, "--logits-key")
-    if labels_key not in arrays:
+        raise _missing_key(path, logits_key, "scores", keys, scores_option)
+    if labels_key not in arrays and need_labels:
         raise _missing_key(path, labels_key, "labels", keys, "--labels-key")
-    return arrays[logits_key], arrays[labels_key]
+    return arrays[logits_key], arrays.get(labels_key)
+
+
+def split_keys(
+    path: str | os.PathLike,
+    split: str,
+    logits_key: str | None = None,
+    labels_key: str | None = None,
+) -> dict[str, str]:
+    """The keys of one split in ``path``: ``logits_<split>``/``labels_<split>`` when the file
+    has them (the layout of published logits files), else ``logits``/``labels``; explicit
+    keys win. Returned as ``load_scores`` keyword arguments."""
+    if logits_key is None or labels_key is None:
+        keys = (
+            set(read_arrays(path))
+            if Path(path).suffix.lower() in (".npz", ".pt", ".pth")
+            else set()
+        )
+        logits_key = logits_key or (f"logits_{split}" if f"logits_{split}" in keys else "logits")
+        labels_key = labels_key or (f"labels_{split}" if f"labels_{split}" in keys else "labels")
+    return {"logits_key": logits_key, "labels_key": labels_key}
 
 
 def load_split(
@@ -211,19 +239,8 @@ def load_split(
     logits_key: str | None = None,
     labels_key: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, labels) of one split: keys ``logits_<split>``/``labels_<split>`` when the file
-    has them (the layout of published logits files), else ``logits``/``labels``; explicit
-    keys win."""
-    if logits_key is None or labels_key is None:
-        keys = (
-            set(read_arrays(path))
-            if Path(path).suffix.lower() in (".npz", ".pt", ".pth")
-            else set()
-        )
-        split_keys = f"logits_{split}" in keys and f"labels_{split}" in keys
-        logits_key = logits_key or (f"logits_{split}" if split_keys else "logits")
-        labels_key = labels_key or (f"labels_{split}" if split_keys else "labels")
-    return load_scores(path, logits_key=logits_key, labels_key=labels_key)
+    """(scores, labels) of one split (keys from :func:`split_keys`)."""
+    return load_scores(path, **split_keys(path, split, logits_key, labels_key))
 
 
 def _umask() -> int:

@@ -117,28 +117,16 @@ def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
     """
 
     from .. import posthoc
-    from ..io import read_arrays, save_npz
+    from .._checks import as_labels
+    from ..io import load_scores, save_npz, split_keys
 
     cal = posthoc.load(calibrator)
-    arrays = read_arrays(file) if file.endswith((".npz", ".pt", ".pth")) else {}
-    key = logits_key or (f"logits_{split}" if f"logits_{split}" in arrays else "logits")
-    if arrays and key not in arrays:
-        raise ValueError(
-            f"{file}: no logits array {key!r} (found: {', '.join(sorted(arrays))}); "
-            "use --logits-key"
-        )
-    z = arrays[key] if arrays else None
-    if z is None:
-        from ..io import load_scores
-
-        z, _ = load_scores(file, logits_key=key, labels_key=labels_key or "labels")
+    keys = split_keys(file, split, logits_key, labels_key)
+    z, labels = load_scores(file, **keys, need_labels=False)
     out = cal(z)  # checked: finite, non-empty, the calibrator's number of classes
     result = {"logits": out.numpy(), "probs": torch.softmax(out.double(), 1).numpy()}
-    lkey = labels_key or (f"labels_{split}" if f"labels_{split}" in arrays else "labels")
-    if lkey in arrays:
-        from .._checks import as_labels
-
-        labels = as_labels(arrays[lkey], out.shape[1], name=f"{file}: {lkey}")
+    if labels is not None:
+        labels = as_labels(labels, out.shape[1], name=f"{file}: {keys['labels_key']}")
         if len(labels) != len(out):
             raise ValueError(f"{file}: {len(labels)} labels for {len(out)} rows of logits")
         result["labels"] = labels.numpy()

@@ -67,18 +67,14 @@ def evaluate(
       calibkit evaluate logits.npy labels.npy --json
       calibkit evaluate cifar.npz --logits-key logits_test --labels-key labels_test
     """
-    from ..io import load_scores, read_arrays
+    from ..io import load_scores
 
     scores, labels = load_scores(file, labels_file, logits_key=logits_key, labels_key=labels_key)
     ood_scores = None
     if ood is not None:
-        arrays = read_arrays(ood)
-        key = ood_key or logits_key
-        if key not in arrays:
-            raise ValueError(
-                f"{ood}: no array {key!r} (found: {', '.join(sorted(arrays))}); use --ood-key"
-            )
-        ood_scores = arrays[key]
+        ood_scores, _ = load_scores(
+            ood, logits_key=ood_key or logits_key, need_labels=False, scores_option="--ood-key"
+        )
     evaluate_and_report(
         scores,
         labels,
