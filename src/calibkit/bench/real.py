@@ -1,7 +1,7 @@
 """The ``real`` preset: the five papers' methods on real networks and real images, on CPU.
 
 ``calibkit bench real --data-root DIR`` reads the real material described in
-``DIR/README.md`` (in this project, ``../shared/data``): ``logits/zoo/*.npz`` (test logits
+``DIR/README.md``: ``logits/zoo/*.npz`` (test logits
 of 28 networks), ``cifar10-jpeg/`` (the CIFAR-10 images as JPEG class-folder trees, and the
 first 1,017 test images byte-exact) and ``weights/resnet{20,32,44,56}-*.th`` (pretrained
 CIFAR-10 ResNets). Five parts, each a set of units of work kept in the SQLite store (a
@@ -137,7 +137,7 @@ def check_root(root: str | Path) -> Path:
     missing = [p for p in need if not (base / p).exists()]
     if missing:
         raise ValueError(
-            f"--data-root {base}: missing {', '.join(missing)} (the layout of ../shared/data: "
+            f"--data-root {base}: missing {', '.join(missing)} (expected layout: "
             "logits/zoo/*.npz, cifar10-jpeg/{train,test}, weights/resnet*.th)"
         )
     return base
