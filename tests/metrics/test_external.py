@@ -29,8 +29,11 @@ def _cases(real_logits):
     yield "resnet110", z, y
 
 
-@pytest.mark.parametrize("norm,ours", [("l1", M.ece), ("max", M.mce)])
-def test_torchmetrics_calibration_error_matches(real_logits, norm, ours):
+@pytest.mark.parametrize(
+    "norm,ours,debias",
+    [("l1", M.ece, False), ("max", M.mce, False), ("l2", M.rms_ce, False), ("l2", M.rms_ce, True)],
+)
+def test_torchmetrics_calibration_error_matches(real_logits, norm, ours, debias):
     from torchmetrics.functional.classification.calibration_error import _ce_compute
 
     for _, z, y in _cases(real_logits):
@@ -39,15 +42,19 @@ def test_torchmetrics_calibration_error_matches(real_logits, norm, ours):
         conf, pred = p.max(1)
         correct = (pred == torch.from_numpy(y)).double()
         for n_bins in (10, 15):
-            got = ours(p, y, probs=True, n_bins=n_bins, binning="torchmetrics")
+            kw = {"debias": True} if debias else {}
+            got = ours(p, y, probs=True, n_bins=n_bins, binning="torchmetrics", **kw)
             # public API: torchmetrics casts to float32 and sums bins in float32 (~5e-6 here)
-            want = float(
-                tm.multiclass_calibration_error(p, torch.from_numpy(y), k, n_bins=n_bins, norm=norm)
-            )
-            assert got == pytest.approx(want, abs=1e-5)
+            if not debias:  # the public API has no debiasing switch
+                want = float(
+                    tm.multiclass_calibration_error(
+                        p, torch.from_numpy(y), k, n_bins=n_bins, norm=norm
+                    )
+                )
+                assert got == pytest.approx(want, abs=1e-5)
             # its own binning code fed float64 sums, with its float32 edges: exact agreement
             edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float32).double()
-            exact = float(_ce_compute(conf.double(), correct, edges, norm=norm))
+            exact = float(_ce_compute(conf.double(), correct, edges, norm=norm, debias=debias))
             assert got == pytest.approx(exact, abs=1e-12)
 
 

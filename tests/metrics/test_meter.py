@@ -14,7 +14,18 @@ import torch.multiprocessing as mp
 from calibkit import metrics as M
 from tests.conftest import make_logits
 
-BINNED = ("ece", "mce", "classwise_ece", "accuracy", "nll", "brier", "entropy", "gap")
+BINNED = (
+    "ece",
+    "mce",
+    "rms_ce",
+    "debiased_rms_ce",
+    "classwise_ece",
+    "accuracy",
+    "nll",
+    "brier",
+    "entropy",
+    "gap",
+)
 RANKED = ("aece", "refinement_auroc", "ks_error", "smooth_ece")
 
 

@@ -26,6 +26,7 @@ from .functional import (
     ood_fpr95,
     optimal_ece,
     refinement_auroc,
+    rms_ce,
     sce,
     smooth_ece,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "ood_fpr95",
     "optimal_ece",
     "refinement_auroc",
+    "rms_ce",
     "sce",
     "smooth_ece",
 ]

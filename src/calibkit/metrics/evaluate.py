@@ -141,6 +141,8 @@ def _metric_vectors(
         "ece": st.ece_from_sums(sums, n),
         "aece": st.ece_from_sums(st.equal_mass_sums(p.runs, size, pos, n, n_bins), n),
         "mce": st.mce_from_sums(sums),
+        "rms_ce": st.rms_from_sums(sums, n),
+        "debiased_rms_ce": st.rms_from_sums(sums, n, debias=True),
         "classwise_ece": st.classwise_ece_from_sums(
             st.classwise_sums(p, scheme, weights), n, scheme
         ),

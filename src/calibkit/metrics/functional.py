@@ -69,6 +69,26 @@ def ece(
     return _f(st.ece_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning)), p.n))
 
 
+def rms_ce(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+    debias: bool = False,
+) -> float:
+    """RMS (L2) calibration error with ``n_bins`` equal-width top-label bins: sqrt(Σ_m
+    |B_m|/N · (acc(B_m) − conf(B_m))²) (torchmetrics' ``norm="l2"``). ``debias=True``:
+    Kumar et al. (2019, "Verified uncertainty calibration", §5)'s debiased estimator, which
+    subtracts each bin's sampling variance acc(1 − acc)/(|B_m| − 1) from its squared gap
+    before the root (clipped at 0)."""
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    sums = st.topbin_sums(p, _scheme(p, n_bins, binning))
+    return _f(st.rms_from_sums(sums, p.n, debias=debias))
+
+
 def mce(
     scores: Any,
     labels: Any,

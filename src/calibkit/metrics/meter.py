@@ -193,6 +193,8 @@ class CalibrationMeter:
             "accuracy": acc,
             "ece": float(st.ece_from_sums(top, n)[0]),
             "mce": float(st.mce_from_sums(top)[0]),
+            "rms_ce": float(st.rms_from_sums(top, n)[0]),
+            "debiased_rms_ce": float(st.rms_from_sums(top, n, debias=True)[0]),
             "classwise_ece": float(
                 st.classwise_ece_from_sums(self.classwise[None], n, self._scheme())[0]
             ),

@@ -132,6 +132,21 @@ def ece_from_sums(sums: Tensor, n: int) -> Tensor:
     return (sums[:, 2] - sums[:, 1]).abs().sum(-1) / n
 
 
+def rms_from_sums(sums: Tensor, n: int, *, debias: bool = False) -> Tensor:
+    """(B,) RMS (L2) calibration error sqrt(sum_m |B_m|/N (acc_m - conf_m)^2); with
+    ``debias``, Kumar et al. (2019, §5)'s estimator: each bin's squared gap less the
+    variance of its accuracy, acc_m (1 - acc_m) / (|B_m| - 1) (0 for a bin of one sample),
+    and the sum clipped at 0 before the root (a sample at calibration can come out negative)."""
+    count = sums[:, 0]
+    safe = count.clamp_min(1e-300)
+    acc = sums[:, 2] / safe
+    squared = ((sums[:, 2] - sums[:, 1]) ** 2 / safe).sum(-1) / n
+    if debias:
+        var = torch.where(count > 1, acc * (1 - acc) / (count - 1).clamp_min(1e-300), 0.0)
+        squared = squared - (count * var).sum(-1) / n
+    return squared.clamp_min(0).sqrt()
+
+
 def mce_from_sums(sums: Tensor) -> Tensor:
     """(B,) max over non-empty bins of |acc_m - conf_m|."""
     count = sums[:, 0]

@@ -60,6 +60,8 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
     MetricInfo("refinement_auroc", "Refinement AUROC", +1),
     MetricInfo("ks_error", "KS error", -1),
     MetricInfo("smooth_ece", "Smooth ECE", -1),
+    MetricInfo("rms_ce", "RMS calibration error", -1),
+    MetricInfo("debiased_rms_ce", "Debiased RMS calibration error", -1),
     MetricInfo("optimal_ece", "Optimal ECE", -1),
     MetricInfo("mean_confidence", "Mean confidence", 0),
     MetricInfo("gap", "Confidence − accuracy", 0),
