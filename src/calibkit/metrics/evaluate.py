@@ -25,7 +25,8 @@ from torch import Tensor
 from .._checks import check_positive_int
 from . import stats as st
 from .binning import BinScheme
-from .functional import _fpr_at_tpr, _msp, _undefined_auroc_message
+from .functional import _fpr_at_tpr, _undefined_auroc_message
+from .functional import ood_score as score_of
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .scan import best_temperature, check_grid
 from .smooth import smooth_ece_batch
@@ -125,7 +126,7 @@ def _metric_vectors(
     weights: Tensor | None,
     *,
     smooth: bool,
-    ood: tuple[Tensor, Tensor | None] | None = None,
+    ood: tuple[Tensor, Tensor, Tensor | None] | None = None,
 ) -> dict[str, Tensor]:
     """(B,) tensor per metric for B weighted resamples (weights None: the sample itself)."""
     n = p.n
@@ -134,6 +135,9 @@ def _metric_vectors(
     sums = st.topbin_sums(p, scheme, weights)
     size, pos = st.run_sums(p.runs, weights)
     over, under = st.over_under_from_sums(sums, n)
+    correct_runs = (
+        (size, pos) if p.binary == "top-label" else st.run_sums(_correct_runs(p), weights)
+    )
     conf_mean = sums[:, 1].sum(-1) / n
     acc_mean = st.mean_stat(p.correct, weights, n)
     out = {
@@ -149,9 +153,8 @@ def _metric_vectors(
         "nll": st.mean_stat(-p.label_logp, weights, n),
         "brier": st.mean_stat(p.brier_per_sample, weights, n),
         "entropy": st.mean_stat(p.entropy_per_sample, weights, n),
-        "refinement_auroc": st.auroc_from_runs(
-            *((size, pos) if p.binary == "top-label" else st.run_sums(_correct_runs(p), weights))
-        ),
+        "refinement_auroc": st.auroc_from_runs(*correct_runs),
+        "aurc": st.aurc_from_runs(*correct_runs),
         "ks_error": st.ks_from_runs(p.runs, size, pos, n),
     }
     if smooth:
@@ -163,8 +166,8 @@ def _metric_vectors(
         underconfident=under,
     )
     if ood is not None:
-        s_out, w_out = ood
-        out.update(_ood_vectors(p, s_out, weights, w_out))
+        s_in, s_out, w_out = ood
+        out.update(_ood_vectors(s_in, s_out, weights, w_out))
     if weights is not None:  # (B, S) accuracy per bin, for the reliability diagram's band
         count = sums[:, 0]
         out["bin_accuracy"] = torch.where(count > 0, sums[:, 2] / count.clamp_min(1), torch.nan)
@@ -178,8 +181,7 @@ def _correct_runs(p: Prepared) -> Runs:
     return Runs.from_values(p.confidence.double(), p.correct)
 
 
-def _ood_vectors(p: Prepared, s_out: Tensor, w_in: Tensor | None, w_out: Tensor | None):
-    s_in = p.confidence.double()
+def _ood_vectors(s_in: Tensor, s_out: Tensor, w_in: Tensor | None, w_out: Tensor | None):
     runs = Runs.from_values(
         torch.cat([s_in, s_out]),
         torch.cat(
@@ -187,9 +189,11 @@ def _ood_vectors(p: Prepared, s_out: Tensor, w_in: Tensor | None, w_out: Tensor 
         ),
     )
     w = None if w_in is None else torch.cat([w_in, w_out], 1)
+    size, pos = st.run_sums(runs, w)
     return {
-        "ood_auroc": st.auroc_from_runs(*st.run_sums(runs, w)),
+        "ood_auroc": st.auroc_from_runs(size, pos),
         "ood_fpr95": _fpr_at_tpr(s_in, s_out, w_in, w_out),
+        "ood_aupr": st.aupr_from_runs(size, pos),
     }
 
 
@@ -226,14 +230,15 @@ def _bootstrap_vectors(
     seed: int,
     *,
     smooth: bool,
-    ood: Tensor | None = None,
+    ood: tuple[Tensor, Tensor] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> list[dict[str, Tensor]]:
-    """Per-resample metric vectors for each of ``preps`` under the same resamples."""
+    """Per-resample metric vectors for each of ``preps`` under the same resamples (``ood``:
+    in- and out-of-distribution scores, resampled independently)."""
     parts: list[list[dict[str, Tensor]]] = [[] for _ in preps]
-    extra = None if ood is None else len(ood)
+    extra = None if ood is None else len(ood[1])
     for w, w_ood in resample_chunks(preps[0].n, n_boot, seed, preps[0].scores.device, extra):
-        ood_pair = None if ood is None else (ood, w_ood)
+        ood_pair = None if ood is None else (*ood, w_ood)
         for part, p in zip(parts, preps, strict=True):
             part.append(_metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair))
         if progress is not None:
@@ -280,6 +285,7 @@ def evaluate(
     binning: str = "calibkit",
     binary: str = "top-label",
     ood_scores: Any = None,
+    ood_score: str = "msp",
     optimal: bool = True,
     smooth: bool = True,
     bootstrap: int = 0,
@@ -289,7 +295,8 @@ def evaluate(
 ) -> EvaluationResult:
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
-    ``ood_scores`` (M, K) adds OOD AUROC and FPR95 (maximum softmax probability,
+    ``ood_scores`` (M, K) adds OOD AUROC, FPR95 and AUPR-In of the score ``ood_score``
+    (:data:`~calibkit.metrics.functional.OOD_SCORES`; default the maximum softmax probability,
     in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
     ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds percentile intervals at level
     ``ci`` from B resamples drawn with ``seed`` (OOD samples are resampled separately);
@@ -309,13 +316,15 @@ def evaluate(
     ci = _check_ci(ci)
     p = prepare(scores, labels, probs=probs, binary=binary)
     scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
-    s_out = None
+    ood = None
     if ood_scores is not None:
-        s_out = _msp(ood_scores, probs, "ood_scores").to(p.scores.device)
         if p.k != prepare_scores(ood_scores, probs=probs, name="ood_scores").shape[1]:
             raise ValueError("ood_scores: must have as many classes (columns) as scores")
+        s_in = score_of(scores, score=ood_score, probs=probs)
+        s_out = score_of(ood_scores, score=ood_score, probs=probs, name="ood_scores")
+        ood = (s_in, s_out.to(s_in.device))
     vec = _metric_vectors(
-        p, binning, n_bins, None, smooth=smooth, ood=None if s_out is None else (s_out, None)
+        p, binning, n_bins, None, smooth=smooth, ood=None if ood is None else (*ood, None)
     )
     metrics = {k: float(v[0]) for k, v in vec.items()}
     settings: dict[str, Any] = {
@@ -327,6 +336,8 @@ def evaluate(
         "seed": seed,
         "ci": ci,
     }
+    if ood is not None:
+        settings["ood_score"] = ood_score
     notes = []
     if math.isnan(metrics["refinement_auroc"]):
         notes.append(_undefined_auroc_message(p))
@@ -339,7 +350,7 @@ def evaluate(
     intervals = None
     if bootstrap:
         boot = _bootstrap_vectors(
-            [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=s_out, progress=progress
+            [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=ood, progress=progress
         )[0]
         intervals = {m: _interval(boot[m], ci) for m in order if m in boot}
     bins = _bins_of(st.topbin_sums(p, scheme), scheme)

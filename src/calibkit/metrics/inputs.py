@@ -208,11 +208,14 @@ class Runs:
 
     @classmethod
     def from_values(cls, values: Tensor, outcome: Tensor) -> Runs:
-        """Runs of non-negative float64 ``values`` (confidences, probabilities)."""
+        """Runs of finite float64 ``values`` (confidences, probabilities, OOD scores)."""
         values = values.double() + 0.0  # -0.0 becomes +0.0
-        # the bit patterns of non-negative floats sort like the floats; integer keys take
-        # torch's radix sort, several times faster than a comparison sort
-        order = torch.sort(values.view(torch.int64), stable=True).indices
+        if bool((values < 0).any()):  # logit-based scores: a comparison sort
+            order = torch.sort(values, stable=True).indices
+        else:
+            # the bit patterns of non-negative floats sort like the floats; integer keys take
+            # torch's radix sort, several times faster than a comparison sort
+            order = torch.sort(values.view(torch.int64), stable=True).indices
         sorted_vals = values[order]
         uniq, run_of, sizes = torch.unique_consecutive(
             sorted_vals, return_inverse=True, return_counts=True

@@ -183,6 +183,35 @@ def auroc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
     return torch.where(den > 0, num / den.clamp_min(1e-300), torch.full_like(num, float("nan")))
 
 
+def aupr_from_runs(size: Tensor, pos: Tensor) -> Tensor:
+    """(B,) average precision of the score for positive outcomes (area under the
+    precision-recall curve as scikit-learn's ``average_precision_score``: Σ over thresholds,
+    from the highest score down, of the recall gained × the precision there; a run of tied
+    scores is one threshold)."""
+    s, p = size.flip(1), pos.flip(1)
+    precision = p.cumsum(1) / s.cumsum(1).clamp_min(1e-300)
+    total = p.sum(1)
+    ap = (p * precision).sum(1) / total.clamp_min(1e-300)
+    return torch.where(total > 0, ap, torch.full_like(ap, float("nan")))
+
+
+def aurc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
+    """(B,) area under the risk-coverage curve (Geifman et al. 2019): the mean, over the
+    coverages k = 1..N, of the error rate of the k most confident samples. Within a run of
+    tied confidences the error rate is its expectation over the run's orders, so the value
+    does not depend on how ties are sorted; per run, Σ_{j=1..s} (E + j e/s) / (K + j) =
+    e + (E - K e/s)(ψ(K + s + 1) - ψ(K + 1)), with K samples and E errors before the run."""
+    s, e = size.flip(1), (size - pos).flip(1)
+    k_before, e_before = s.cumsum(1) - s, e.cumsum(1) - e
+    rate = e / s.clamp_min(1e-300)
+    harmonic = torch.where(  # Σ_{j=1..s} 1/(K + j); exact for the untied runs of one sample
+        s == 1,
+        1 / (k_before + 1),
+        torch.digamma(k_before + s + 1) - torch.digamma(k_before + 1),
+    )
+    return (e + (e_before - k_before * rate) * harmonic).sum(1) / s.sum(1)
+
+
 def ks_from_runs(runs: Runs, size: Tensor, pos: Tensor, n: int) -> Tensor:
     """(B,) max over tie-run ends of |sum_{c_i <= t} (a_i - c_i)| / N (Gupta et al. 2021)."""
     cum = (pos - size * runs.values).cumsum(1) / n

@@ -62,6 +62,7 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
     MetricInfo("smooth_ece", "Smooth ECE", -1),
     MetricInfo("rms_ce", "RMS calibration error", -1),
     MetricInfo("debiased_rms_ce", "Debiased RMS calibration error", -1),
+    MetricInfo("aurc", "AURC", -1),
     MetricInfo("optimal_ece", "Optimal ECE", -1),
     MetricInfo("mean_confidence", "Mean confidence", 0),
     MetricInfo("gap", "Confidence − accuracy", 0),
@@ -69,12 +70,13 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
     MetricInfo("underconfident", "Under-confidence", 0),
     MetricInfo("ood_auroc", "OOD AUROC", +1),
     MetricInfo("ood_fpr95", "OOD FPR95", -1),
+    MetricInfo("ood_aupr", "OOD AUPR-In", +1),
 )
 _BY_NAME = {m.name: m for m in METRICS_TABLE}
 
 #: what :func:`~calibkit.metrics.evaluate` reports, in order (OOD ones need OOD scores)
 METRICS = tuple(m.name for m in METRICS_TABLE if not m.name.startswith("ood_"))
-OOD_METRICS = ("ood_auroc", "ood_fpr95")
+OOD_METRICS = ("ood_auroc", "ood_fpr95", "ood_aupr")
 #: what a bench run stores per split and calibrator, and ``compare``'s columns
 HARNESS = METRICS[:9]
 COMPARE = METRICS[:8]
