@@ -26,7 +26,7 @@ BINNED = (
     "entropy",
     "gap",
 )
-RANKED = ("aece", "refinement_auroc", "ks_error", "smooth_ece")
+RANKED = ("aece", "refinement_auroc", "aurc", "ks_error", "smooth_ece")
 
 
 def _one_shot(z, y, **kw):

@@ -218,6 +218,7 @@ class CalibrationMeter:
                 refinement_auroc=float(
                     st.auroc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]
                 ),
+                aurc=float(st.aurc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]),
                 ks_error=float(st.ks_from_runs(runs, size, pos, n)[0]),
                 smooth_ece=float(smooth_ece_batch(conf, outcome)[0][0]),
             )
