@@ -1,0 +1,103 @@
+"""The scikit-learn adapters with the real library on its bundled digits: estimator
+contract (clone, get_params/set_params, pickle), Pipeline and GridSearchCV over a method's
+own settings, calibrating a fitted classifier, and scorers, each checked against the
+numbers computed without scikit-learn's machinery."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.naive_bayes import GaussianNB
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from calibkit import metrics, posthoc
+from calibkit.adapters.sklearn import CalibratedClassifier, estimator, scorer
+
+
+@pytest.fixture(scope="module")
+def digits():
+    x, y = load_digits(return_X_y=True)
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(len(y))
+    tr, cal, te = idx[:900], idx[900:1350], idx[1350:]
+    clf = LogisticRegression(max_iter=2000, C=10.0).fit(x[tr], y[tr])
+    return x, y, tr, cal, te, clf
+
+
+@pytest.mark.parametrize("name", posthoc.names("logits"))
+def test_every_logits_method_keeps_the_estimator_contract(name):
+    cls = estimator(name)
+    est = cls()
+    params = est.get_params()
+    assert params == posthoc.REGISTRY.factory(name)().settings()
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == params
+    assert pickle.loads(pickle.dumps(est)).get_params() == params
+    with pytest.raises(TypeError, match="has no parameter 'nope'"):
+        cls(nope=1)
+
+
+def test_grid_search_over_odir_settings_scores_what_a_manual_loop_scores(digits):
+    x, y, _, cal, _, clf = digits
+    z, yc = clf.decision_function(x[cal]), y[cal]
+    grid = {"lambdas": [[0.01], [100.0]], "mus": [[0.01]], "folds": [2]}
+    cv = KFold(3, shuffle=True, random_state=0)
+    search = GridSearchCV(estimator("dir-odir")(), grid, scoring="neg_log_loss", cv=cv).fit(z, yc)
+    for i, lam in enumerate(grid["lambdas"]):
+        manual = []
+        for a, b in cv.split(z):
+            m = posthoc.create("dir-odir", lambdas=lam, mus=[0.01], folds=2).fit(z[a], yc[a])
+            p = m.predict_proba(torch.as_tensor(z[b])).numpy()
+            manual.append(-log_loss(yc[b], p, labels=np.arange(10)))
+        assert search.cv_results_["mean_test_score"][i] == pytest.approx(np.mean(manual), abs=1e-9)
+    assert search.best_estimator_.calibrator_.fitted
+
+
+def test_last_step_of_a_pipeline(digits):
+    x, y, _, cal, te, clf = digits
+    pipe = Pipeline(
+        [("logits", FunctionTransformer(clf.decision_function)), ("ts", estimator("ts")())]
+    )
+    pipe.fit(x[cal], y[cal])
+    direct = posthoc.create("ts").fit(clf.decision_function(x[cal]), y[cal])
+    want = direct.predict_proba(torch.as_tensor(clf.decision_function(x[te]))).numpy()
+    assert np.allclose(pipe.predict_proba(x[te]), want, atol=1e-12)
+    assert (pipe.predict(x[te]) == clf.predict(x[te])).all()  # TS keeps the argmax
+
+
+def test_calibrating_a_fitted_overconfident_classifier(digits):
+    x, y, tr, cal, te, _ = digits
+    nb = GaussianNB().fit(x[tr], y[tr])
+    before = log_loss(y[te], np.clip(nb.predict_proba(x[te]), 1e-15, 1), labels=nb.classes_)
+    cc = CalibratedClassifier(nb, method="ts").fit(x[cal], y[cal])
+    after = log_loss(y[te], cc.predict_proba(x[te]), labels=nb.classes_)
+    assert after < 0.5 * before  # naive Bayes is badly over-confident on digits
+    assert cc.calibrator_.temperature_ > 1
+    assert (cc.predict(x[te]) == nb.predict(x[te])).mean() > 0.99  # TS keeps the argmax
+    lr_cc = CalibratedClassifier(LogisticRegression(max_iter=5000).fit(x[tr], y[tr] % 2), "ts")
+    lr_cc.fit(x[cal], y[cal] % 2)  # binary: a 1-D decision_function becomes logits [0, d]
+    assert lr_cc.predict_proba(x[te]).shape == (len(te), 2)
+    with pytest.raises(ValueError, match="label 10 is not one of the estimator's classes"):
+        CalibratedClassifier(nb).fit(x[cal][:5], np.full(5, 10))
+
+
+def test_scorers_equal_the_metrics_and_follow_the_neg_convention(digits):
+    x, y, tr, _, te, clf = digits
+    s = scorer("ece", n_bins=10)
+    assert s.__name__ == "neg_ece"
+    want = metrics.ece(clf.predict_proba(x[te]), y[te], probs=True, n_bins=10)
+    assert s(clf, x[te], y[te]) == pytest.approx(-want, abs=1e-15)
+    assert scorer("refinement_auroc")(clf, x[te], y[te]) > 0
+    scores = cross_val_score(LogisticRegression(max_iter=2000), x[tr], y[tr], cv=3, scoring=s)
+    assert len(scores) == 3 and (scores <= 0).all()
+    with pytest.raises(ValueError, match="has no function 'eec'"):
+        scorer("eec")
