@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -49,3 +52,23 @@ def real_logits():
         pytest.skip(f"real logits not found at {REAL_LOGITS}")
     with np.load(REAL_LOGITS) as d:
         return d["logits_val"], d["labels_val"], d["logits_test"], d["labels_test"]
+
+
+def free_port() -> int:
+    """A free TCP port on localhost, for a test's process group."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def gloo_group(rank: int, world: int, port: int) -> Iterator[None]:
+    """A real torch.distributed gloo group on localhost for one spawned test process."""
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

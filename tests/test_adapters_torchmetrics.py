@@ -4,17 +4,13 @@ torchmetrics' own sync gives every rank the result on all the data."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from calibkit import metrics as M
-from tests.conftest import make_logits
-from tests.metrics.test_meter import _free_port
+from tests.conftest import free_port, gloo_group, make_logits
 
 tm = pytest.importorskip("torchmetrics")
 
@@ -56,9 +52,7 @@ def test_probabilities_and_bad_input():
 
 
 def _worker(rank, world, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with gloo_group(rank, world, port):
         z, y = make_logits(3001, 7, 5, dtype=np.float32)
         part = np.array_split(np.arange(3001), world)[rank]
         metrics = {"ece": ECE(), "rms": RMSCalibrationError(debias=True), "mce": MCE()}
@@ -67,13 +61,11 @@ def _worker(rank, world, port, out):
                 m.update(torch.from_numpy(z[chunk]), torch.from_numpy(y[chunk]))
         result = {k: m.compute().double() for k, m in metrics.items()}  # torchmetrics syncs
         torch.save(result, f"{out}.{rank}")
-    finally:
-        dist.destroy_process_group()
 
 
 def test_sync_across_two_gloo_processes(tmp_path):
     out = str(tmp_path / "result")
-    mp.spawn(_worker, args=(2, _free_port(), out), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), out), nprocs=2, join=True)
     z, y = make_logits(3001, 7, 5, dtype=np.float32)
     want = {"ece": M.ece(z, y), "rms": M.rms_ce(z, y, debias=True), "mce": M.mce(z, y)}
     for rank in range(2):

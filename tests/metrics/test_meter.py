@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from calibkit import metrics as M
-from tests.conftest import make_logits
+from tests.conftest import free_port, gloo_group, make_logits
 
 BINNED = (
     "ece",
@@ -96,16 +92,8 @@ def test_sync_outside_distributed_is_a_no_op():
     assert m.compute()["ece"] == before["ece"] == pytest.approx(M.ece(logits, labels), abs=1e-7)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _worker(rank, world, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with gloo_group(rank, world, port):
         z, y = make_logits(3001, 7, 5, dtype=np.float32)
         parts = np.array_split(np.arange(3001), world)
         m = M.CalibrationMeter(n_classes=7)
@@ -115,14 +103,12 @@ def _worker(rank, world, port, out):
         torch.save(
             {k: torch.tensor(v, dtype=torch.float64) for k, v in result.items()}, f"{out}.{rank}"
         )
-    finally:
-        dist.destroy_process_group()
 
 
 def test_sync_across_two_gloo_processes(tmp_path):
     """Each rank sees half the samples; after sync every rank reports the one-shot result."""
     out = str(tmp_path / "result")
-    mp.spawn(_worker, args=(2, _free_port(), out), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), out), nprocs=2, join=True)
     z, y = make_logits(3001, 7, 5, dtype=np.float32)
     for rank in range(2):
         got = {k: float(v) for k, v in torch.load(f"{out}.{rank}", weights_only=True).items()}
