@@ -202,3 +202,15 @@ def test_bad_settings_and_models_fail_clearly(stage1):
         MacCal(epochs=1).fit(evidence.model, x, y)
     with pytest.raises(posthoc.NotFittedError):
         MacCal().head_
+
+
+def test_calibrate_run_reports_progress_for_every_model_level_method(stage1, tmp_path):
+    cases = {"maccal:epochs=2": 2, "neural-clamping:epochs=1,gamma_pool=[0,1]": 2}
+    for spec, steps in cases.items():
+        calls: list[tuple[int, int]] = []
+        out = tmp_path / spec.split(":")[0]
+        calibrate_run(
+            stage1, spec, out, device="cpu", progress=lambda i, n, _r, c=calls: c.append((i, n))
+        )
+        assert calls == [(i, steps) for i in range(1, steps + 1)], spec
+        assert load_run(out)[3]["calibration"]["method"] == spec

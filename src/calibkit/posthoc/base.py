@@ -356,13 +356,18 @@ class ModelCalibrator(Method):
     ) -> ModelCalibrator:
         if evidence.model is None or evidence.inputs is None:
             raise ValueError(f"{self.name} calibrates a network: it needs a run's model and inputs")
+        if evidence.labels.get(self.fit_split) is None:
+            raise ValueError(f"{self.name} fits on a {self.fit_split} split; the run has none")
         y = evidence.labels[self.fit_split]
-        return self.fit(
-            evidence.model,
-            evidence.inputs(self.fit_split, idx),
-            y if idx is None else y[idx],
-            input_range=evidence.input_range,
-        )
+        x = evidence.inputs(self.fit_split, idx)
+        extra = self._from_evidence(evidence)
+        if progress is not None:
+            extra["progress"] = progress
+        return self.fit(evidence.model, x, y if idx is None else y[idx], **extra)
+
+    def _from_evidence(self, evidence: Evidence) -> dict[str, Any]:
+        """What else ``_fit`` takes from a run (keyword arguments); override per method."""
+        return {"input_range": evidence.input_range}
 
     def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
         if evidence.predict is None:

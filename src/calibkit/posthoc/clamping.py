@@ -130,7 +130,11 @@ class NeuralClamping(ModelCalibrator):
         }
 
     # -- fitting ------------------------------------------------------------------------
-    def _fit(self, model: nn.Module, x: Tensor, y: Tensor, *, input_range: Any = None) -> FitReport:
+    def _fit(
+        self, model: nn.Module, x: Tensor, y: Tensor, *, input_range: Any = None,
+        progress: Any = None,
+    ) -> FitReport:  # fmt: skip
+        """``progress(i, n, None)`` is called after the fit for each γ of the pool."""
         s = self.checked()
         if s["init"] == "data" and input_range is None:
             raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
@@ -143,8 +147,10 @@ class NeuralClamping(ModelCalibrator):
             if bool((y < 0).any()) or bool((y >= k).any()):
                 raise ValueError(f"labels: expected classes in 0..{k - 1} for a {k}-class model")
             best = None
-            for gamma in s["gamma_pool"]:
+            for i, gamma in enumerate(s["gamma_pool"]):
                 fit = _fit_one(model, x, y, gamma, bounds, s)
+                if progress is not None:
+                    progress(i + 1, len(s["gamma_pool"]), None)
                 z = _logits(model, x, fit["delta"], fit["log_t"].exp())
                 score = M.ece(z, y)
                 if best is None or score < best[0]:

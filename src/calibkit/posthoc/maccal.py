@@ -127,24 +127,15 @@ class MacCal(ModelCalibrator):
             raise ValueError(f"restrict: expected true or false, got {s['restrict']!r}")
         return s
 
-    def fit_on(self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None) -> MacCal:
-        """Fit on the run's training split (rows ``idx``), monitored on its validation split."""
-        if evidence.model is None or evidence.inputs is None:
-            raise ValueError("maccal retrains a network's head: it needs a run's model and inputs")
-        if "train" not in evidence.labels:
-            raise ValueError("maccal retrains on a training split; the run's data has none")
-        y = evidence.labels["train"]
-        val = None
-        if evidence.labels.get("val") is not None:
-            val = (evidence.inputs("val", None), evidence.labels["val"])
-        return self.fit(
-            evidence.model, evidence.inputs("train", idx), y if idx is None else y[idx],
-            val=val, progress=progress,
-        )  # fmt: skip
+    def _from_evidence(self, evidence: Evidence) -> dict[str, Any]:
+        """The run's validation split, to monitor each epoch (``history()``)."""
+        if evidence.labels.get("val") is None:
+            return {}
+        return {"val": (evidence.inputs("val", None), evidence.labels["val"])}
 
     def _fit(
         self, model: nn.Module, x: Tensor, y: Tensor, *, val: tuple[Tensor, Tensor] | None = None,
-        progress: Any = None, **_: Any,
+        progress: Any = None,
     ) -> FitReport:  # fmt: skip
         s = self.checked()
         if not all(hasattr(model, a) for a in ("forward_features", "num_features", "num_classes")):
