@@ -160,6 +160,7 @@ class MacCal(ModelCalibrator):
             model.num_features, k, head=s["head"], width=s["width"], restrict=s["restrict"],
             inference=s["inference"],
         ).to(device)  # fmt: skip
+        before = _train_loss(head, h_train, y)
         history = train_head(head, h_train, y, s, h_val, val, progress)
         head.q.fill_(history[-1]["q"])  # the rate of the last epoch: q_T for expected weights
         head.masks = None
@@ -169,7 +170,7 @@ class MacCal(ModelCalibrator):
         if "val_ece" in last:
             details |= {"val_acc": last["val_acc"], "val_ece": last["val_ece"]}
         return FitReport(
-            "masked cross-entropy (train)", history[0]["train_loss"], last["train_loss"],
+            "cross-entropy of the inference head (train)", before, _train_loss(head, h_train, y),
             len(history), True, 0.0, details,
         )  # fmt: skip
 
@@ -198,6 +199,12 @@ class MacCal(ModelCalibrator):
         head.load_state_dict({k.removeprefix("head_."): v for k, v in tensors.items()})
         self.head_ = head.to(next(self.model_.parameters()).device).eval()
         self.history_ = learned["history"]
+
+
+def _train_loss(head: MaskedHead, h: Tensor, y: Tensor) -> float:
+    """Mean cross-entropy of the deterministic (eval-mode) head on features ``h``."""
+    with torch.no_grad():
+        return float(nn.functional.cross_entropy(head.eval()(h), y))
 
 
 def features(model: nn.Module, x: Tensor) -> Tensor:
