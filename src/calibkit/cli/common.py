@@ -328,7 +328,7 @@ def pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output) -> 
     return pretrained_run(config, Path(output) / "pretrained")
 
 
-def options_from(config: type, *, skip: tuple[str, ...] = ()):
+def options_from(config: type):
     """Decorator: one option per field of the dataclass ``config`` (``--field-name``), its
     type, default and help (the field's ``metadata["help"]``) taken from the field; a list
     field is a repeatable option, a bool field a flag. The command receives the fields as
@@ -337,8 +337,6 @@ def options_from(config: type, *, skip: tuple[str, ...] = ()):
 
     def decorate(f):
         for fld in reversed(fields(config)):
-            if fld.name in skip:
-                continue
             hint = hints[fld.name]
             default = fld.default_factory() if fld.default is MISSING else fld.default
             kind = {"help": fld.metadata.get("help"), "show_default": bool(default)}
