@@ -1,5 +1,5 @@
-"""torchmetrics adapters with the real library: batch by batch they equal calibkit's
-one-shot functions, reset clears, bad input fails clearly, and under two gloo processes
+"""torchmetrics adapters with the real library: batch by batch (with and without tied
+confidences across batches) they equal calibkit's one-shot functions, reset clears, bad input fails clearly, and under two gloo processes
 torchmetrics' own sync gives every rank the result on all the data."""
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ from tests.conftest import free_port, gloo_group, make_logits
 
 tm = pytest.importorskip("torchmetrics")
 
-from calibkit.adapters.torchmetrics import ECE, MCE, RMSCalibrationError  # noqa: E402
+from calibkit.adapters.torchmetrics import (  # noqa: E402
+    AURC,
+    ECE,
+    MCE,
+    AdaptiveECE,
+    RefinementAUROC,
+    RMSCalibrationError,
+)
 
 CASES = [
     (lambda: ECE(n_bins=10), lambda z, y: M.ece(z, y, n_bins=10)),
@@ -22,12 +29,22 @@ CASES = [
     (lambda: RMSCalibrationError(), lambda z, y: M.rms_ce(z, y)),
     (lambda: RMSCalibrationError(debias=True), lambda z, y: M.rms_ce(z, y, debias=True)),
     (lambda: ECE(binning="torchmetrics"), lambda z, y: M.ece(z, y, binning="torchmetrics")),
+    (lambda: AdaptiveECE(n_bins=10), lambda z, y: M.aece(z, y, n_bins=10)),
+    (lambda: AURC(), lambda z, y: M.aurc(z, y)),
+    (lambda: RefinementAUROC(), lambda z, y: M.refinement_auroc(z, y)),
 ]
 
 
-@pytest.mark.parametrize("make,reference", CASES)
-def test_batches_equal_the_one_shot_function(make, reference):
+def _tied_logits():
+    """Logits rounded to one decimal, so that confidences tie in runs across batches."""
     z, y = make_logits(2000, 9, 3, dtype=np.float32)
+    return np.round(z, 1), y
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("make,reference", CASES)
+def test_batches_equal_the_one_shot_function(make, reference, ties):
+    z, y = _tied_logits() if ties else make_logits(2000, 9, 3, dtype=np.float32)
     metric = make()
     for chunk in np.array_split(np.arange(2000), 7):
         metric.update(torch.from_numpy(z[chunk]), torch.from_numpy(y[chunk]))
@@ -49,13 +66,26 @@ def test_probabilities_and_bad_input():
         ECE().update(torch.zeros(2, 3), torch.tensor([0, 5]))
     with pytest.raises(ValueError):
         ECE(binning="nope")
+    with pytest.raises(ValueError, match="n_bins"):
+        AdaptiveECE(n_bins=0)
+    always_right = RefinementAUROC()
+    always_right.update(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="all 2 predictions are correct"):
+        always_right.compute()
 
 
 def _worker(rank, world, port, out):
     with gloo_group(rank, world, port):
         z, y = make_logits(3001, 7, 5, dtype=np.float32)
         part = np.array_split(np.arange(3001), world)[rank]
-        metrics = {"ece": ECE(), "rms": RMSCalibrationError(debias=True), "mce": MCE()}
+        metrics = {
+            "ece": ECE(),
+            "rms": RMSCalibrationError(debias=True),
+            "mce": MCE(),
+            "aece": AdaptiveECE(),
+            "aurc": AURC(),
+            "auroc": RefinementAUROC(),
+        }
         for chunk in np.array_split(part, 3):
             for m in metrics.values():
                 m.update(torch.from_numpy(z[chunk]), torch.from_numpy(y[chunk]))
@@ -67,7 +97,14 @@ def test_sync_across_two_gloo_processes(tmp_path):
     out = str(tmp_path / "result")
     mp.spawn(_worker, args=(2, free_port(), out), nprocs=2, join=True)
     z, y = make_logits(3001, 7, 5, dtype=np.float32)
-    want = {"ece": M.ece(z, y), "rms": M.rms_ce(z, y, debias=True), "mce": M.mce(z, y)}
+    want = {
+        "ece": M.ece(z, y),
+        "rms": M.rms_ce(z, y, debias=True),
+        "mce": M.mce(z, y),
+        "aece": M.aece(z, y),
+        "aurc": M.aurc(z, y),
+        "auroc": M.refinement_auroc(z, y),
+    }
     for rank in range(2):
         got = torch.load(f"{out}.{rank}", weights_only=True)
         for k, v in want.items():

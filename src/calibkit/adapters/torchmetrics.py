@@ -1,11 +1,15 @@
-"""torchmetrics adapters: ``Metric`` subclasses backed by calibkit's O(bins) statistics.
+"""torchmetrics adapters: ``Metric`` subclasses backed by calibkit's statistics.
 
-Each keeps one state, the equal-width top-label bin sums (3 × bins: count, Σ confidence,
-Σ correct) in float64, sum-reduced across processes by torchmetrics' own ``dist_reduce_fx``;
-``compute`` derives the metric from the sums exactly as :mod:`calibkit.metrics` does, so a
-metric over any split of the data into batches and processes equals the one-shot function
-(to float64 summation order). Inputs are logits (or probabilities with ``probs=True``) and
-integer labels, checked as calibkit checks them.
+The binned metrics (:class:`ECE`, :class:`MCE`, :class:`RMSCalibrationError`) keep one
+state, the equal-width top-label bin sums (3 × bins: count, Σ confidence, Σ correct) in
+float64, sum-reduced across processes by torchmetrics' own ``dist_reduce_fx``: O(bins)
+memory and communication. The rank-based metrics (:class:`AdaptiveECE`, :class:`AURC`,
+:class:`RefinementAUROC`) need every sample's place in the order of confidences, so they keep
+two per-sample states (confidence, float64; correctness), concatenated across processes
+(O(N), as torchmetrics' own AUROC). ``compute`` derives each metric exactly as
+:mod:`calibkit.metrics` does, so a metric over any split of the data into batches and
+processes equals the one-shot function (to float64 summation order). Inputs are logits (or
+probabilities with ``probs=True``) and integer labels, checked as calibkit checks them.
 
 >>> import torch
 >>> from calibkit.adapters.torchmetrics import ECE
@@ -24,14 +28,17 @@ from torch import Tensor
 
 try:
     from torchmetrics import Metric
+    from torchmetrics.utilities import dim_zero_cat
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "calibkit.adapters.torchmetrics needs torchmetrics: pip install 'calibkit[torchmetrics]'"
     ) from None
 
+from .._checks import check_positive_int
 from ..metrics import stats as st
 from ..metrics.binning import BinScheme
-from ..metrics.inputs import prepare
+from ..metrics.functional import undefined_auroc_message
+from ..metrics.inputs import Runs, prepare
 
 
 class _BinnedCalibration(Metric):
@@ -91,3 +98,69 @@ class RMSCalibrationError(_BinnedCalibration):
     def compute(self) -> Tensor:
         sums, n = self._sums()
         return st.rms_from_sums(sums, n, debias=self.debias)[0]
+
+
+class _RankedCalibration(Metric):
+    """The per-sample states and update of the rank-based metrics."""
+
+    full_state_update = False
+    is_differentiable = False
+    higher_is_better = False
+
+    def __init__(self, probs: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.probs = probs
+        self.add_state("confidence", default=[], dist_reduce_fx="cat")
+        self.add_state("correct", default=[], dist_reduce_fx="cat")
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Add a batch: ``preds`` (N, K) logits (probabilities with ``probs=True``), ``target``
+        (N,) class indices."""
+        p = prepare(preds, target, probs=self.probs)
+        conf, correct = p.cal_pair
+        self.confidence.append(conf)
+        self.correct.append(correct)
+
+    def _runs(self) -> tuple[Runs, int]:
+        # a list of batches here; one tensor after torchmetrics' sync has concatenated them
+        if isinstance(self.confidence, list) and not self.confidence:
+            raise ValueError("compute: no samples yet; call update() with at least one batch")
+        conf, correct = dim_zero_cat(self.confidence), dim_zero_cat(self.correct)
+        return Runs.from_values(conf, correct.bool()), len(conf)
+
+
+class AdaptiveECE(_RankedCalibration):
+    """Adaptive (equal-mass) ECE (:func:`~calibkit.metrics.aece`)."""
+
+    def __init__(self, n_bins: int = 15, **kwargs: Any) -> None:
+        check_positive_int(n_bins, "n_bins")
+        super().__init__(**kwargs)
+        self.n_bins = n_bins
+
+    def compute(self) -> Tensor:
+        runs, n = self._runs()
+        size, pos = st.run_sums(runs, None)
+        return st.ece_from_sums(st.equal_mass_sums(runs, size, pos, n, self.n_bins), n)[0]
+
+
+class AURC(_RankedCalibration):
+    """Area under the risk-coverage curve (:func:`~calibkit.metrics.aurc`)."""
+
+    def compute(self) -> Tensor:
+        runs, _ = self._runs()
+        return st.aurc_from_runs(*st.run_sums(runs, None))[0]
+
+
+class RefinementAUROC(_RankedCalibration):
+    """AUROC of the confidence separating correct from wrong predictions
+    (:func:`~calibkit.metrics.refinement_auroc`); raises ``ValueError`` where every
+    prediction is correct, or every one wrong."""
+
+    higher_is_better = True
+
+    def compute(self) -> Tensor:
+        runs, n = self._runs()
+        value = st.auroc_from_runs(*st.run_sums(runs, None))[0]
+        if bool(value.isnan()):
+            raise ValueError(undefined_auroc_message(n, int(runs.positives.sum())))
+        return value

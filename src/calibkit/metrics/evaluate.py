@@ -25,7 +25,7 @@ from torch import Tensor
 from .._checks import check_positive_int
 from . import stats as st
 from .binning import BinScheme
-from .functional import _fpr_at_tpr, _undefined_auroc_message
+from .functional import _fpr_at_tpr, undefined_auroc_message
 from .functional import ood_score as score_of
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .scan import best_temperature, check_grid
@@ -340,7 +340,7 @@ def evaluate(
         settings["ood_score"] = ood_score
     notes = []
     if math.isnan(metrics["refinement_auroc"]):
-        notes.append(_undefined_auroc_message(p))
+        notes.append(undefined_auroc_message(p.n, int(p.correct.sum())))
         warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)
     if optimal:
         best, metrics["optimal_ece"] = best_temperature(p, scheme, check_grid(None))

@@ -183,13 +183,15 @@ def refinement_auroc(scores: Any, labels: Any, *, probs: bool = False) -> float:
     p = prepare(scores, labels, probs=probs)
     value = _f(st.auroc_from_runs(*st.run_sums(p.runs, None)))
     if math.isnan(value):
-        raise ValueError(_undefined_auroc_message(p))
+        raise ValueError(undefined_auroc_message(p.n, int(p.correct.sum())))
     return value
 
 
-def _undefined_auroc_message(p: Prepared) -> str:
-    state = "correct" if bool(p.correct.all()) else "wrong"
-    return f"refinement AUROC is undefined: all {p.n} predictions are {state}"
+def undefined_auroc_message(n: int, n_correct: int) -> str:
+    """Why refinement AUROC is undefined, for ``n`` predictions of which ``n_correct`` are
+    correct (all or none)."""
+    state = "correct" if n_correct == n else "wrong"
+    return f"refinement AUROC is undefined: all {n} predictions are {state}"
 
 
 def ece_decomposition(
