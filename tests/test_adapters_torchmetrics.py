@@ -1,6 +1,7 @@
 """torchmetrics adapters with the real library: batch by batch (with and without tied
-confidences across batches) they equal calibkit's one-shot functions, reset clears, bad input fails clearly, and under two gloo processes
-torchmetrics' own sync gives every rank the result on all the data."""
+confidences across batches) they equal calibkit's one-shot functions, reset clears, bad
+input fails clearly, and under two gloo processes torchmetrics' own sync gives every rank
+the result on all the data."""
 
 from __future__ import annotations
 

@@ -261,7 +261,8 @@ def _check_ci(ci: float) -> float:
     return float(ci)
 
 
-def _bins_of(sums: Tensor, scheme: BinScheme) -> Bins:
+def bins_of(sums: Tensor, scheme: BinScheme) -> Bins:
+    """Per-bin data from (1, 3, n_slots) top-label bin sums (count, Σ confidence, Σ correct)."""
     count, sc, sa = (sums[0, j] for j in range(3))
     safe = count.clamp_min(1)
     nan = torch.full_like(count, float("nan"))
@@ -353,7 +354,7 @@ def evaluate(
             [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=ood, progress=progress
         )[0]
         intervals = {m: _interval(boot[m], ci) for m in order if m in boot}
-    bins = _bins_of(st.topbin_sums(p, scheme), scheme)
+    bins = bins_of(st.topbin_sums(p, scheme), scheme)
     if bootstrap:
         acc = boot["bin_accuracy"]
         bins.band = np.array([_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T

@@ -33,11 +33,13 @@ from torch import Tensor
 from .._checks import check_choice, check_positive_int
 from . import stats as st
 from .binning import BINNINGS, BinScheme
-from .evaluate import METRICS
+from .evaluate import METRICS, Bins, bins_of
 from .inputs import BINARY_MODES, Runs, prepare
 from .smooth import smooth_ece_batch
 
 _SCALARS = ("correct", "nll", "brier", "entropy")
+SAMPLE_METRICS = ("aece", "refinement_auroc", "aurc", "ks_error", "smooth_ece")
+"""The metrics :meth:`CalibrationMeter.compute` gives only with ``keep_samples=True``."""
 
 
 class CalibrationMeter:
@@ -223,6 +225,13 @@ class CalibrationMeter:
                 smooth_ece=float(smooth_ece_batch(conf, outcome)[0][0]),
             )
         return {m: out[m] for m in METRICS if m in out}
+
+    def bins(self) -> Bins:
+        """Per-bin count, accuracy and confidence of the equal-width top-label bins, for
+        :func:`calibkit.plots.draw_reliability`."""
+        if self.n == 0:
+            raise ValueError("bins: the meter is empty; call update() with at least one batch")
+        return bins_of(self.top[None], self._scheme())
 
     def state_nbytes(self) -> int:
         """Bytes held by the state (bin sums, running sums, kept samples)."""

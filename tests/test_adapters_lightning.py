@@ -1,0 +1,172 @@
+"""Lightning callback in real ``Trainer`` runs on CPU: what it logs each epoch equals
+calibkit's functions on the module's validation logits, the reliability diagrams are
+written, the ways of returning outputs all work, and under two DDP processes the logged
+numbers are those of the whole validation set."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+from calibkit import metrics as M
+
+L = pytest.importorskip("lightning.pytorch")
+
+from calibkit.adapters.lightning import CalibrationCallback, scores_and_labels  # noqa: E402
+
+
+def _digits():
+    x, y = load_digits(return_X_y=True)
+    x = torch.tensor(x / 16.0, dtype=torch.float32)
+    return x[:1200], torch.tensor(y[:1200]), x[1200:1600], torch.tensor(y[1200:1600])
+
+
+class Digits(L.LightningModule):
+    """A linear classifier; ``style`` says what validation_step returns."""
+
+    def __init__(self, style: str = "dict") -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Linear(64, 10)
+        self.style = style
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        z = self.net(x)
+        if self.style == "dict":
+            return {"logits": z, "labels": y}
+        if self.style == "pair":
+            return z, y
+        return z  # labels from the batch
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.5)
+
+
+def _loaders(batch_size=100):
+    xt, yt, xv, yv = _digits()
+    ds = torch.utils.data.TensorDataset
+    return (
+        torch.utils.data.DataLoader(ds(xt, yt), batch_size=batch_size, shuffle=True),
+        torch.utils.data.DataLoader(ds(xv, yv), batch_size=batch_size),
+    )
+
+
+def _trainer(tmp_path, callback, **kwargs):
+    return L.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=L.loggers.CSVLogger(tmp_path),
+        callbacks=[callback],
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+        default_root_dir=tmp_path,
+        **kwargs,
+    )
+
+
+def _logged(trainer) -> list[dict[str, float]]:
+    """The CSV logger's rows that hold the callback's values, one per epoch (the file of the
+    one version written; after ddp_spawn the main process's logger would name a new one)."""
+    (path,) = Path(trainer.logger.root_dir).glob("version_*/metrics.csv")
+    with open(path) as f:
+        rows = [
+            r for r in csv.DictReader(f) if any(k.startswith("val/") and v for k, v in r.items())
+        ]
+    return [{k: float(v) for k, v in r.items() if v} for r in rows]
+
+
+@pytest.mark.parametrize("style", ["dict", "pair", "tensor"])
+def test_logs_calibkit_metrics_each_epoch(tmp_path, style):
+    torch.manual_seed(0)
+    model = Digits(style)
+    callback = CalibrationCallback(["ece", "aece", "nll", "refinement_auroc", "aurc"])
+    trainer = _trainer(tmp_path, callback)
+    trainer.fit(model, *_loaders())
+    rows = _logged(trainer)
+    assert [int(r["epoch"]) for r in rows] == [0, 1]
+    _, _, xv, yv = _digits()
+    with torch.no_grad():
+        z = model.net(xv)
+    last = rows[-1]  # the weights have not moved since the last validation
+    for name, fn in [
+        ("ece", M.ece),
+        ("aece", M.aece),
+        ("nll", M.nll),
+        ("refinement_auroc", M.refinement_auroc),
+        ("aurc", M.aurc),
+    ]:
+        assert last[f"val/{name}"] == pytest.approx(fn(z, yv), rel=1e-6), name
+    assert rows[0]["val/ece"] != last["val/ece"]  # the first epoch's own numbers
+    assert [p.name for p in callback.diagrams] == ["epoch=000.png", "epoch=001.png"]
+    assert all(p.stat().st_size > 10_000 for p in callback.diagrams)  # real PNG figures
+    assert callback.diagrams[0].parent == tmp_path / "lightning_logs/version_0/reliability"
+
+
+def test_custom_outputs_and_two_loaders(tmp_path):
+    _, _, xv, yv = _digits()
+
+    class TwoLoaders(Digits):
+        def validation_step(self, batch, batch_idx, dataloader_idx=0):
+            x, y = batch
+            return {"scores": torch.softmax(self.net(x), 1), "target": y}
+
+    callback = CalibrationCallback(
+        ["ece", "brier"],
+        probs=True,
+        outputs=lambda out, batch: (out["scores"], out["target"]),
+        diagram_dir=tmp_path / "figs",
+    )
+    train, val = _loaders()
+    half = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(xv[:200], yv[:200]), batch_size=50
+    )
+    model = TwoLoaders()
+    trainer = _trainer(tmp_path, callback)
+    trainer.fit(model, train, [val, half])
+    last = _logged(trainer)[-1]
+    with torch.no_grad():
+        p = torch.softmax(model.net(xv), 1)
+    assert last["val/ece/dataloader_idx_0"] == pytest.approx(M.ece(p, yv, probs=True), rel=1e-6)
+    want = M.brier(p[:200], yv[:200], probs=True)
+    assert last["val/brier/dataloader_idx_1"] == pytest.approx(want, rel=1e-6)
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir())[-1] == (
+        "epoch=001-dataloader_idx_1.png"
+    )
+
+
+def test_bad_settings_and_outputs_fail_clearly():
+    with pytest.raises(ValueError, match="unknown or unstreamable metrics \\['optimal_ece'\\]"):
+        CalibrationCallback(["ece", "optimal_ece"])
+    with pytest.raises(ValueError, match="n_bins"):
+        CalibrationCallback(n_bins=0)
+    with pytest.raises(ValueError, match="validation_step must return"):
+        scores_and_labels({"loss": torch.tensor(1.0)}, None)
+    z, y = torch.zeros(2, 3), torch.tensor([0, 1])
+    assert scores_and_labels(z, {"labels": y})[1] is y
+    assert scores_and_labels({"probs": z, "labels": y}, None)[0] is z
+
+
+def test_two_ddp_processes_log_the_whole_validation_set(tmp_path):
+    model = Digits()
+    callback = CalibrationCallback(["ece", "aece"], diagram=False)
+    trainer = _trainer(tmp_path, callback, devices=2, strategy="ddp_spawn")
+    trainer.fit(model, *_loaders())
+    last = _logged(trainer)[-1]
+    _, _, xv, yv = _digits()
+    with torch.no_grad():
+        z = model.net(xv)  # ddp_spawn copies the trained weights back into `model`
+    assert last["val/ece"] == pytest.approx(M.ece(z, yv), rel=1e-6)
+    assert last["val/aece"] == pytest.approx(M.aece(z, yv), rel=1e-6)
+    half = M.ece(z[::2], yv[::2])  # what one rank alone would log
+    assert abs(last["val/ece"] - half) > 1e-6
