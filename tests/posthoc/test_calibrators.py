@@ -271,3 +271,22 @@ def test_corrupted_truncated_and_tampered_files(split, tmp_path):
             posthoc.load(tmp_path / f"{name}.calib")
     with pytest.raises(FileNotFoundError):
         posthoc.load(tmp_path / "missing.calib")
+
+
+def test_isotonic_maps_of_different_lengths_equal_scikit_learn():
+    # columns whose threshold lists differ in length share one padded tensor; the last has a
+    # single threshold (every confidence equal)
+    g = torch.Generator().manual_seed(3)
+    pairs = [
+        (torch.rand(400, generator=g, dtype=torch.float64), torch.rand(400, generator=g) < 0.7),
+        (torch.rand(30, generator=g, dtype=torch.float64), torch.rand(30, generator=g) < 0.3),
+        (torch.full((20,), 0.4, dtype=torch.float64), torch.rand(20, generator=g) < 0.5),
+    ]
+    c = posthoc.IsotonicCalibration(mode="one-vs-rest")
+    c._fit_maps([(x, hit.double()) for x, hit in pairs])
+    assert len(set(c.sizes_.tolist())) == 3
+    probe = torch.cat([torch.linspace(-0.1, 1.1, 301, dtype=torch.float64), c.x_.flatten()])
+    for k, (x, hit) in enumerate(pairs):
+        iso = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(x, hit.double())
+        want = iso.predict(probe.numpy())
+        assert np.allclose(c._apply_map(k, probe).numpy(), want, atol=1e-12, rtol=0), k

@@ -170,12 +170,14 @@ class IsotonicCalibration(_ConfidenceMap):
         self.x_, self.y_ = torch.stack([pad(x) for x in xs]), torch.stack([pad(y) for y in ys])
 
     def _apply_map(self, column: int, values: Tensor) -> Tensor:
-        n = int(self.sizes_[column])
-        x, y = self.x_[column, :n].to(values.device), self.y_[column, :n].to(values.device)
-        if n == 1:
-            return torch.full_like(values, float(y[0]))
-        v = values.clamp(float(x[0]), float(x[-1]))
-        i = torch.searchsorted(x, v.contiguous(), right=True).clamp(1, n - 1)
+        # x_ and y_ are padded by repeating the last threshold: a point at or past it lands
+        # on a zero-width segment whose left end is the last threshold, so no slice to the
+        # column's own length (a data-dependent size, which ONNX export cannot trace) is needed
+        x, y = self.x_[column].to(values.device), self.y_[column].to(values.device)
+        if len(x) == 1:
+            return y[0].expand_as(values).clone()
+        v = torch.minimum(torch.maximum(values, x[0]), x[-1])
+        i = torch.bucketize(v.contiguous(), x, right=True).clamp(1, len(x) - 1)
         x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
         frac = torch.where(x1 > x0, (v - x0) / (x1 - x0), torch.zeros_like(v))
         return y0 + frac * (y1 - y0)
