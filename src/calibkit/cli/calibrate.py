@@ -98,29 +98,91 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.argument("calibrator", type=click.Path(dir_okay=False))
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("calibrator", type=click.Path())
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
 @key_options
 @click.option(
     "--split", default="test", show_default=True, help="Split whose keys to read (logits_<split>)."
 )
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help=".npz to write (with FILE).")
 @click.option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False), help=".npz to write."
+    "--onnx",
+    "onnx_path",
+    type=click.Path(dir_okay=False),
+    help="Also write the calibrator (or a run's calibrated network) as an ONNX graph.",
 )
-def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
+@click.option(
+    "--onnx-output",
+    type=click.Choice(["logits", "probs"]),
+    default="logits",
+    show_default=True,
+    help="What the ONNX graph returns.",
+)
+@json_option
+def apply(
+    calibrator, file, logits_key, labels_key, split, output, onnx_path, onnx_output, as_json
+) -> None:
     """Apply a saved calibrator to logits and write calibrated logits (key logits; they are
-    log-probabilities for binning and isotonic maps), probabilities (probs) and the labels.
+    log-probabilities for binning and isotonic maps), probabilities (probs) and the labels;
+    and/or export it to ONNX. CALIBRATOR is a calibrator file, or (with --onnx only) a run
+    folder, whose network (with its calibrator, for a calibrated run) becomes one graph.
+    The written graph is run in onnxruntime and checked against PyTorch's output.
 
     \b
     Example:
       calibkit apply ts.calib test.npz -o test_calibrated.npz
+      calibkit apply ts.calib --onnx ts.onnx                 # logits -> calibrated logits
+      calibkit calibrate ts runs/x -o runs/x-ts && calibkit apply runs/x-ts --onnx net.onnx
     """
-
     from .. import posthoc
+
+    if file is None and onnx_path is None:
+        raise click.UsageError("give FILE and -o to apply the calibrator, or --onnx to export it")
+    if (file is None) != (output is None):
+        raise click.UsageError("FILE and -o go together: the logits to read and the .npz to write")
+    report: dict = {}
+    if Path(calibrator).is_dir():
+        if file is not None:
+            raise click.UsageError(
+                f"{calibrator} is a run folder: it can only be exported (--onnx)"
+            )
+        method, example = _run_network(calibrator)
+    else:
+        method = posthoc.load(calibrator)
+        example = None
+    if file is not None:
+        report["apply"] = _apply_file(method, file, split, logits_key, labels_key, output)
+    if onnx_path is not None:
+        from ..export import to_onnx
+
+        path = to_onnx(method, onnx_path, example=example, output=onnx_output)
+        report["onnx"] = {"path": str(path), "output": onnx_output, "checked": True}
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    out = console()
+    if "apply" in report:
+        r = report["apply"]
+        out.print(f"{r['n_samples']} samples calibrated with {r['method']}; written to {r['path']}")
+    if "onnx" in report:
+        out.print(
+            f"ONNX graph written to {report['onnx']['path']} (returns {onnx_output}; "
+            "onnxruntime reproduces PyTorch's output)"
+        )
+
+
+def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    """A run's network (calibrated, for a calibrated run) and two test inputs to trace it."""
+    from ..training.runs import run_evidence
+
+    evidence, _ = run_evidence(run_dir, device="cpu")
+    return evidence.model, evidence.inputs("test", torch.arange(2))
+
+
+def _apply_file(cal, file, split, logits_key, labels_key, output) -> dict:
     from .._checks import as_labels
     from ..io import load_scores, save_npz, split_keys
 
-    cal = posthoc.load(calibrator)
     keys = split_keys(file, split, logits_key, labels_key)
     z, labels = load_scores(file, **keys, need_labels=False)
     out = cal(z)  # checked: finite, non-empty, the calibrator's number of classes
@@ -131,7 +193,7 @@ def apply(calibrator, file, logits_key, labels_key, split, output) -> None:
             raise ValueError(f"{file}: {len(labels)} labels for {len(out)} rows of logits")
         result["labels"] = labels.numpy()
     path = save_npz(output, **result)
-    console().print(f"{len(out)} samples calibrated with {cal.name}; written to {path}")
+    return {"method": cal.name, "n_samples": len(out), "path": str(path)}
 
 
 @cli.command(context_settings=CONTEXT)

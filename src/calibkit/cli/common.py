@@ -24,6 +24,7 @@ USER_ERRORS = (
     NotADirectoryError,
     IsADirectoryError,
     KeyError,
+    ImportError,  # an optional library is missing: the message is the install hint
 )
 
 

@@ -70,6 +70,21 @@ class FitReport:
         )
 
 
+def next_up(x: Tensor) -> Tensor:
+    """The next float32 above each float32 value (``torch.nextafter(x, inf)`` for finite x),
+    from exact float64 arithmetic: the ONNX exporter has no ``nextafter``. The step is
+    2^(e − 23) for |x| in [2^e, 2^(e+1)), half that going up from −2^e, and 2^−149
+    (the smallest subnormal) at and below 2^−126."""
+    a = x.abs().double()
+    e = torch.floor(torch.log2(a))
+    # log2 may be computed as log(a) / log(2) (ONNX), off by one ulp at powers of two
+    e = torch.where(torch.exp2(e) > a, e - 1, e)
+    e = torch.where(torch.exp2(e + 1) <= a, e + 1, e)
+    down_from_power = (x < 0) & (torch.exp2(e) == a)
+    step = torch.exp2(torch.clamp_min(e - 23 - down_from_power.double(), -149.0))
+    return (x.double() + step).float()
+
+
 def check_fit_data(logits: Any, labels: Any) -> tuple[Tensor, Tensor]:
     """Validated float64 logits (N, K) and labels for fitting; one-line errors otherwise."""
     z = prepare_scores(logits, probs=False, name="logits")
@@ -286,18 +301,21 @@ class Calibrator(Method):
         (float64 for other dtypes). Computed in float64; where rounding to float32 ties the
         predicted class with another, a calibrator that keeps the argmax raises the
         predicted class's entry by one float32 step, so that it still wins."""
-        z = self._check_apply(logits)
+        return self.calibrated(self._check_apply(logits))
+
+    def calibrated(self, z: Tensor) -> Tensor:
+        """:meth:`forward` without the input checks: the traceable graph that ONNX export
+        writes (no data-dependent Python control flow)."""
         out = self._transform(z.double())
         if z.dtype != torch.float32:
             return out
         low = out.float()
-        if self.preserves_argmax:
-            pred = z.argmax(1)
-            lost = (low.argmax(1) != pred).nonzero()[:, 0]
-            if len(lost):
-                row_max = low[lost].amax(1)
-                low[lost, pred[lost]] = torch.nextafter(row_max, torch.full_like(row_max, 1e38))
-        return low
+        if not self.preserves_argmax:
+            return low
+        pred = z.argmax(1, keepdim=True)
+        lost = low.argmax(1, keepdim=True) != pred
+        bumped = torch.where(lost, next_up(low.amax(1, keepdim=True)), low.gather(1, pred))
+        return low.scatter(1, pred, bumped)
 
     def predict_proba(self, logits: Any) -> Tensor:
         """Calibrated probabilities (N, K); rows sum to one."""

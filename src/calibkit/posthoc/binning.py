@@ -28,6 +28,13 @@ MODES = ("top-label", "one-vs-rest")
 TINY = torch.finfo(torch.float64).tiny
 
 
+def _const(like: Tensor, value: float) -> Tensor:
+    """``value`` as a 0-d tensor of ``like``'s dtype. The maps below use it for constants that
+    float32 cannot hold (TINY, 1e-300, 1e-12): the ONNX exporter stores a Python float as
+    float32, where TINY and 1e-300 become 0; a tensor constant keeps its dtype."""
+    return torch.tensor(value, dtype=like.dtype, device=like.device)
+
+
 def _top_two(p: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Top value, runner-up value, and the predicted class (argmax's first index on ties,
     the class a user's argmax names)."""
@@ -41,12 +48,13 @@ def replace_top(p: Tensor, new_conf: Tensor) -> Tensor:
     runner-up 0) has no floor: its other classes stay 0 (then TINY)."""
     c, p2, idx = _top_two(p)
     denominator = 1 - c + p2
-    floor = torch.where(denominator > 0, p2 / denominator.clamp_min(1e-300), 0.0)
-    c_new = torch.maximum(new_conf, floor + 1e-12 * (1 - floor)).clamp(0, 1)
-    scale = torch.where(c < 1, (1 - c_new) / (1 - c).clamp_min(1e-300), torch.zeros_like(c))
+    tiny = _const(p, 1e-300)
+    floor = torch.where(denominator > 0, p2 / denominator.clamp_min(tiny), 0.0)
+    c_new = torch.maximum(new_conf, floor + _const(p, 1e-12) * (1 - floor)).clamp(0, 1)
+    scale = torch.where(c < 1, (1 - c_new) / (1 - c).clamp_min(tiny), torch.zeros_like(c))
     out = p * scale[:, None]
     out.scatter_(1, idx[:, None], c_new[:, None])
-    return out.clamp_min(TINY).log()
+    return out.clamp_min(_const(out, TINY)).log()
 
 
 def _nll_gain(p: Tensor, y: Tensor, logq: Tensor) -> tuple[float, float]:
@@ -90,8 +98,8 @@ class _ConfidenceMap(Calibrator):
             return replace_top(p, self._apply_map(0, _top_two(p)[0]))
         q = torch.stack([self._apply_map(k, p[:, k]) for k in range(p.shape[1])], 1)
         total = q.sum(1, keepdim=True)
-        q = torch.where(total > 0, q / total.clamp_min(1e-300), p)  # all zero: keep input
-        return q.clamp_min(TINY).log()
+        q = torch.where(total > 0, q / total.clamp_min(_const(q, 1e-300)), p)  # all 0: keep p
+        return q.clamp_min(_const(q, TINY)).log()
 
     def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
         raise NotImplementedError
