@@ -60,3 +60,16 @@ def test_bad_figure_format(tmp_path):
     z, y = make_logits(50, 3, 1)
     with pytest.raises(ValueError, match="format"):
         reliability_diagram(M.evaluate(z, y, optimal=False), path=tmp_path / "r.gif")
+
+
+def test_a_band_that_misses_the_bins_accuracy_is_drawn_as_it_is():
+    # a bin's accuracy can lie outside the percentile band of few resamples
+    from calibkit.plots import draw_reliability
+
+    bins = {"edges": [0, 0.5, 1], "count": [4, 6], "accuracy": [0.5, 0.9], "confidence": [0.4, 0.8]}
+    band = np.array([[0.55, 0.6], [0.75, 0.85]])  # both bins' accuracy outside their band
+    fig = draw_reliability(bins, band=band)
+    (bars,) = [c for c in fig.axes[0].containers if hasattr(c, "has_yerr") and c.has_yerr]
+    segments = bars.lines[2][0].get_segments()
+    assert np.allclose([s[:, 1] for s in segments], band.T)
+    plt.close(fig)

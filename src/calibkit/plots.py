@@ -112,10 +112,14 @@ def draw_reliability(
     )
     if band is not None:
         mid = (lo + hi) / 2
+        # drawn about the band's centre: a bin's accuracy need not lie inside the percentile
+        # band of its resamples (a small bin, few resamples), and errorbar refuses a
+        # negative error
+        low, high = band[0][filled], band[1][filled]
         top.errorbar(
             mid[filled],
-            acc[filled],
-            yerr=[acc[filled] - band[0][filled], band[1][filled] - acc[filled]],
+            (low + high) / 2,
+            yerr=(high - low) / 2,
             fmt="none",
             ecolor="black",
             capsize=2,

@@ -75,6 +75,12 @@ def test_the_preset_runs_resumes_and_reports(tmp_path):
                   "## Neural Clamping against post-hoc methods, resnet20", "## MaC-Cal stage 2",
                   "## Natural shift"):  # fmt: skip
         assert title in md
+    from calibkit.cli.common import strict_json
+    from tests.test_cli_json import validate
+
+    validate(
+        "bench-real", strict_json(summary | info | {"wall_seconds": 1.0})
+    )  # what --json prints
     papers = [row[0] for row in info["verdicts"][1:]]
     assert papers[0] == "Kull et al. 2019" and "Dark Side (Table 3, shift)" in papers
     # the 100-class network ran without the full maps, hist-binning on every seed

@@ -3,7 +3,6 @@ figures from a store)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .common import CONTEXT, cli, console, json_option, progress
+from .common import CONTEXT, cli, console, echo_json, json_option, progress
 
 
 @cli.command(context_settings=CONTEXT)
@@ -79,12 +78,12 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
     report = str(Path(out) / "report.html") if summary else None
     failed = _failed_runs(store, plan)
     if as_json:
-        click.echo(json.dumps({
+        echo_json({
             "counts": counts, "store": str(store), "report": report,
             "anomalies": summary["anomalies"] if summary else {},
             "failed": [{"method": r["method"], "seed": r["seed"], "error": r["error"]}
                        for r in failed],
-        }, indent=2))  # fmt: skip
+        })  # fmt: skip
     else:
         _print_bench_summary(summary, counts, store, report, failed)
     if failed:
@@ -107,7 +106,7 @@ def _bench_real(data_root, out, workers, doc, as_json) -> None:
     info = write_real_report(Path(out) / "results.sqlite", out, doc)
     wall = time.perf_counter() - started
     if as_json:
-        click.echo(json.dumps(summary | info | {"wall_seconds": wall}, indent=2, default=str))
+        echo_json(summary | info | {"wall_seconds": wall})
         return
     out = console()
     for paper, claim, verdict, _ in info["verdicts"][1:]:
@@ -165,16 +164,22 @@ def _print_bench_summary(summary, counts, store, report, failed) -> None:
 @cli.command(context_settings=CONTEXT)
 @click.argument("db", type=click.Path(dir_okay=False))
 @click.option("-o", "--out", required=True, type=click.Path(file_okay=False), help="Report folder.")
-def report(db, out) -> None:
+@json_option
+def report(db, out, as_json) -> None:
     """Write report.md and a standalone report.html (tables and figures) from a results store.
 
     \b
     Example:
       calibkit report calibkit-results/results.sqlite -o report/
+      calibkit report results.sqlite -o report/ --json   # counts, verdicts, headline table
     """
     from ..bench.report import write_report
 
     info = write_report(db, out)
+    if as_json:
+        paths = {"markdown": str(Path(out) / "report.md"), "html": str(Path(out) / "report.html")}
+        echo_json(info | paths)
+        return
     console().print(
         f"{info['runs']} runs: {info['tables']} tables, {info['figures']} figures written to "
         f"{out}/report.md and {out}/report.html"

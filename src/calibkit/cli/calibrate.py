@@ -3,7 +3,6 @@ side), ``methods`` (the registry) and ``calibrate`` (any method on a run)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from .common import (
     bootstrap_option,
     cli,
     console,
+    echo_json,
     json_option,
     key_options,
     metric_rows,
@@ -70,18 +70,14 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
         before = evaluate(z, y, optimal=False, smooth=False).metrics
         after = evaluate(cal(torch.as_tensor(z)).double(), y, optimal=False, smooth=False).metrics
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "method": method,
-                    "file": str(path),
-                    "fit": cal.fit_report_.__dict__,
-                    "before": before,
-                    "after": after,
-                },
-                indent=2,
-                default=str,
-            )
+        echo_json(
+            {
+                "method": method,
+                "file": str(path),
+                "fit": cal.fit_report_.__dict__,
+                "before": before,
+                "after": after,
+            }
         )
         return
     from rich.table import Table
@@ -158,7 +154,7 @@ def apply(
         path = to_onnx(method, onnx_path, example=example, output=onnx_output)
         report["onnx"] = {"path": str(path), "output": onnx_output, "checked": True}
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo_json(report)
         return
     out = console()
     if "apply" in report:
@@ -279,18 +275,15 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
             title = (f"{seeds} stratified splits of {len(y)} samples: fitted on about {n_cal}, "
                      f"tested on the other {len(y) - n_cal}")  # fmt: skip
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "val": str(val),
-                    "test": str(test),
-                    "split": fraction,
-                    "seeds": seeds,
-                    "bootstrap": bootstrap,
-                    "methods": results,
-                },
-                indent=2,
-            )
+        echo_json(
+            {
+                "val": str(val),
+                "test": str(test),
+                "split": fraction,
+                "seeds": seeds,
+                "bootstrap": bootstrap,
+                "methods": results,
+            }
         )
         return
     from rich.table import Table
@@ -333,7 +326,7 @@ def methods(as_json) -> None:
         for n in posthoc.names()
     ]  # fmt: skip
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     for r in rows:
         click.echo(f"{r['name']:<16} {r['level']:<7} {', '.join(r['settings']) or '-'}")
@@ -385,9 +378,8 @@ def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> Non
     with progress(1, str(spec), not as_json) as tick:
         cal = calibrate_run(source, spec, output, device=device, progress=tick)
     if as_json:
-        click.echo(json.dumps({"output": str(output), "method": str(spec),
-                               "fit": asdict(cal.fit_report_), "history": cal.history()},
-                              indent=2, default=str))  # fmt: skip
+        echo_json({"output": str(output), "method": str(spec),
+                   "fit": asdict(cal.fit_report_), "history": cal.history()})  # fmt: skip
         return
     console().print(f"{spec}: {cal.fit_report_}\nwritten to {output}/ (a run: logits.npz, "
                     "calibrator.safetensors, model.safetensors, run.json)")  # fmt: skip

@@ -4,11 +4,13 @@ console output, the shared options, and options made from a configuration datacl
 from __future__ import annotations
 
 import json
+import math
 import sys
 import typing
 from contextlib import contextmanager
 from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -203,7 +205,7 @@ def evaluate_and_report(
         payload = result.to_dict() | (extra or {})
         if plot is not None:
             payload["plot"] = str(plot)
-        click.echo(json.dumps(payload, indent=2))
+        echo_json(payload)
         return
     print_result(result, title)
     if plot is not None:
@@ -222,6 +224,28 @@ def bootstrap_option(default: int):
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with NaN and ±inf as None (JSON has no such numbers; Python's ``json`` would
+    write the invalid tokens NaN and Infinity), tuples as lists, and paths and other objects
+    as their string."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    return str(value)
+
+
+def echo_json(value: Any) -> None:
+    """Print a command's ``--json`` output: strict JSON (see :func:`strict_json`), indented;
+    its shape is documented by a JSON Schema in docs/schemas/."""
+    click.echo(json.dumps(strict_json(value), indent=2, allow_nan=False))
+
 
 METRIC_OPTIONS = [
     click.option("--probs", is_flag=True, help="Scores are probabilities, not logits."),

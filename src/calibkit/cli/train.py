@@ -3,14 +3,22 @@ calibration method fitted on the trained run with ``--stage2``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from ..training.trainer import TrainConfig
 from .calibrate import calibrate_and_print
-from .common import CONTEXT, cli, config_of, console, json_option, options_from, progress
+from .common import (
+    CONTEXT,
+    cli,
+    config_of,
+    console,
+    echo_json,
+    json_option,
+    options_from,
+    progress,
+)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -55,7 +63,7 @@ def train(stage2, output, resume, as_json, **settings) -> None:
         calibrate_and_print(stage1, spec, output, config.device, as_json)
         return
     if as_json:
-        click.echo(json.dumps({"output": str(output), "history": result.history}, indent=2))
+        echo_json({"output": str(output), "history": result.history})
         return
     h = result.history[-1]
     console().print(

@@ -45,8 +45,14 @@ class Bins:
     confidence: np.ndarray
     band: np.ndarray | None = None
 
-    def to_dict(self) -> dict[str, list[float]]:
-        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items() if v is not None}
+    def to_dict(self) -> dict[str, list]:
+        """JSON-ready lists; NaN (an empty bin's accuracy and confidence) becomes None."""
+        out = {}
+        for k, v in self.__dict__.items():
+            if v is not None:
+                a = np.asarray(v)
+                out[k] = (np.where(np.isnan(a), None, a) if a.dtype.kind == "f" else a).tolist()
+        return out
 
 
 @dataclass
