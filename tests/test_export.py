@@ -64,10 +64,10 @@ def test_network_and_calibrator_are_one_graph(tmp_path):
         nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5),
     ).eval()  # fmt: skip
-    x = torch.randn(64, 3, 16, 16)
+    x = torch.randn(400, 3, 16, 16)
     with torch.no_grad():
         z = net(x) * 4
-    cal = posthoc.create("matrix").fit(z, torch.randint(5, (64,)))
+    cal = posthoc.create("matrix").fit(z, torch.randint(5, (400,)))
     model = posthoc.CalibratedModel(net, cal)
     path = to_onnx(model, tmp_path / "net.onnx", example=x[:2], optimize=False)
     with torch.no_grad():
