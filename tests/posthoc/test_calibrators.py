@@ -290,3 +290,28 @@ def test_isotonic_maps_of_different_lengths_equal_scikit_learn():
         iso = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(x, hit.double())
         want = iso.predict(probe.numpy())
         assert np.allclose(c._apply_map(k, probe).numpy(), want, atol=1e-12, rtol=0), k
+
+
+@pytest.mark.parametrize("matrix", [True, False])
+@pytest.mark.parametrize("reg", [None, "odir", "l2"])
+def test_affine_closed_form_gradient_equals_autograd(matrix, reg):
+    from calibkit.posthoc.affine import _penalty, _penalty_grad, nll_and_grad
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(300, 6, generator=g, dtype=torch.float64) * 3
+    y = torch.randint(6, (300,), generator=g)
+    w = (torch.randn(6, 6) if matrix else torch.randn(6)).double().requires_grad_(True)
+    c = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    out = x @ w.T + c if matrix else x * w + c
+    loss = torch.nn.functional.cross_entropy(out, y) + _penalty(
+        w if matrix else torch.diag(w), c, reg, 0.7, 1.3
+    )
+    loss.backward()
+    with torch.no_grad():
+        nll, gw, gc = nll_and_grad(x, y, torch.nn.functional.one_hot(y, 6).double(), w, c,
+                                   matrix=matrix)  # fmt: skip
+        pw, pc = _penalty_grad(w, c, reg, 0.7, 1.3, matrix)
+        total = nll + _penalty(w if matrix else torch.diag(w), c, reg, 0.7, 1.3)
+    assert float(total) == pytest.approx(float(loss), rel=1e-14)
+    assert torch.allclose(gw + pw, w.grad, rtol=1e-12, atol=1e-15)
+    assert torch.allclose(gc + pc, c.grad, rtol=1e-12, atol=1e-15)
