@@ -3,6 +3,8 @@ each reaches beside its time (faster must not mean worse).
 
     python benchmarks/posthoc_speed.py           # temperature and grid fits
     python benchmarks/posthoc_speed.py --odir    # + 5-fold CV MS-ODIR and Dir-ODIR, 5,000 x 100
+    python benchmarks/posthoc_speed.py --odir-file ../shared/data/logits/zoo/cifar100_resnet56.npz
+        # the same on a real network's logits: a stratified half (5,000) of its test logits
 
 TorchUncertainty's scalers are not timed: its ``post_processing`` package imports the
 package root, which needs torchvision, and no CPU build of torchvision exists here. The
@@ -131,9 +133,20 @@ def grid_table() -> None:
     print(f"  ratio                  {t_tm / t_cal:8.1f}x  (target >= 10x)")
 
 
-def odir_table() -> None:
-    z, y = data(5000, 100, seed=1)
-    print("\n5-fold CV over the 7 x 7 grid (lambda, mu in 1e-2..1e4), 5000 x 100")
+def odir_table(path: str | None = None) -> None:
+    if path is None:
+        z, y, what = *data(5000, 100, seed=1), "synthetic"
+    else:
+        import numpy as np
+
+        from calibkit.posthoc.compare import stratified_split
+
+        with np.load(path) as f:
+            z_all, y_all = torch.from_numpy(f["logits"]), torch.from_numpy(f["labels"])
+        cal, _ = stratified_split(y_all, 0.5, seed=0)
+        z, y, what = z_all[cal], y_all[cal], path
+    n, k = z.shape
+    print(f"\n5-fold CV over the 7 x 7 grid (lambda, mu in 1e-2..1e4), {n} x {k} ({what})")
     total = 0.0
     for spec in ("ms-odir", "dir-odir"):
         start = time.perf_counter()
@@ -151,7 +164,11 @@ def main() -> None:
     parser.add_argument(
         "--odir", action="store_true", help="also time the cross-validated ODIR fits (minutes)"
     )
+    parser.add_argument("--odir-file", help="only the ODIR fits, on this file's logits")
     args = parser.parse_args()
+    if args.odir_file:
+        odir_table(args.odir_file)
+        return
     temperature_table()
     grid_table()
     if args.odir:
