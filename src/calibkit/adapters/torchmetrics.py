@@ -140,7 +140,7 @@ class AdaptiveECE(_RankedCalibration):
     def compute(self) -> Tensor:
         runs, n = self._runs()
         size, pos = st.run_sums(runs, None)
-        return st.ece_from_sums(st.equal_mass_sums(runs, size, pos, n, self.n_bins), n)[0]
+        return st.aece_from_runs(runs, size, pos, n, self.n_bins)[0]
 
 
 class AURC(_RankedCalibration):

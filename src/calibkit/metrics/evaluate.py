@@ -149,7 +149,7 @@ def _metric_vectors(
     out = {
         "accuracy": acc_mean,
         "ece": st.ece_from_sums(sums, n),
-        "aece": st.ece_from_sums(st.equal_mass_sums(p.runs, size, pos, n, n_bins), n),
+        "aece": st.aece_from_runs(p.runs, size, pos, n, n_bins),
         "mce": st.mce_from_sums(sums),
         "rms_ce": st.rms_from_sums(sums, n),
         "debiased_rms_ce": st.rms_from_sums(sums, n, debias=True),

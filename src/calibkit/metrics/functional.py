@@ -115,7 +115,7 @@ def aece(
     check_positive_int(n_bins, "n_bins")
     p = prepare(scores, labels, probs=probs, binary=binary)
     size, pos = st.run_sums(p.runs, None)
-    return _f(st.ece_from_sums(st.equal_mass_sums(p.runs, size, pos, p.n, n_bins), p.n))
+    return _f(st.aece_from_runs(p.runs, size, pos, p.n, n_bins))
 
 
 def classwise_ece(

@@ -214,9 +214,7 @@ class CalibrationMeter:
             size, pos = runs.sizes[None], runs.positives[None]
             c_runs = runs if self.binary == "top-label" else Runs.from_values(top_conf, correct)
             out.update(
-                aece=float(
-                    st.ece_from_sums(st.equal_mass_sums(runs, size, pos, n, self.n_bins), n)[0]
-                ),
+                aece=float(st.aece_from_runs(runs, size, pos, n, self.n_bins)[0]),
                 refinement_auroc=float(
                     st.auroc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]
                 ),

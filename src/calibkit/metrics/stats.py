@@ -132,6 +132,11 @@ def ece_from_sums(sums: Tensor, n: int) -> Tensor:
     return (sums[:, 2] - sums[:, 1]).abs().sum(-1) / n
 
 
+def aece_from_runs(runs: Runs, size: Tensor, pos: Tensor, n: int, n_bins: int) -> Tensor:
+    """(B,) adaptive ECE: the ECE of ``n_bins`` equal-mass bins over the tie runs."""
+    return ece_from_sums(equal_mass_sums(runs, size, pos, n, n_bins), n)
+
+
 def rms_from_sums(sums: Tensor, n: int, *, debias: bool = False) -> Tensor:
     """(B,) RMS (L2) calibration error sqrt(sum_m |B_m|/N (acc_m - conf_m)^2); with
     ``debias``, Kumar et al. (2019, §5)'s estimator: each bin's squared gap less the
