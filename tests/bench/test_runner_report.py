@@ -74,6 +74,23 @@ def test_a_killed_sweep_finishes_the_rest_once(swept):
     assert len(set(per_run.values())) == 1 and set(per_run) == set(rows)
 
 
+def test_each_run_records_its_phases_and_they_fit_inside_its_time(swept):
+    _, out, _ = swept
+    store = Store(out / "results.sqlite")
+    con = sqlite3.connect(out / "results.sqlite")
+    for seconds, prov in con.execute("SELECT seconds, provenance FROM runs"):
+        phases = json.loads(prov)["phases"]
+        assert set(phases) == {"train", "stage2", "neural_clamping", "posthoc", "measure"}
+        assert phases["train"] > 0 and phases["posthoc"] > 0 and phases["measure"] > 0
+        assert phases["stage2"] == 0 and phases["neural_clamping"] == 0  # none in this spec
+        assert sum(phases.values()) <= seconds
+    totals = store.phase_seconds(store.done())
+    assert totals["train"] == pytest.approx(
+        sum(json.loads(p)["phases"]["train"] for (p,) in con.execute("SELECT provenance FROM runs"))
+    )
+    assert store.phase_seconds([]) == {}
+
+
 def test_two_workers_give_the_numbers_of_one(swept, tmp_path):
     root, out, _ = swept
     counts = run_bench(load_spec(root / "spec.yaml"), tmp_path / "two", workers=2)

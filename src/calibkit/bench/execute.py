@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,21 @@ def _measure(
     return out, r
 
 
+#: The phases a run's time is split into (``provenance["phases"]``, seconds): stage-1
+#: training, a stage-2 method (MaC-Cal), Neural Clamping fits, every other post-hoc fit, and
+#: measuring every split of every calibrator
+PHASES = ("train", "stage2", "neural_clamping", "posthoc", "measure")
+
+
+@contextmanager
+def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] += time.perf_counter() - start
+
+
 def seeded(spec: str, seed: int) -> Spec:
     """The method ``spec`` with ``seed`` as its seed where it has one and the spec does not
     set it: a sweep's seeds vary every random choice of a run, a method's too."""
@@ -63,12 +81,15 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     stage1 = out / "stage1" if run.stage2 else out
     config = run.train_config()
     resume = (stage1 / "checkpoint.pt").exists()
+    phases: dict[str, float] = defaultdict(float)
     if not (stage1 / "run.json").exists():
-        train(config, stage1, resume=resume)
+        with _phase(phases, "train"):
+            train(config, stage1, resume=resume)
     history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
     if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
         if not (out / "run.json").exists():
-            calibrate_run(stage1, seeded(run.stage2, run.seed), out, device="auto")
+            with _phase(phases, "stage2"):
+                calibrate_run(stage1, seeded(run.stage2, run.seed), out, device="auto")
         history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
     evidence, info = run_evidence(out)
     logits, labels = evidence.logits, evidence.labels
@@ -80,6 +101,10 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
 
     def record(calibrator: str, size: int | None, outputs: dict[str, torch.Tensor]) -> dict:
         """Measure every split, each evaluated once; the test split's metrics."""
+        with _phase(phases, "measure"):
+            return _record(calibrator, size, outputs)
+
+    def _record(calibrator: str, size: int | None, outputs: dict[str, torch.Tensor]) -> dict:
         ood = {k: outputs[k] for k in ood_names}
         test: dict[str, float] = {}
         for split, z in outputs.items():
@@ -105,12 +130,14 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
         method = seeded(spec, run.seed)
         for size in run.calibration_sizes:
             idx = _subset(len(yv), size, run.seed)
+            fitting = "neural_clamping" if method.name == "neural-clamping" else "posthoc"
             try:
-                cal = posthoc.create(method).fit_on(evidence, idx)
+                with _phase(phases, fitting):
+                    cal = posthoc.create(method).fit_on(evidence, idx)
+                    outputs = cal.apply_on(evidence)
             except FitDivergedError as err:
                 anomalies.append((spec, size or ALL, "diverged", str(err)))
                 continue
-            outputs = cal.apply_on(evidence)
             calibrated = record(spec, size, outputs)
             temperature = getattr(cal, "temperature_", None)
             if temperature is not None:
@@ -123,7 +150,8 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
             )  # fmt: skip
             anomalies += [(spec, size or ALL, kind, detail) for kind, detail in found]
     if run.record:
-        curves += _analysis(stage1, run.train["epochs"])
+        with _phase(phases, "measure"):
+            curves += _analysis(stage1, run.train["epochs"])
     return {
         "run": {
             "key": run.key,
@@ -136,7 +164,7 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
             "started": started,
             "finished": time.time(),
             "seconds": time.time() - started,
-            "provenance": info,
+            "provenance": info | {"phases": {p: phases[p] for p in PHASES}},
             "artefacts": {"folder": str(out), "logits": str(out / "logits.npz")},
         },
         "metrics": metrics,

@@ -235,6 +235,17 @@ class Store:
             out.append(d)
         return out
 
+    def phase_seconds(self, keys: Iterable[str]) -> dict[str, float]:
+        """Seconds spent in each phase (``provenance["phases"]``), summed over the finished
+        runs ``keys``; runs written before phases were recorded add nothing."""
+        wanted = set(keys)
+        total: dict[str, float] = {}
+        for key, prov in self._read("SELECT key, provenance FROM runs WHERE status = 'done'"):
+            phases = (json.loads(prov) or {}).get("phases", {}) if key in wanted else {}
+            for name, seconds in phases.items():
+                total[name] = total.get(name, 0.0) + seconds
+        return total
+
     def metrics(self) -> list[tuple[str, str, str, int, str, float]]:
         """(run_key, split, calibrator, cal_size, metric, value) rows."""
         return self._read("SELECT run_key, split, calibrator, cal_size, metric, value FROM metrics")

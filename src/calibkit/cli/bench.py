@@ -68,24 +68,28 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
 
     plan = load_spec(spec)
     workers = workers or max(1, (os.cpu_count() or 1) // threads)
+    started = time.perf_counter()
     with progress(len(plan.runs), f"bench {plan.name}", not as_json) as tick:
         counts = run_bench(
             plan, out, engine=engine, workers=workers, address=address, db=db, threads=threads,
             progress=(lambda done, total, _run: tick(done, total)) if tick else None,
         )  # fmt: skip
+    swept = time.perf_counter()
     store = db or Path(out) / "results.sqlite"
     summary = write_report(store, out) if counts["done"] + counts["skipped"] else None
     report = str(Path(out) / "report.html") if summary else None
     failed = _failed_runs(store, plan)
+    seconds = _timings(store, plan, started, swept, workers)
     if as_json:
         echo_json({
             "counts": counts, "store": str(store), "report": report,
             "anomalies": summary["anomalies"] if summary else {},
             "failed": [{"method": r["method"], "seed": r["seed"], "error": r["error"]}
                        for r in failed],
+            "seconds": seconds,
         })  # fmt: skip
     else:
-        _print_bench_summary(summary, counts, store, report, failed)
+        _print_bench_summary(summary, counts, store, report, failed, seconds)
     if failed:
         sys.exit(1)
 
@@ -127,7 +131,25 @@ def _failed_runs(store: Path, plan) -> list[dict]:
     return [r for r in Store(store, create=False).runs("failed") if r["key"] in keys]
 
 
-def _print_bench_summary(summary, counts, store, report, failed) -> None:
+def _timings(store, plan, started: float, swept: float, workers: int) -> dict:
+    """Wall seconds of this invocation (sweep, report) and the seconds of each phase summed
+    over the spec's finished runs (per worker, so they add up to about workers × sweep)."""
+    from ..bench.store import Store
+
+    now = time.perf_counter()
+    phases = Store(store, create=False).phase_seconds(r.key for r in plan.runs)
+    return {
+        "wall": now - started, "sweep": swept - started, "report": now - swept,
+        "workers": workers, "phases": phases,
+    }  # fmt: skip
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(round(seconds), 60)
+    return f"{minutes} min {s} s" if minutes else f"{s} s"
+
+
+def _print_bench_summary(summary, counts, store, report, failed, seconds) -> None:
     out = console()
     if summary:
         from rich.table import Table
@@ -156,6 +178,14 @@ def _print_bench_summary(summary, counts, store, report, failed) -> None:
     out.print(
         f"{counts['done']} runs done, {counts['skipped']} already in the store, "
         f"{counts['failed']} failed; store {store}; {where}", markup=False,
+    )  # fmt: skip
+    phases = ", ".join(
+        f"{k.replace('_', ' ')} {_duration(v)}" for k, v in seconds["phases"].items()
+    )
+    out.print(
+        f"time: {_duration(seconds['wall'])} wall (sweep {_duration(seconds['sweep'])} on "
+        f"{seconds['workers']} workers, report {_duration(seconds['report'])})"
+        + (f"; summed over runs: {phases}" if phases else ""), markup=False,
     )  # fmt: skip
     for r in failed:
         out.print(f"failed: {r['method']} seed {r['seed']}: {r['error']}", markup=False)
