@@ -41,6 +41,16 @@ def to_tensor(x: Any, name: str) -> Tensor:
     raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}")
 
 
+def to_float(t: Tensor) -> Tensor:
+    """``t`` as the floating dtype the metrics compute in: integers become float64, half
+    precision float32, float32 and float64 stay as they are (no copy)."""
+    if not t.is_floating_point():
+        return t.to(torch.float64)
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.float()
+    return t
+
+
 def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
     """Scores as a floating tensor (half precision is upcast to float32), checked finite."""
     t = to_tensor(scores, name)
@@ -48,10 +58,7 @@ def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
         t.is_floating_point() or t.dtype.is_signed or t.dtype == torch.uint8
     ):
         raise TypeError(f"{name}: expected floating-point scores, got dtype {t.dtype}")
-    if not t.is_floating_point():
-        t = t.to(torch.float64)
-    elif t.dtype in (torch.float16, torch.bfloat16):
-        t = t.float()
+    t = to_float(t)
     if t.numel() == 0:
         raise ValueError(f"{name}: empty input (shape {tuple(t.shape)}); pass at least one sample")
     if bool(torch.isfinite(t.sum())):  # NaN and inf propagate into the sum: one cheap read

@@ -12,9 +12,10 @@ bootstrap: it needs one pass over the logits per candidate temperature per resam
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,50 +134,66 @@ def _metric_vectors(
     *,
     smooth: bool,
     ood: tuple[Tensor, Tensor, Tensor | None] | None = None,
+    only: frozenset[str] | None = None,
 ) -> dict[str, Tensor]:
-    """(B,) tensor per metric for B weighted resamples (weights None: the sample itself)."""
+    """(B,) tensor per metric for B weighted resamples (weights None: the sample itself);
+    ``only``: the metrics wanted (default every one), each computed from shared statistics
+    that are themselves computed only when a wanted metric needs them."""
     n = p.n
     scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
-    p.scan(full=True, classwise=scheme)  # one pass over the scores serves every metric
-    sums = st.topbin_sums(p, scheme, weights)
-    size, pos = st.run_sums(p.runs, weights)
-    over, under = st.over_under_from_sums(sums, n)
-    correct_runs = (
-        (size, pos) if p.binary == "top-label" else st.run_sums(_correct_runs(p), weights)
-    )
-    conf_mean = sums[:, 1].sum(-1) / n
-    acc_mean = st.mean_stat(p.correct, weights, n)
-    out = {
-        "accuracy": acc_mean,
-        "ece": st.ece_from_sums(sums, n),
-        "aece": st.aece_from_runs(p.runs, size, pos, n, n_bins),
-        "mce": st.mce_from_sums(sums),
-        "rms_ce": st.rms_from_sums(sums, n),
-        "debiased_rms_ce": st.rms_from_sums(sums, n, debias=True),
-        "classwise_ece": st.classwise_ece_from_sums(
+
+    def want(*names: str) -> bool:
+        return only is None or not only.isdisjoint(names)
+
+    # one pass over the scores serves every metric
+    p.scan(full=want("brier", "entropy"), classwise=scheme if want("classwise_ece") else None)
+
+    @functools.cache
+    def sums() -> Tensor:
+        return st.topbin_sums(p, scheme, weights)
+
+    @functools.cache
+    def runs() -> tuple[Tensor, Tensor]:
+        return st.run_sums(p.runs, weights)
+
+    @functools.cache
+    def correct_runs() -> tuple[Tensor, Tensor]:
+        return runs() if p.binary == "top-label" else st.run_sums(_correct_runs(p), weights)
+
+    def conf_mean() -> Tensor:
+        return sums()[:, 1].sum(-1) / n
+
+    vectors: dict[str, Callable[[], Tensor]] = {
+        "accuracy": lambda: st.mean_stat(p.correct, weights, n),
+        "ece": lambda: st.ece_from_sums(sums(), n),
+        "aece": lambda: st.aece_from_runs(p.runs, *runs(), n, n_bins),
+        "mce": lambda: st.mce_from_sums(sums()),
+        "rms_ce": lambda: st.rms_from_sums(sums(), n),
+        "debiased_rms_ce": lambda: st.rms_from_sums(sums(), n, debias=True),
+        "classwise_ece": lambda: st.classwise_ece_from_sums(
             st.classwise_sums(p, scheme, weights), n, scheme
         ),
-        "nll": st.mean_stat(-p.label_logp, weights, n),
-        "brier": st.mean_stat(p.brier_per_sample, weights, n),
-        "entropy": st.mean_stat(p.entropy_per_sample, weights, n),
-        "refinement_auroc": st.auroc_from_runs(*correct_runs),
-        "aurc": st.aurc_from_runs(*correct_runs),
-        "ks_error": st.ks_from_runs(p.runs, size, pos, n),
+        "nll": lambda: st.mean_stat(-p.label_logp, weights, n),
+        "brier": lambda: st.mean_stat(p.brier_per_sample, weights, n),
+        "entropy": lambda: st.mean_stat(p.entropy_per_sample, weights, n),
+        "refinement_auroc": lambda: st.auroc_from_runs(*correct_runs()),
+        "aurc": lambda: st.aurc_from_runs(*correct_runs()),
+        "ks_error": lambda: st.ks_from_runs(p.runs, *runs(), n),
+        "smooth_ece": lambda: smooth_ece_batch(*p.cal_pair, weights)[0],
+        "mean_confidence": conf_mean,
+        "gap": lambda: conf_mean() - sums()[:, 2].sum(-1) / n,
+        "overconfident": lambda: st.over_under_from_sums(sums(), n)[0],
+        "underconfident": lambda: st.over_under_from_sums(sums(), n)[1],
     }
-    if smooth:
-        out["smooth_ece"] = smooth_ece_batch(*p.cal_pair, weights)[0]
-    out.update(
-        mean_confidence=conf_mean,
-        gap=conf_mean - sums[:, 2].sum(-1) / n,
-        overconfident=over,
-        underconfident=under,
-    )
-    if ood is not None:
+    if not smooth:
+        del vectors["smooth_ece"]
+    out = {name: vector() for name, vector in vectors.items() if want(name)}
+    if ood is not None and want(*OOD_METRICS):
         s_in, s_out, w_out = ood
-        out.update(_ood_vectors(s_in, s_out, weights, w_out))
+        out.update((k, v) for k, v in _ood_vectors(s_in, s_out, weights, w_out).items() if want(k))
     if weights is not None:  # (B, S) accuracy per bin, for the reliability diagram's band
-        count = sums[:, 0]
-        out["bin_accuracy"] = torch.where(count > 0, sums[:, 2] / count.clamp_min(1), torch.nan)
+        count = sums()[:, 0]
+        out["bin_accuracy"] = torch.where(count > 0, sums()[:, 2] / count.clamp_min(1), torch.nan)
     return out
 
 
@@ -238,6 +255,7 @@ def _bootstrap_vectors(
     smooth: bool,
     ood: tuple[Tensor, Tensor] | None = None,
     progress: Callable[[int], None] | None = None,
+    only: frozenset[str] | None = None,
 ) -> list[dict[str, Tensor]]:
     """Per-resample metric vectors for each of ``preps`` under the same resamples (``ood``:
     in- and out-of-distribution scores, resampled independently)."""
@@ -246,7 +264,9 @@ def _bootstrap_vectors(
     for w, w_ood in resample_chunks(preps[0].n, n_boot, seed, preps[0].scores.device, extra):
         ood_pair = None if ood is None else (*ood, w_ood)
         for part, p in zip(parts, preps, strict=True):
-            part.append(_metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair))
+            part.append(
+                _metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair, only=only)
+            )
         if progress is not None:
             progress(len(w))
     return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
@@ -259,6 +279,22 @@ def _interval(v: Tensor, ci: float) -> tuple[float, float]:
     q = torch.tensor([(1 - ci) / 2, (1 + ci) / 2], dtype=torch.float64, device=v.device)
     lo, hi = torch.quantile(v.double(), q).tolist()
     return (lo, hi)
+
+
+def _check_metrics(metrics: Iterable[str] | None) -> frozenset[str] | None:
+    """The metric names asked of :func:`evaluate`, checked (None: every metric)."""
+    if metrics is None:
+        return None
+    names = [metrics] if isinstance(metrics, str) else list(metrics)
+    known = (*METRICS, *OOD_METRICS)
+    unknown = [m for m in names if m not in known]
+    if unknown or not names:
+        raise ValueError(
+            f"metrics: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
+            if unknown
+            else "metrics: empty; name at least one metric, or pass None for all"
+        )
+    return frozenset(names)
 
 
 def _check_ci(ci: float) -> float:
@@ -299,6 +335,8 @@ def evaluate(
     seed: int = 0,
     ci: float = 0.95,
     progress: Callable[[int], None] | None = None,
+    metrics: Iterable[str] | None = None,
+    validate: bool = True,
 ) -> EvaluationResult:
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
@@ -307,7 +345,10 @@ def evaluate(
     in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
     ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds percentile intervals at level
     ``ci`` from B resamples drawn with ``seed`` (OOD samples are resampled separately);
-    ``progress(k)`` is called after each chunk of k resamples.
+    ``progress(k)`` is called after each chunk of k resamples. ``metrics`` names the metrics
+    wanted (default: all of :data:`METRICS` and, with ``ood_scores``, :data:`OOD_METRICS`);
+    only what they need is computed, and each value equals the full evaluation's.
+    ``validate=False`` trusts the input (see :func:`calibkit.metrics.inputs.prepare`).
 
     >>> import torch
     >>> g = torch.Generator().manual_seed(0)
@@ -321,17 +362,24 @@ def evaluate(
     if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
         raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
     ci = _check_ci(ci)
-    p = prepare(scores, labels, probs=probs, binary=binary)
+    only = _check_metrics(metrics)
+    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
     scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
     ood = None
-    if ood_scores is not None:
+    if ood_scores is not None and (only is None or not only.isdisjoint(OOD_METRICS)):
         if p.k != prepare_scores(ood_scores, probs=probs, name="ood_scores").shape[1]:
             raise ValueError("ood_scores: must have as many classes (columns) as scores")
         s_in = score_of(scores, score=ood_score, probs=probs)
         s_out = score_of(ood_scores, score=ood_score, probs=probs, name="ood_scores")
         ood = (s_in, s_out.to(s_in.device))
     vec = _metric_vectors(
-        p, binning, n_bins, None, smooth=smooth, ood=None if ood is None else (*ood, None)
+        p,
+        binning,
+        n_bins,
+        None,
+        smooth=smooth,
+        ood=None if ood is None else (*ood, None),
+        only=only,
     )
     metrics = {k: float(v[0]) for k, v in vec.items()}
     settings: dict[str, Any] = {
@@ -346,10 +394,10 @@ def evaluate(
     if ood is not None:
         settings["ood_score"] = ood_score
     notes = []
-    if math.isnan(metrics["refinement_auroc"]):
+    if math.isnan(metrics.get("refinement_auroc", 0.0)):
         notes.append(undefined_auroc_message(p.n, int(p.correct.sum())))
         warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)
-    if optimal:
+    if optimal and (only is None or "optimal_ece" in only):
         best, metrics["optimal_ece"] = best_temperature(p, scheme, check_grid(None))
         settings["optimal_temperature"] = float(check_grid(None)[best])
     order = [m for m in (*METRICS, *OOD_METRICS) if m in metrics]
@@ -357,8 +405,9 @@ def evaluate(
     intervals = None
     if bootstrap:
         boot = _bootstrap_vectors(
-            [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=ood, progress=progress
-        )[0]
+            [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=ood, progress=progress,
+            only=only,
+        )[0]  # fmt: skip
         intervals = {m: _interval(boot[m], ci) for m in order if m in boot}
     bins = bins_of(st.topbin_sums(p, scheme), scheme)
     if bootstrap:

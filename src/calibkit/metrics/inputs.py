@@ -21,7 +21,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import as_float_scores, as_labels, check_choice, check_probabilities
+from .._checks import (
+    as_float_scores,
+    as_labels,
+    check_choice,
+    check_probabilities,
+    to_float,
+    to_tensor,
+)
 from .binning import BinScheme
 from .scan import RowStats, scan_rows
 
@@ -232,9 +239,22 @@ class Runs:
 
 
 def prepare(
-    scores: Any, labels: Any, *, probs: bool = False, binary: str = "top-label"
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    binary: str = "top-label",
+    validate: bool = True,
 ) -> Prepared:
-    """Validate ``scores`` (N, K) or (N,) and ``labels`` (N,) into a :class:`Prepared`."""
+    """Validate ``scores`` (N, K) or (N,) and ``labels`` (N,) into a :class:`Prepared`.
+
+    ``validate=False`` trusts the input (torchmetrics' ``validate_args=False``): no check of
+    finiteness, shapes, label range or probability rows, only the conversions. Every metric
+    of valid input is bit-identical either way; invalid input gives a wrong number or a
+    low-level error. calibkit's own loops use it on logits they produced themselves.
+    """
+    if not validate:
+        return _trusted(scores, labels, probs, binary)
     if not isinstance(probs, bool):
         raise TypeError(f"probs: expected True or False, got {probs!r}")
     check_choice(binary, "binary", BINARY_MODES)
@@ -252,4 +272,13 @@ def prepare(
             f"binary='positive' needs a binary problem (K = 2), got K = {s.shape[1]}; "
             "use binary='top-label' or classwise_ece for multi-class scores"
         )
+    return Prepared(s, y, probs, binary)
+
+
+def _trusted(scores: Any, labels: Any, probs: bool, binary: str) -> Prepared:
+    """:func:`prepare` without its checks: the same conversions, nothing else."""
+    s = to_float(to_tensor(scores, "scores"))
+    if s.ndim == 1 or s.shape[1] == 1:
+        s = _as_two_columns(s, probs)
+    y = to_tensor(labels, "labels").reshape(-1).long().to(s.device)
     return Prepared(s, y, probs, binary)
