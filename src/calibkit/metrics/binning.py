@@ -19,7 +19,8 @@ Three equal-width conventions, chosen with ``binning=``:
     over classes instead of averaging (their classwise-ECE): on the ResNet-110 CIFAR-10
     test logits it gives their published 0.098456.
 
-Equal-mass bins (:func:`equal_mass_bins`) never split a run of tied values.
+Equal-mass bins (:func:`calibkit.metrics.stats.equal_mass_sums`) never split a run of tied
+values.
 """
 
 from __future__ import annotations
@@ -119,18 +120,3 @@ def _edges(n_bins: int, convention: str, dtype: torch.dtype, device: str) -> Ten
     else:
         e = torch.linspace(0.0, 1.0, n_bins + 1, dtype=dtype).double()
     return torch.cat([e, torch.tensor([torch.inf], dtype=torch.float64)]).to(device)
-
-
-def equal_mass_bins(before: Tensor, n: int, n_bins: int) -> Tensor:
-    """Equal-mass bin of each run of tied values, from the number of samples before it.
-
-    Nominal boundaries sit at positions floor(m N / M), m = 1..M-1, so bins differ in size
-    by at most one; a run of ties that straddles a boundary moves the boundary to the
-    run's end (the run joins the lower bin), so ties are never split. ``before`` holds
-    whole-number counts (any shape; bootstrap multiplicities allowed). The bin is the
-    number of boundaries floor(m N / M) <= b, i.e. of m < (b + 1) M / N: ceil((b + 1) M / N)
-    - 1. In float64 this is exact: (b + 1) M is an exact integer, the division is correctly
-    rounded, and a non-integer quotient is at least 1/N away from the next integer.
-    """
-    x = (before.double() + 1).mul_(n_bins).div_(n)
-    return x.ceil_().sub_(1).clamp_(0, n_bins - 1).long()
