@@ -14,7 +14,7 @@ from torch import nn
 
 from calibkit import posthoc
 from calibkit.losses.weighted import Focal
-from calibkit.posthoc.clamping import NeuralClamping, init_delta
+from calibkit.posthoc.clamping import NeuralClamping, _fit_pool, init_delta
 from tests.test_cli import run, run_ok
 
 
@@ -77,6 +77,23 @@ def test_gamma_is_chosen_from_the_pool_by_calibration_ece():
             scores[gamma] = ece(one(x), y)
     both = NeuralClamping(gamma_pool=(0.0, 3.0), epochs=20).fit(model, x, y)
     assert both.gamma_ == min(scores, key=scores.get)
+
+
+def test_the_pool_fitted_in_shared_steps_equals_separate_fits():
+    """The γ of a pool are fitted in the same forward and backward passes; each equals a
+    fit of that γ alone up to summation order (float64 toy model, a batch of 64: several
+    steps per epoch, so the shared batch order matters)."""
+    model = toy_model()
+    x, y = toy_data()
+    pool = (0.0, 1.0, 3.0)
+    settings = NeuralClamping.check_settings(gamma_pool=pool, epochs=15, batch_size=64, lr=0.01)
+    together = _fit_pool(model, x, y, None, settings)
+    for gamma, fit in zip(pool, together, strict=True):
+        alone = _fit_pool(model, x, y, None, settings | {"gamma_pool": (gamma,)})[0]
+        assert not torch.equal(fit["delta"], torch.zeros_like(fit["delta"]))
+        torch.testing.assert_close(fit["delta"], alone["delta"], rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(fit["log_t"], alone["log_t"], rtol=1e-12, atol=1e-14)
+        assert fit["end"] == pytest.approx(alone["end"], rel=1e-12)
 
 
 def test_save_load_round_trip_and_tampering(tmp_path):
