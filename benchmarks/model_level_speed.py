@@ -1,9 +1,12 @@
 """Cost of the model-level methods, printed (not asserted):
 
 - MaC-Cal stage 2 (features cached once) as a fraction of stage-1 training of the same model;
-- Neural Clamping's fit against temperature scaling's on the same calibration split.
+- Neural Clamping's fit against temperature scaling's on the same calibration split;
+- Neural Clamping's throughput (images per second of its SGD epochs) on 5,000 CIFAR-shaped
+  images with ResNet-20, against one plain forward and backward pass to the inputs.
 
     python benchmarks/model_level_speed.py      # digits CNN and a CIFAR-shaped ResNet-32 (CPU)
+    python benchmarks/model_level_speed.py --throughput-only   # the last item alone
 
 On a CUDA machine the ResNet-110 rows run on the GPU. CIFAR-shaped data is random images in
 the CIFAR-10 binary format, read by calibkit's own loader.
@@ -57,7 +60,48 @@ def clamping_row(label: str, run: Path) -> None:
     )
 
 
+def clamping_throughput(n: int = 5000, epochs: int = 1) -> None:
+    """Images per second: one epoch of plain forward + backward to the inputs (batch 512),
+    against Neural Clamping's fit (its 100 epochs cut to ``epochs``; a pool of γ is fitted in
+    shared steps, each image counted once per γ). The fit's rate includes its fixed costs:
+    the starting logits, the temperature warm start, the final logits of each γ."""
+    from calibkit import models
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    model = models.create("resnet20").to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    x = torch.rand(n, 3, 32, 32, device=device)
+    y = torch.randint(10, (n,), device=device)
+
+    def plain() -> None:
+        for idx in torch.randperm(n, device=device).split(512):
+            xb = x[idx].requires_grad_(True)
+            torch.nn.functional.cross_entropy(model(xb), y[idx]).backward()
+
+    plain()  # warm-up
+    t_plain, _ = timed(plain)
+    print(
+        f"ResNet-20, {n:,} images, {device}: plain forward + backward {n / t_plain:7.0f} images/s"
+    )
+    for pool in ((1.0,), (0.0, 1.0, 2.0)):
+        nc = NeuralClamping(gamma_pool=pool, epochs=epochs)
+        t_nc, _ = timed(lambda nc=nc: nc.fit(model, x, y))
+        rate = n * epochs * len(pool) / t_nc
+        print(
+            f"  Neural Clamping, γ pool of {len(pool)}, {epochs} epoch(s): {t_nc:6.1f} s, "
+            f"{rate:7.0f} images/s = {rate * t_plain / n:4.2f} x plain"
+        )
+
+
 def main() -> None:
+    import sys
+
+    if "--throughput-only" in sys.argv:
+        clamping_throughput()
+        return
+    clamping_throughput()
     digits = TrainConfig(data="digits", model="cnn", epochs=30, seed=0)
     maccal_row("digits CNN", digits, "maccal:batch_size=16", 350)
     with tempfile.TemporaryDirectory() as tmp:

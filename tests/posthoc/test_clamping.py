@@ -79,15 +79,18 @@ def test_gamma_is_chosen_from_the_pool_by_calibration_ece():
     assert both.gamma_ == min(scores, key=scores.get)
 
 
-def test_the_pool_fitted_in_shared_steps_equals_separate_fits():
-    """The γ of a pool are fitted in the same forward and backward passes; each equals a
-    fit of that γ alone up to summation order (float64 toy model, a batch of 64: several
-    steps per epoch, so the shared batch order matters)."""
+def test_the_pool_fitted_in_shared_steps_equals_separate_fits(monkeypatch):
+    """The γ of a pool are fitted in the same forward and backward passes, each step's batch
+    in pieces with the gradients summed; each equals a fit of that γ alone in whole batches
+    up to summation order (float64 toy model, a batch of 64: several steps per epoch, so the
+    shared batch order matters)."""
     model = toy_model()
     x, y = toy_data()
     pool = (0.0, 1.0, 3.0)
     settings = NeuralClamping.check_settings(gamma_pool=pool, epochs=15, batch_size=64, lr=0.01)
-    together = _fit_pool(model, x, y, None, settings)
+    with monkeypatch.context() as m:
+        m.setattr("calibkit.posthoc.clamping.CPU_INPUT_VALUES", 3 * 30)  # pieces of 10 samples
+        together = _fit_pool(model, x, y, None, settings)
     for gamma, fit in zip(pool, together, strict=True):
         alone = _fit_pool(model, x, y, None, settings | {"gamma_pool": (gamma,)})[0]
         assert not torch.equal(fit["delta"], torch.zeros_like(fit["delta"]))
