@@ -69,11 +69,15 @@ def cases(z: torch.Tensor, y: torch.Tensor, tu, quick: bool) -> dict[str, Callab
         "floor: torch.sum": lambda: z.sum(),
         "log_softmax": lambda: torch.log_softmax(z, 1),
         "calibkit ece": lambda: M.ece(z, y),
+        "calibkit ece, trusted": lambda: M.ece(z, y, validate=False),
         "calibkit aece": lambda: M.aece(z, y),
         "calibkit classwise_ece": lambda: M.classwise_ece(z, y),
         "calibkit evaluate (core)": lambda: M.evaluate(z, y, optimal=False, smooth=False),
         "calibkit evaluate (+smooth)": lambda: M.evaluate(z, y, optimal=False),
         "torchmetrics ece": lambda: tmf.multiclass_calibration_error(z, y, k, n_bins=15),
+        "torchmetrics ece, trusted": lambda: tmf.multiclass_calibration_error(
+            z, y, k, n_bins=15, validate_args=False
+        ),
     }
     slow_netcal = quick and n * k > 5_000_000
     if not slow_netcal:
@@ -148,6 +152,12 @@ def report(results) -> None:
 
     print("\nRatios (> 1: calibkit faster, unless stated)")
     ratio_row("torchmetrics / calibkit ece", "torchmetrics ece", "calibkit ece", ">= 3")
+    ratio_row(
+        "trusted: torchmetrics / calibkit",
+        "torchmetrics ece, trusted",
+        "calibkit ece, trusted",
+        ">= 3",
+    )
     ratio_row("netcal / calibkit ece", "netcal ece", "calibkit ece", "-")
     ratio_row("TU / calibkit aece", "TorchUncertainty aece", "calibkit aece", ">= 1")
     ratio_row(
