@@ -99,6 +99,14 @@ def test_the_pool_fitted_in_shared_steps_equals_separate_fits(monkeypatch):
         assert fit["end"] == pytest.approx(alone["end"], rel=1e-12)
 
 
+def test_progress_is_reported_after_each_epoch_of_the_pool():
+    calls = []
+    NeuralClamping(gamma_pool=(0.0, 2.0), epochs=4).fit(
+        toy_model(), *toy_data(), progress=lambda i, n, _: calls.append((i, n))
+    )
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
 def test_save_load_round_trip_and_tampering(tmp_path):
     model = toy_model()
     x, y = toy_data()

@@ -134,7 +134,8 @@ class NeuralClamping(ModelCalibrator):
         self, model: nn.Module, x: Tensor, y: Tensor, *, input_range: Any = None,
         progress: Any = None,
     ) -> FitReport:  # fmt: skip
-        """``progress(i, n, None)`` is called after the fit for each γ of the pool."""
+        """``progress(i, n, None)`` is called after each of the n epochs (the whole pool of γ
+        is fitted in the same epochs)."""
         s = self.checked()
         if s["init"] == "data" and input_range is None:
             raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
@@ -147,10 +148,8 @@ class NeuralClamping(ModelCalibrator):
             if bool((y < 0).any()) or bool((y >= k).any()):
                 raise ValueError(f"labels: expected classes in 0..{k - 1} for a {k}-class model")
             best = None
-            fits = _fit_pool(model, x, y, bounds, s)
-            for i, (gamma, fit) in enumerate(zip(s["gamma_pool"], fits, strict=True)):
-                if progress is not None:
-                    progress(i + 1, len(s["gamma_pool"]), None)
+            fits = _fit_pool(model, x, y, bounds, s, progress)
+            for gamma, fit in zip(s["gamma_pool"], fits, strict=True):
                 score = M.ece(fit["z"], y, validate=False)
                 if best is None or score < best[0]:
                     best = (score, gamma, fit, fit["z"])
@@ -250,16 +249,19 @@ def init_delta(
     return torch.sign(g) * eta
 
 
-def _fit_pool(model, x: Tensor, y: Tensor, bounds, s: dict) -> list[dict[str, Any]]:
+def _fit_pool(
+    model, x: Tensor, y: Tensor, bounds, s: dict, progress: Any = None
+) -> list[dict[str, Any]]:
     """One fit per γ of the pool, all in the same steps.
 
     Every γ starts from the same δ and sees the same batches in the same order (one seeded
     generator), so the fits share each step: the pool's inputs x + δ_γ go through the network
     together, and the summed objective gives each (δ_γ, log T_γ) its own gradient
     (SGD with momentum updates each element on its own). On CPU a step's batch goes through
-    in pieces of :data:`CPU_BATCH` inputs, its gradient summed. The result equals separate
-    fits in whole batches up to float summation order (tested). Each fit's
-    calibration-split logits ``z`` come with it, for the choice of γ.
+    in pieces of :data:`CPU_INPUT_VALUES` input values, its gradient summed. The result
+    equals separate fits in whole batches up to float summation order (tested). Each fit's
+    calibration-split logits ``z`` come with it, for the choice of γ; ``progress(e, n,
+    None)`` is called after each epoch.
     """
     gen = torch.Generator().manual_seed(s["seed"])
     delta0 = init_delta(model, x, bounds, gen, s)
@@ -285,7 +287,7 @@ def _fit_pool(model, x: Tensor, y: Tensor, bounds, s: dict) -> list[dict[str, An
     log_t.requires_grad_(True)
     lams = torch.tensor([o["lam"] for o in outs], dtype=x.dtype, device=x.device)
     opt = torch.optim.SGD([delta, log_t], lr=s["lr"], momentum=s["momentum"])
-    for _ in range(s["epochs"]):
+    for epoch in range(s["epochs"]):
         order = torch.randperm(len(x), generator=gen).to(x.device)
         for idx in order.split(s["batch_size"]):
             opt.zero_grad(set_to_none=True)
@@ -298,6 +300,8 @@ def _fit_pool(model, x: Tensor, y: Tensor, bounds, s: dict) -> list[dict[str, An
                 loss = sum(f.compute(z[j], y[part]) for j, f in enumerate(focals)) * share
                 loss.backward()
             opt.step()
+        if progress is not None:
+            progress(epoch + 1, s["epochs"], None)
     delta, log_t = delta.detach(), log_t.detach()
     return [_checked(model, x, y, delta[j], log_t[j], focals[j], s, outs[j]) for j in range(g)]
 
