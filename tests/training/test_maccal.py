@@ -205,7 +205,7 @@ def test_bad_settings_and_models_fail_clearly(stage1):
 
 
 def test_calibrate_run_reports_progress_for_every_model_level_method(stage1, tmp_path):
-    cases = {"maccal:epochs=2": 2, "neural-clamping:epochs=1,gamma_pool=[0,1]": 2}
+    cases = {"maccal:epochs=2": 2, "neural-clamping:epochs=2,gamma_pool=[0,1]": 2}  # epochs
     for spec, steps in cases.items():
         calls: list[tuple[int, int]] = []
         out = tmp_path / spec.split(":")[0]
