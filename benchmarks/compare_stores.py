@@ -46,7 +46,9 @@ def _rows(path: str) -> dict[str, dict]:
             *where, value = rest
             if table == "history":  # wall-clock seconds are not results
                 record = json.loads(value)
-                value = {k: v for k, v in record.items() if k not in ("time", "train_time")}
+                value = {
+                    k: v for k, v in record.items() if k not in ("time", "train_time", "val_time")
+                }
             out[table][(runs[key], *where)] = value
     return out
 

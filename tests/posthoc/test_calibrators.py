@@ -315,3 +315,41 @@ def test_affine_closed_form_gradient_equals_autograd(matrix, reg):
     assert float(total) == pytest.approx(float(loss), rel=1e-14)
     assert torch.allclose(gw + pw, w.grad, rtol=1e-12, atol=1e-15)
     assert torch.allclose(gc + pc, c.grad, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("warm", [False, True])
+@pytest.mark.parametrize("reg,matrix", [("odir", True), ("l2", True), (None, True), (None, False)])
+def test_preconditioned_fit_reaches_the_optimum_of_scipy(reg, matrix, warm):
+    """The fit on K-FAC-preconditioned parameters reaches scipy's optimum of the same
+    objective, on Dirichlet features (log-probabilities: correlated, far from 0)."""
+    from calibkit.posthoc.affine import _penalty, fit_affine
+
+    g = torch.Generator().manual_seed(3)
+    k = 6
+    x = torch.log_softmax(3 * torch.randn(400, k, generator=g, dtype=torch.float64), 1)
+    y = torch.randint(k, (400,), generator=g)
+    init = None
+    if warm:
+        w0 = torch.randn(k, k, generator=g, dtype=torch.float64) if matrix else torch.rand(k)
+        init = (w0.double(), torch.randn(k, generator=g, dtype=torch.float64))
+    lam, mu = 0.5, 2.0
+    w, b, _, converged, loss = fit_affine(
+        x, y, matrix=matrix, reg=reg, lam=lam, mu=mu, init=init, max_iter=2000
+    )
+
+    def objective(theta):
+        t = torch.from_numpy(theta).requires_grad_(True)
+        ww = t[: k * k].reshape(k, k) if matrix else t[:k]
+        bb = t[-k:]
+        out = x @ ww.T + bb if matrix else x * ww + bb
+        total = torch.nn.functional.cross_entropy(out, y)
+        total = total + _penalty(ww if matrix else torch.diag(ww), bb, reg, lam, mu)
+        total.backward()
+        return float(total), t.grad.numpy()
+
+    x0 = np.r_[np.eye(k).ravel() if matrix else np.ones(k), np.zeros(k)]
+    ref = minimize(objective, x0, jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-11, "ftol": 1e-16, "maxiter": 20000})  # fmt: skip
+    assert converged
+    assert loss == pytest.approx(ref.fun, abs=1e-9)
+    assert objective(np.r_[w.reshape(-1).numpy(), b.numpy()])[0] == pytest.approx(loss, abs=1e-12)

@@ -24,7 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def without_time(history):
-    return [{k: v for k, v in h.items() if k not in ("time", "train_time")} for h in history]
+    return [
+        {k: v for k, v in h.items() if k not in ("time", "train_time", "val_time")} for h in history
+    ]
 
 
 def weights(run: Path):
@@ -45,8 +47,9 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
     record = a.history[-1]
     assert set(record) == {
         "epoch", "train_loss", "train_acc", "val_acc", "val_ece", "val_nll",
-        "val_optimal_ece", "lr", "train_time", "time",
+        "val_optimal_ece", "lr", "train_time", "val_time", "time",
     }  # fmt: skip
+    assert 0 < record["val_time"] <= record["time"] - record["train_time"]
     run = json.loads((tmp_path / "a" / "run.json").read_text())
     assert run["loss"]["parameters"]["gamma"] == 3 and run["mixup"] == 0.2
     assert {"torch", "calibkit"} <= set(run["versions"]) and "git_revision" in run

@@ -15,7 +15,8 @@ A run directory holds, when the run finishes:
   compare --file`` reads); an extra split with another number of classes is
   out-of-distribution (SVHN for a CIFAR-100 model): ``logits_ood_<name>``, no labels;
 - ``history.json``: one record per epoch (train loss and accuracy, validation accuracy,
-  ECE, NLL and optimal ECE, learning rate, seconds for the training steps and in all);
+  ECE, NLL and optimal ECE, learning rate, seconds for the training steps, for the
+  validation (its forward pass and metrics) and in all);
 - ``run.json``: the resolved configuration and what shapes confidence (loss and its
   parameters, mixup, augmentation, seed, versions, device, git revision);
 - ``model.safetensors``: the final weights;
@@ -348,10 +349,17 @@ def train(
             "train_loss": train_loss,
             "train_acc": float(sums[1] / sums[2]),
         }
+        val_began = time.perf_counter()
         record |= _val_metrics(predict(model, bundle.val, bundle, device), bundle.val.y, epoch + 1)
+        val_time = time.perf_counter() - val_began  # the validation pass and its metrics
         if epoch + 1 in config.record_grad_norms:
             analysis |= _grad_norm_record(model, loss_fn, bundle, device, epoch + 1)
-        record |= {"lr": lr, "train_time": train_time, "time": time.perf_counter() - began}
+        record |= {
+            "lr": lr,
+            "train_time": train_time,
+            "val_time": val_time,
+            "time": time.perf_counter() - began,
+        }
         history.append(record)
         if dist.main:
             _checkpoint(out / CHECKPOINT, config, model, opt, epoch + 1, history, learned, analysis)
