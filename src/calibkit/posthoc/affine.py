@@ -8,8 +8,9 @@
 | ``dir-l2`` | W log softmax(z) + b | λ/K² Σ_{j,k} W_jk² |
 | ``dir-odir`` | W log softmax(z) + b | as ms-odir |
 
-Fits are full batch in float64 with L-BFGS and a strong-Wolfe line search, started from
-the identity map (W = I, b = 0) so that an unregularised fit can only lower the NLL.
+Fits are full batch in float64 with L-BFGS and a strong-Wolfe line search on
+K-FAC-preconditioned parameters (:func:`fit_affine`), started from the identity map
+(W = I, b = 0) so that an unregularised fit can only lower the NLL.
 Regularised methods choose λ (and μ) from ``lambdas`` × ``mus`` (default the 7 values
 1e-2 … 1e4 of the Neural Clamping paper, separately) by K-fold cross-validation on the
 calibration split, scoring held-out mean NLL; the final map is refitted on the whole split
