@@ -23,6 +23,7 @@ import warnings
 import torch
 
 from calibkit import posthoc
+from calibkit.allocator import retain_freed_memory
 from calibkit.metrics import ece
 from calibkit.posthoc import affine
 
@@ -186,7 +187,14 @@ def main() -> None:
         default=affine.CV_MAX_ITER,
         help=f"iteration cap of the ODIR cross-validation fits (default {affine.CV_MAX_ITER})",
     )
+    parser.add_argument(
+        "--glibc-defaults",
+        action="store_true",
+        help="measure with glibc's malloc defaults instead of calibkit.allocator's setting",
+    )
     args = parser.parse_args()
+    retained = not args.glibc_defaults and retain_freed_memory()
+    print(f"freed memory retained (calibkit.allocator, as the calibkit command): {retained}")
     affine.CV_MAX_ITER = args.cv_max_iter
     if args.odir_file:
         for path in args.odir_file:

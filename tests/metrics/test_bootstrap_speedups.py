@@ -1,6 +1,7 @@
 """The bootstrap's faster statistics agree with the direct formulas they replaced: the
-resample weights bit for bit, the AURC's harmonic sums bit for bit, the equal-mass bin sums
-to 1e-12 (differences of cumulative sums instead of scattered sums)."""
+resample weights bit for bit, the AURC's table of tail-harmonic sums to 1e-12 of the
+per-run digamma closed form it replaced, the equal-mass bin sums to 1e-12 (differences of
+cumulative sums instead of scattered sums)."""
 
 from __future__ import annotations
 
@@ -55,12 +56,58 @@ def test_equal_mass_sums_equal_the_scattered_sums():
                 assert torch.equal(got[:, 0], want[:, 0])  # the counts exactly
 
 
-def test_aurc_harmonic_table_equals_digamma():
-    runs, w, _ = _runs_and_weights(seed=5)
-    for weights in (None, w):
-        size, pos = st.run_sums(runs, weights)
-        s, e = size.flip(1), (size - pos).flip(1)
-        k, eb = s.cumsum(1) - s, e.cumsum(1) - e
-        harmonic = torch.where(s == 1, 1 / (k + 1), torch.digamma(k + s + 1) - torch.digamma(k + 1))
-        want = (e + (eb - k * (e / s.clamp_min(1e-300))) * harmonic).sum(1) / s.sum(1)
-        assert torch.equal(st.aurc_from_runs(size, pos), want)
+def _aurc_digamma(size, pos):
+    """The previous closed form: per run, in descending order, Σ_{j=1..s} (E + j e/s)/(K + j)
+    = e + (E − K e/s)(ψ(K + s + 1) − ψ(K + 1))."""
+    s, e = size.flip(1), (size - pos).flip(1)
+    k, eb = s.cumsum(1) - s, e.cumsum(1) - e
+    harmonic = torch.where(s == 1, 1 / (k + 1), torch.digamma(k + s + 1) - torch.digamma(k + 1))
+    return (e + (eb - k * (e / s.clamp_min(1e-300))) * harmonic).sum(1) / s.sum(1)
+
+
+def test_aurc_table_agrees_with_the_digamma_closed_form():
+    for seed, n in ((5, 3000), (6, 100_000)):
+        runs, w, _ = _runs_and_weights(n=n, b=4, seed=seed)
+        untied = Runs.from_values(
+            torch.rand(n, generator=torch.Generator().manual_seed(seed)).double(),
+            runs.outcome_sorted,
+        )
+        for r in (runs, untied):
+            for weights in (None, w):
+                size, pos = st.run_sums(r, weights)
+                got, want = st.aurc_from_runs(size, pos), _aurc_digamma(size, pos)
+                torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+def _classwise_scattered(p, scheme, w):
+    """The previous weighted classwise sums: gathered weight rows added into each cell."""
+    r = p.scan(classwise=scheme)
+    n, k, s = p.n, p.k, scheme.n_slots
+    idx, used = scheme.assign(r.big_vals)
+    cell, cell_y = r.big_cols * s + idx, p.labels * s + scheme.assign(r.label_vals)[0]
+    wt = w.T.contiguous()
+    wr = wt[r.big_rows]
+    count = torch.zeros(k * s, len(w), dtype=torch.float64).index_add_(0, cell, wr)
+    sump = torch.zeros_like(count).index_add_(0, cell, wr * used[:, None])
+    sumy = torch.zeros_like(count).index_add_(0, cell_y, wt)
+    count, sump, sumy = (t.T.reshape(len(w), k, s) for t in (count, sump, sumy))
+    count[:, :, 0] = n - count[:, :, 1:].sum(2)
+    sump[:, :, 0] = w @ p.probs.double() - sump[:, :, 1:].sum(2)
+    return torch.stack([count, sump, sumy], 1)
+
+
+def test_classwise_sums_by_a_sparse_product_equal_the_scattered_sums():
+    from calibkit.metrics.binning import BinScheme
+    from calibkit.metrics.inputs import prepare
+
+    for seed, (n, k) in enumerate([(500, 3), (2000, 10), (1500, 40)]):
+        g = torch.Generator().manual_seed(seed)
+        z, y = 4 * torch.randn(n, k, generator=g), torch.randint(k, (n,), generator=g)
+        w = evaluate_module._resample_weights(n, 6, g, "cpu")
+        for binning in ("calibkit", "torchmetrics", "kull"):
+            p = prepare(z, y)
+            scheme = BinScheme.make(15, binning, p.scores.dtype)
+            got = st.classwise_sums(p, scheme, w)
+            want = _classwise_scattered(p, scheme, w)
+            assert torch.equal(got[:, 0], want[:, 0]) and torch.equal(got[:, 2], want[:, 2])
+            torch.testing.assert_close(got[:, 1], want[:, 1], rtol=0, atol=1e-12)

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from .. import data, models, posthoc
+from ..allocator import retain_freed_memory
 from ..data.files import IMAGENET_STATS, folder
 from ..io import save_npz
 from ..metrics import evaluate
@@ -447,6 +448,7 @@ def run_maccal(unit: Unit, images: Images, base: Path, out: Path, s: Settings) -
 
 
 def _posthoc_worker(unit: Unit, s: Settings) -> tuple[dict[str, Any], float]:
+    retain_freed_memory()  # a spawned worker starts with glibc's defaults
     torch.set_num_threads(1)
     started = time.perf_counter()
     return run_posthoc(unit, s), time.perf_counter() - started

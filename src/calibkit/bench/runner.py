@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..allocator import retain_freed_memory
 from .execute import execute
 from .spec import BenchSpec, RunSpec
 from .store import Store
@@ -30,6 +31,7 @@ RETRIES = 2
 
 
 def _attempt(run: RunSpec, root: str, threads: int) -> dict[str, Any]:
+    retain_freed_memory()  # a spawned worker starts with glibc's defaults
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     last = ""

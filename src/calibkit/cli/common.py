@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from .. import __version__
+from ..allocator import retain_freed_memory
 from ..metrics.binning import BINNINGS
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -68,6 +69,7 @@ def cli() -> None:
       calibkit demo                          # logits from a small digits model, measured
       calibkit evaluate run.npz --plot rel.png
     """
+    retain_freed_memory()
 
 
 @contextmanager

@@ -10,6 +10,7 @@ metrics, the bootstrap and the streaming meter alike.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 from torch import Tensor
@@ -78,9 +79,11 @@ def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None
     """
     r = p.scan(classwise=scheme)
     n, k, s = p.n, p.k, scheme.n_slots
-    idx, used = scheme.assign(r.big_vals)
-    cell = r.big_cols * s + idx
-    cell_y = p.labels * s + scheme.assign(r.label_vals)[0]
+    key = ("classwise-matrix", scheme)
+    if weights is None or key not in p.cache:
+        idx, used = scheme.assign(r.big_vals)
+        cell = r.big_cols * s + idx
+        cell_y = p.labels * s + scheme.assign(r.label_vals)[0]
     if weights is None:
         count = torch.bincount(cell, minlength=k * s).double().reshape(k, s)
         sump = torch.bincount(cell, used, minlength=k * s).reshape(k, s)
@@ -88,14 +91,10 @@ def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None
         count[:, 0] = n - count[:, 1:].sum(1)
         sump[:, 0] = r.col_sum - sump[:, 1:].sum(1)
         return torch.stack([count, sump, sumy])[None]
+    if key not in p.cache:
+        p.cache[key] = _classwise_matrix(r.big_rows, cell, used, cell_y, n, k * s)
     w = weights.double()
-    b = len(w)
-    wt = w.T.contiguous()  # (N, B): adding whole rows along dim 0 is the fast direction
-    wr = wt[r.big_rows]
-    count = torch.zeros(k * s, b, dtype=torch.float64, device=w.device).index_add_(0, cell, wr)
-    sump = torch.zeros_like(count).index_add_(0, cell, wr.mul_(used[:, None]))
-    sumy = torch.zeros_like(count).index_add_(0, cell_y, wt)
-    count, sump, sumy = (t.T.reshape(b, k, s) for t in (count, sump, sumy))
+    count, sump, sumy = (p.cache[key] @ w.T).T.reshape(len(w), 3, k, s).unbind(1)
     count[:, :, 0] = n - count[:, :, 1:].sum(2)
     if "probs64" not in p.cache:
         p.cache["probs64"] = p.probs.double()
@@ -103,11 +102,36 @@ def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None
     return torch.stack([count, sump, sumy], 1)
 
 
+def _classwise_matrix(rows: Tensor, cell: Tensor, used: Tensor, cell_y: Tensor, n: int,
+                      cells: int) -> Tensor:  # fmt: skip
+    """(3 C, N) sparse CSR matrix whose product with (N, B) weights gives, per cell (class,
+    bin), the weighted count and Σ p of the binned entries and the weighted count of labels.
+
+    One sparse product replaces three scatters of (E, B) gathered weight rows: about 2.5x
+    faster at N = 1e5. Each output row adds its samples in ascending order, as the scatters
+    did.
+    """
+    dev = cell.device
+    ones = torch.ones(len(cell), dtype=torch.float64, device=dev)
+    index = torch.stack(
+        [
+            torch.cat([cell, cell + cells, cell_y + 2 * cells]),
+            torch.cat([rows, rows, torch.arange(n, device=dev)]),
+        ]
+    )
+    values = torch.cat([ones, used, torch.ones(n, dtype=torch.float64, device=dev)])
+    coo = torch.sparse_coo_tensor(index, values, (3 * cells, n), check_invariants=False)
+    with warnings.catch_warnings():  # "sparse CSR support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        return coo.coalesce().to_sparse_csr()
+
+
 def run_sums(runs: Runs, weights: Tensor | None) -> tuple[Tensor, Tensor]:
     """(B, R) weighted size and number of positive outcomes of each tie run."""
     if weights is None:
         return runs.sizes[None], runs.positives[None]
-    w = weights.double()[:, runs.order]
+    w = weights.double()
+    w = w.gather(1, runs.order.expand(len(w), -1))  # 2-3x faster than w[:, order]
     if runs.n_runs == len(runs.order):  # no ties: every run is one sample
         return w, w * runs.outcome_sorted
     size = torch.zeros(len(w), runs.n_runs, dtype=torch.float64, device=w.device)
@@ -218,23 +242,32 @@ def aurc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
     """(B,) area under the risk-coverage curve (Geifman et al. 2019): the mean, over the
     coverages k = 1..N, of the error rate of the k most confident samples. Within a run of
     tied confidences the error rate is its expectation over the run's orders, so the value
-    does not depend on how ties are sorted; per run, Σ_{j=1..s} (E + j e/s) / (K + j) =
-    e + (E - K e/s)(ψ(K + s + 1) - ψ(K + 1)), with K samples and E errors before the run."""
-    s, e = size.flip(1), (size - pos).flip(1)
-    k_before, e_before = s.cumsum(1) - s, e.cumsum(1) - e
-    rate = e / s.clamp_min(1e-300)
-    # Σ_{j=1..s} 1/(K + j) = ψ(K + s + 1) − ψ(K + 1), from a table of ψ(1..N+1): sizes are
-    # whole numbers; exact for the untied runs of one sample
-    psi = _digamma_table(round(float(s.sum(1).max())), s.device)
-    ends = (k_before + s).long()
-    harmonic = torch.where(s == 1, 1 / (k_before + 1), psi[ends] - psi[k_before.long()])
-    return (e + (e_before - k_before * rate) * harmonic).sum(1) / s.sum(1)
+    does not depend on how ties are sorted. Every row must hold the same total N (one
+    sample, or resamples of it).
+
+    With x_t the error of the t-th most confident sample, AURC = (1/N) Σ_k (1/k) Σ_{t<=k}
+    x_t = (1/N) Σ_t x_t T(t), T(t) = Σ_{k=t..N} 1/k. Under a random order of a run of s
+    samples with e errors after K more confident ones, each of its places has E[x_t] = e/s,
+    so the run adds (e/s)(C(K + s) − C(K)), with C(j) = Σ_{t<=j} T(t) from a table: two
+    look-ups per run and no pass in reverse order.
+    """
+    n = round(float(size[0].sum()))
+    table = _tail_harmonic_sums(n, size.device)  # table[j] = C(N − j)
+    after = size.cumsum(1)  # samples at or below each run's confidence: K = N − after
+    hi = after.long()
+    lo = hi - size.long()
+    rate = (size - pos) / size.clamp_min(1e-300)
+    return (rate * (table[lo] - table[hi])).sum(1) / n
 
 
 @functools.lru_cache(maxsize=4)
-def _digamma_table(n: int, device: torch.device) -> Tensor:
-    """ψ(j + 1) for j = 0..n, float64 (the same values as ``torch.digamma`` of each)."""
-    return torch.digamma(torch.arange(1, n + 2, dtype=torch.float64, device=device))
+def _tail_harmonic_sums(n: int, device: torch.device) -> Tensor:
+    """C(N − j) for j = 0..N (float64), C(j) = Σ_{t=1..j} Σ_{k=t..N} 1/k: both sums are
+    accumulated from their small terms up, and C(j) <= N."""
+    inv = 1.0 / torch.arange(1, n + 1, dtype=torch.float64)
+    tail = inv.flip(0).cumsum(0).flip(0)  # T(t) = Σ_{k=t..N} 1/k, smallest terms first
+    c = torch.cat([torch.zeros(1, dtype=torch.float64), tail.cumsum(0)])  # C(0..N)
+    return c.flip(0).contiguous().to(device)
 
 
 def ks_from_runs(runs: Runs, size: Tensor, pos: Tensor, n: int) -> Tensor:
