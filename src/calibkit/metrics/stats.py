@@ -149,15 +149,18 @@ def equal_mass_sums(runs: Runs, size: Tensor, pos: Tensor, n: int, n_bins: int) 
     those starts, found by binary search: sizes are whole numbers, so the comparison is
     exact, and each sum is within 1e-16 × N of a direct one.
     """
-    cum = torch.stack([size, size * runs.values, pos]).cumsum(2)  # (3, B, R)
-    before = cum[0] - size
+    # three (B, R) cumulative sums, not one stacked (3, B, R): each stays under glibc's
+    # largest mmap threshold at the bootstrap's chunk size (see calibkit.allocator)
+    cums = [t.cumsum(1) for t in (size, size * runs.values, pos)]
+    before = cums[0] - size
     b, r = size.shape
     firsts = torch.tensor(
         [(m * n) // n_bins for m in range(1, n_bins)], dtype=before.dtype, device=before.device
     )
     starts = torch.searchsorted(before, firsts.expand(b, n_bins - 1).contiguous())  # (B, M-1)
     edges = torch.cat([starts, torch.full((b, 1), r, device=starts.device)], 1)  # (B, M)
-    at = cum.gather(2, (edges - 1).clamp_(min=0).expand(3, b, n_bins))  # sums up to each end
+    ends = (edges - 1).clamp_(min=0)
+    at = torch.stack([c.gather(1, ends) for c in cums])  # (3, B, M) sums up to each end
     at = torch.where(edges > 0, at, 0.0)
     return torch.diff(at, dim=2, prepend=torch.zeros_like(at[..., :1])).transpose(0, 1)
 
