@@ -158,3 +158,26 @@ def test_ood_fpr95_threshold_by_hand():
     t = np.sort(msp_in)[::-1][18]
     assert M.ood_fpr95(p_in, p_out, probs=True) == pytest.approx(np.mean(msp_out >= t))
     assert M.ood_auroc(p_in, p_in, probs=True) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("binning", ["calibkit", "torchmetrics", "netcal", "kull"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n_bins", [1, 7, 15, 100])
+def test_binary_search_and_arithmetic_bin_indices_agree(binning, dtype, n_bins):
+    """assign() searches the edges for small inputs and computes the index for large ones:
+    both give the same bin for every edge, its neighbours one ulp away, 0, 1 and the rest."""
+    from calibkit.metrics.binning import BinScheme
+
+    scheme = BinScheme.make(n_bins, binning, dtype)
+    e = scheme.edges().to(dtype)
+    up, down = torch.tensor(2.0, dtype=dtype), torch.tensor(-1.0, dtype=dtype)
+    g = torch.Generator().manual_seed(n_bins)
+    v = torch.cat(
+        [e, torch.nextafter(e, up), torch.nextafter(e, down), torch.rand(5000, generator=g)]
+    ).clamp(0, 1)
+    v = v.to(dtype).double()
+    if binning == "netcal":
+        v = scheme._clip(v)
+    search, arithmetic = scheme._index(v, search=True), scheme._index(v, search=False)
+    assert torch.equal(search, arithmetic)
+    assert int(search.min()) >= 0 and int(search.max()) == scheme.n_slots - 1

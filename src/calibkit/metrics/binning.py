@@ -35,6 +35,9 @@ from torch import Tensor
 from .._checks import check_choice, check_positive_int
 
 BINNINGS = ("calibkit", "torchmetrics", "netcal", "kull")
+#: up to this many values a binary search over the edges is faster than the arithmetic
+#: index (2 cores: 0.012 against 0.100 ms at 3,000 values; the two cross near 30,000)
+SEARCH_BELOW = 30_000
 
 
 @dataclass(frozen=True)
@@ -75,13 +78,22 @@ class BinScheme:
         """Bin index (int64) of each value, and the values the bins average (float64).
 
         ``values`` are confidences or probabilities of the scheme's dtype (or exact float64
-        images of them), of any shape. The index is computed arithmetically and then
-        corrected against the actual edges, which is exact and twice as fast as a search.
+        images of them), of any shape. Up to :data:`SEARCH_BELOW` values the index is a
+        binary search over the edges; above, it is computed arithmetically and then
+        corrected against the actual edges, which is exact and up to twice as fast there.
         """
         v = values.double()
         if self.convention == "netcal":
             v = self._clip(v)
+        return self._index(v, search=v.numel() <= SEARCH_BELOW), v
+
+    def _index(self, v: Tensor, *, search: bool) -> Tensor:
+        """Bin index of float64 ``v`` by a binary search or arithmetically (both exact)."""
         ext = _edges(self.n_bins, self.convention, self.dtype, str(v.device))  # edges, +inf
+        if search:  # calibkit: bins (e_i, e_{i+1}]; the others [e_i, e_{i+1})
+            inner = ext[1 : self.n_slots]
+            idx = torch.bucketize(v, inner, right=self.convention != "calibkit")
+            return idx.clamp_(0, self.n_slots - 1)
         edges = ext[:-1]
         m = self.n_regular
         if self.convention == "calibkit":  # (e_i, e_{i+1}], zero in bin 0
@@ -93,7 +105,7 @@ class BinScheme:
             idx = (v * m).floor_().clamp_(0, last).long()
             idx += ((v >= ext[idx + 1]) & (idx < last)).long()
             idx -= ((v < edges[idx]) & (idx > 0)).long()
-        return idx.clamp_(0, self.n_slots - 1), v
+        return idx.clamp_(0, self.n_slots - 1)
 
     def beyond_first(self, values: Tensor) -> Tensor:
         """Bool mask of the values that do not fall in the first bin, compared in their dtype.
