@@ -8,7 +8,7 @@ the top. Every torch operation allocates its output, so a loop of operations on 
 a few megabytes maps, page-faults (the kernel zero-fills each page) and unmaps the same
 memory over and over: the page faults cost more than the arithmetic. Measured on 2 cores,
 1000 bootstrap resamples of every metric at N = 1e5 (``benchmarks/metrics_speed.py``):
-11–15 s with glibc's defaults, 6–10 s with the memory retained.
+8.5–10.9 s with glibc's defaults, 4.5–5.0 s with the memory retained.
 
 Cost: the process keeps the heap it has grown to (its resident size does not shrink after
 a large computation, though the memory is reused). The ``calibkit`` command and its worker
