@@ -8,7 +8,7 @@ import torch
 
 from calibkit import losses, models
 from calibkit.training import crop_flip, lr_at, milestones, mixup
-from calibkit.training.recorders import LearnedEpochs, grad_norms
+from calibkit.training.recorders import EpochTotals, LearnedEpochs, grad_norms
 
 
 def test_schedule_presets_scale_with_the_run_length():
@@ -58,6 +58,36 @@ def test_learned_epoch_is_the_epoch_since_which_a_sample_stays_correct():
     for epoch, correct in history.items():
         rec.update(torch.arange(3), torch.tensor(correct), epoch)
     assert rec.learned_epoch().tolist() == [1, 2, 4]  # 4: wrong in the last epoch
+
+
+@pytest.mark.parametrize("every", [1, 3, 32])
+def test_epoch_totals_equal_step_by_step_sums(every):
+    """Held and reduced in groups (the last group partial) or step by step: the same loss
+    sum to 1e-15 relative, the same number correct and seen, the same learned epochs."""
+    g = torch.Generator().manual_seed(0)
+    steps = []
+    for size in (8, 8, 8, 8, 8, 8, 8, 5):  # 61 samples, the last batch short
+        logits, labels = torch.randn(size, 4, generator=g), torch.randint(4, (size,), generator=g)
+        loss = torch.nn.functional.cross_entropy(logits, labels)
+        steps.append((loss, logits, labels))
+    order = torch.randperm(61, generator=g)
+    held, direct = LearnedEpochs(61), LearnedEpochs(61)
+    totals = EpochTotals(torch.device("cpu"), held, every=every)
+    loss_sum, n_correct, start = 0.0, 0, 0
+    for loss, logits, labels in steps:
+        idx = order[start : start + len(labels)]
+        start += len(labels)
+        totals.add(loss, logits, labels, idx, epoch=2)
+        correct = logits.argmax(1) == labels
+        loss_sum += float(loss) * len(labels)
+        n_correct += int(correct.sum())
+        direct.update(idx, correct, 2)
+    s = totals.totals(epoch=2)
+    assert s.dtype == torch.float64
+    assert float(s[0]) == pytest.approx(loss_sum, rel=1e-15)
+    assert s[1:].tolist() == [n_correct, 61]
+    assert torch.equal(held.last_wrong, direct.last_wrong) and bool(held.last_wrong.any())
+    assert totals.totals(epoch=2).tolist() == s.tolist()  # nothing held twice
 
 
 def test_grad_norms_equal_per_sample_autograd_on_the_head():

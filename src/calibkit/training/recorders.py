@@ -1,4 +1,8 @@
-"""Optional per-sample records for the papers' analyses.
+"""What a training run records besides its weights: the epoch's running totals, and optional
+per-sample records for the papers' analyses.
+
+- :class:`EpochTotals`: the training loss and accuracy of an epoch, summed on the device
+  a few dozen steps at a time, so that a step adds no kernel launch and no sync.
 
 - :class:`LearnedEpochs` (Rethinking §5, Fig. 5): a training sample's *learned epoch* is the
   epoch since which it has been classified correctly in every epoch up to the last; here
@@ -17,6 +21,52 @@ import torch
 from torch import Tensor, nn
 
 from ..losses.base import Loss, soft_targets
+
+
+class EpochTotals:
+    """Sum of the loss, number of correct predictions and number of samples of an epoch.
+
+    :meth:`add` only keeps references to a step's loss, logits and labels; every ``every``
+    steps they are reduced together (a few operations for all of them). The six small
+    operations per step that summing step by step costs took 6 % of an MLP's step time
+    (``benchmarks/train_speed.py``). The held logits are ``every`` batches' worth. The loss
+    total is Σ_steps mean-loss × batch size in float64, summed per group of steps (the
+    order of a float64 sum, so within 1e-15 relative of a step-by-step sum). ``learned``,
+    when given, is updated with every step's correctness, as a step-by-step update would.
+    """
+
+    def __init__(
+        self, device: torch.device, learned: LearnedEpochs | None = None, every: int = 32
+    ) -> None:
+        self.sums = torch.zeros(3, dtype=torch.float64, device=device)
+        self.learned, self.every = learned, every
+        self._held: list[tuple[Tensor, Tensor, Tensor, Tensor]] = []
+
+    def add(self, loss: Tensor, logits: Tensor, labels: Tensor, idx: Tensor, epoch: int) -> None:
+        """One step: its mean ``loss`` (0-d), ``logits`` (B, K), ``labels`` (B,) and the
+        samples' indices ``idx`` (B,) in the training split; ``epoch`` is 1-based."""
+        self._held.append((loss.detach(), logits.detach(), labels, idx))
+        if len(self._held) >= self.every:
+            self._reduce(epoch)
+
+    def _reduce(self, epoch: int) -> None:
+        if not self._held:
+            return
+        losses, logits, labels, idx = zip(*self._held, strict=True)
+        self._held.clear()
+        y = torch.cat(labels)
+        sizes = torch.tensor([len(t) for t in labels], dtype=torch.float64)
+        with torch.no_grad():
+            correct = torch.cat(logits).argmax(1) == y
+            step_sums = torch.stack(losses).double() @ sizes.to(y.device)
+            self.sums += torch.stack([step_sums, correct.sum().double(), sizes.sum().to(y.device)])
+        if self.learned is not None:
+            self.learned.update(torch.cat(idx).to(y.device), correct, epoch)
+
+    def totals(self, epoch: int) -> Tensor:
+        """(3,) float64 on the device: loss sum, number correct, number of samples."""
+        self._reduce(epoch)
+        return self.sums
 
 
 class LearnedEpochs:

@@ -46,7 +46,7 @@ from ..io import atomic_write, save_npz, write_text
 from ..metrics import evaluate
 from ..registry import parse_spec
 from .augment import crop_flip, mixup
-from .recorders import LearnedEpochs, grad_norms
+from .recorders import EpochTotals, LearnedEpochs, grad_norms
 from .schedule import lr_at, milestones
 
 CHECKPOINT = "checkpoint.pt"
@@ -304,9 +304,7 @@ def train(
         wrapped.train()
         order_gen, aug_gen = _generator(config.seed, epoch, 0), _generator(config.seed, epoch, 1)
         rng = np.random.default_rng([config.seed, epoch])
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        correct_sum = torch.zeros((), dtype=torch.int64, device=device)
-        seen = 0
+        totals = EpochTotals(device, learned)
         order = torch.randperm(len(train_split), generator=order_gen)
         for step, batch in enumerate(order.split(config.batch_size)):
             idx = dist.shard(batch)
@@ -324,16 +322,10 @@ def train(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            with torch.no_grad():  # running sums stay on the device: no sync per step
-                correct = logits.argmax(1) == y
-                loss_sum += loss.detach() * len(y)
-                correct_sum += correct.sum()
-                seen += len(y)
-                if learned is not None:
-                    learned.update(idx.to(device), correct, epoch + 1)
+            totals.add(loss, logits, y, idx, epoch + 1)
             if progress is not None:
                 progress(epoch * steps_per_epoch + step + 1, total, None)
-        sums = torch.stack([loss_sum, correct_sum.double(), loss_sum.new_tensor(seen)])
+        sums = totals.totals(epoch + 1)
         train_time = time.perf_counter() - began  # the steps alone (the sums sync here)
         sums = dist.total(sums)
         if learned is not None:  # each process saw its own shard; the last epochs only grow
