@@ -225,7 +225,7 @@ def train_head(
     for epoch in range(1, s["epochs"] + 1):
         head.train()
         order = torch.randperm(len(y_train), generator=gen).to(device)
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        step_losses = []  # summed after the epoch: no operation per step
         if s["resample"] == "epoch":
             head.resample(q, gen)
         for idx in order.split(s["batch_size"]):
@@ -236,8 +236,9 @@ def train_head(
             loss.backward()
             # the paper trains stage 2 at a constant learning rate (0.1)
             masked_sgd_step(head, state, s["lr"], s["momentum"], s["weight_decay"])
-            loss_sum += loss.detach().double() * len(idx)
-        mean_loss = float(loss_sum) / len(y_train)
+            step_losses.append(loss.detach())
+        sizes = torch.tensor([len(i) for i in order.split(s["batch_size"])], dtype=torch.float64)
+        mean_loss = float(torch.stack(step_losses).double() @ sizes.to(device)) / len(y_train)
         if not math.isfinite(mean_loss):
             raise FitDivergedError(
                 f"maccal diverged: the loss became {mean_loss} in epoch {epoch}; lower its lr"
