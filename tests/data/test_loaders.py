@@ -224,3 +224,15 @@ def test_folder_tree_orders_numeric_class_names_numerically(tmp_path):
     (tmp_path / "2" / "broken.png").write_bytes(b"not a png")
     with pytest.raises(DataFileError, match=r"broken\.png: not a readable image"):
         data.create("folder", root=str(tmp_path), size=16).test.take(torch.arange(3))
+
+
+def test_a_split_moves_its_stored_tensors_to_a_device_and_keeps_lazy_images_on_the_host():
+    x, y = torch.arange(24, dtype=torch.uint8).reshape(2, 3, 2, 2), torch.tensor([1, 0])
+    moved = data.Split(x, y).to("meta")  # a device without memory: what moves is visible
+    assert moved.x.device.type == "meta" and moved.y.device.type == "meta"
+    assert moved.x.shape == x.shape and moved.x.dtype == torch.uint8
+    lazy = data.LazyImages(["a.png", "b.png"], (2, 2))
+    kept = data.Split(lazy, y).to("meta")
+    assert kept.x is lazy and kept.y.device.type == "meta"
+    same = data.Split(x, y).to("cpu")
+    assert same.x is x and same.y is y  # already there: no copy

@@ -79,6 +79,13 @@ class Split:
         """Every stored input as one tensor (lazy images decoded)."""
         return self.x.load() if isinstance(self.x, LazyImages) else self.x
 
+    def to(self, device: torch.device | str) -> Split:
+        """The split with its stored inputs and labels on ``device``, so that a batch is taken
+        where it is used (the trainer's training split on CUDA: no copy per step); lazily read
+        images stay on the host, decoded a batch at a time."""
+        x = self.x if isinstance(self.x, LazyImages) else self.x.to(device)
+        return Split(x, self.y.to(device))
+
     def take(self, idx: Tensor) -> tuple[Tensor, Tensor]:
         """The stored inputs and labels at positions ``idx``."""
         return self.x[idx], self.y[idx]

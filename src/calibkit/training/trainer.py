@@ -283,9 +283,9 @@ def train(
         model.parameters(), lr=config.lr, momentum=config.momentum,
         weight_decay=config.weight_decay,
     )  # fmt: skip
-    train_split = bundle.train
-    if train_split is None or bundle.val is None:
+    if bundle.train is None or bundle.val is None:
         raise TrainingError(f"data: {config.data!r} needs a training and a validation split")
+    train_split = bundle.train.to(device)  # stored once where the steps run
     learned = LearnedEpochs(len(train_split), device) if config.record_learned_epochs else None
     analysis: dict[str, np.ndarray] = {}
     history: list[dict[str, float]] = []
@@ -305,7 +305,7 @@ def train(
         order_gen, aug_gen = _generator(config.seed, epoch, 0), _generator(config.seed, epoch, 1)
         rng = np.random.default_rng([config.seed, epoch])
         totals = EpochTotals(device, learned)
-        order = torch.randperm(len(train_split), generator=order_gen)
+        order = torch.randperm(len(train_split), generator=order_gen).to(train_split.y.device)
         for step, batch in enumerate(order.split(config.batch_size)):
             idx = dist.shard(batch)
             x, y = train_split.take(idx)
