@@ -44,7 +44,7 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
 @json_option
 def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_json) -> None:
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
-    7.5–11 minutes on 2 cores), store every result in SQLite, write the report and print
+    7–11 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
     The `real` preset runs the papers' methods on real networks and images from
     --data-root (about 20 minutes on 2 cores; docs/real.md).
