@@ -103,7 +103,7 @@ def scan_rows(
         if classwise is not None:
             label_vals[sl] = p.gather(1, labels[sl, None])[:, 0]
             col_sum += p.sum(0, dtype=f64)
-            # flat positions: a 1-D nonzero and index_select cost ~20 % less than 2-D ones
+            # flat positions: a 1-D nonzero and index_select cost about 17 % less than 2-D ones
             flat = classwise.beyond_first(p).reshape(-1).nonzero()[:, 0]
             rr = flat.div(k, rounding_mode="floor")
             big.append((rr + start, flat - rr * k, p.reshape(-1).index_select(0, flat)))
