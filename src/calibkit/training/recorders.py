@@ -55,11 +55,11 @@ class EpochTotals:
         losses, logits, labels, idx = zip(*self._held, strict=True)
         self._held.clear()
         y = torch.cat(labels)
-        sizes = torch.tensor([len(t) for t in labels], dtype=torch.float64)
+        sizes = torch.tensor([len(t) for t in labels], dtype=torch.float64, device=y.device)
         with torch.no_grad():
             correct = torch.cat(logits).argmax(1) == y
-            step_sums = torch.stack(losses).double() @ sizes.to(y.device)
-            self.sums += torch.stack([step_sums, correct.sum().double(), sizes.sum().to(y.device)])
+            step_sums = torch.stack(losses).double() @ sizes
+            self.sums += torch.stack([step_sums, correct.sum().double(), sizes.sum()])
         if self.learned is not None:
             self.learned.update(torch.cat(idx).to(y.device), correct, epoch)
 
