@@ -24,6 +24,7 @@ from ..posthoc.base import FitDivergedError
 from ..registry import Spec
 from ..training import train
 from ..training.runs import calibrate_run, run_evidence
+from ..training.throughput import training_rate
 from .anomalies import check_calibrated
 from .spec import RunSpec
 from .store import ALL
@@ -75,16 +76,22 @@ def seeded(spec: str, seed: int) -> Spec:
 
 
 def execute(run: RunSpec, root: Path) -> dict[str, Any]:
-    """Train and evaluate ``run`` in ``root/runs/<key>``; the store's rows for it."""
+    """Train and evaluate ``run``; the store's rows for it.
+
+    Stage 1 is trained in ``root/train/<training key>``, shared by every run with the same
+    training settings (CE and MaC-Cal on CE's networks train one network per seed, not two;
+    a file lock makes a second worker wait for the first). A stage-2 method writes its
+    calibrated run to ``root/runs/<key>``."""
     started = time.time()
-    out = root / "runs" / run.key
-    stage1 = out / "stage1" if run.stage2 else out
-    config = run.train_config()
-    resume = (stage1 / "checkpoint.pt").exists()
+    stage1 = root / "train" / run.training_key
+    out = root / "runs" / run.key if run.stage2 else stage1
     phases: dict[str, float] = defaultdict(float)
-    if not (stage1 / "run.json").exists():
-        with _phase(phases, "train"):
-            train(config, stage1, resume=resume)
+    throughput: dict[str, float] = {}
+    with _locked(stage1.with_suffix(".lock")):
+        if not (stage1 / "run.json").exists():
+            with _phase(phases, "train"):
+                train(run.train_config(), stage1, resume=(stage1 / "checkpoint.pt").exists())
+            throughput = training_rate(run.train_config(), stage1)
     history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
     if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
         if not (out / "run.json").exists():
@@ -130,7 +137,8 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
         method = seeded(spec, run.seed)
         for size in run.calibration_sizes:
             idx = _subset(len(yv), size, run.seed)
-            fitting = "neural_clamping" if method.name == "neural-clamping" else "posthoc"
+            on_model = posthoc.REGISTRY.factory(method.name).level == "model"
+            fitting = "neural_clamping" if on_model else "posthoc"
             try:
                 with _phase(phases, fitting):
                     cal = posthoc.create(method).fit_on(evidence, idx)
@@ -164,7 +172,7 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
             "started": started,
             "finished": time.time(),
             "seconds": time.time() - started,
-            "provenance": info | {"phases": {p: phases[p] for p in PHASES}},
+            "provenance": info | {"phases": {p: phases[p] for p in PHASES}} | throughput,
             "artefacts": {"folder": str(out), "logits": str(out / "logits.npz")},
         },
         "metrics": metrics,
@@ -172,6 +180,21 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
         "curves": curves,
         "anomalies": anomalies,
     }
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created) for the block: one process trains a shared
+    stage 1 while another that needs it waits, then finds it finished."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _json(path: Path) -> list:

@@ -14,6 +14,7 @@ A spec (the ``default`` preset is ``calibkit/bench/presets/default.yaml``)::
       - {name: Focal, loss: focal:gamma=3}
       - {name: Mixup, loss: ce, mixup: 0.2}
       - {name: MaC-Cal, loss: ce, stage2: maccal}   # stage 2: any calibration method
+      - {name: CE+NC, loss: ce, posthoc: [neural-clamping]}   # post-hoc for this method only
     baseline: CE                           # what every test compares with (default: first)
     posthoc: [ts, ts-grid, hist-binning, dir-odir, neural-clamping]
     calibration_sizes: [all, 100]          # Rethinking Fig. 3
@@ -58,6 +59,16 @@ TOP_KEYS = (
 )
 
 
+def _hash(settings: dict[str, Any]) -> str:
+    text = json.dumps(settings, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: the keys of one entry of ``methods``; ``posthoc`` adds post-hoc methods to this method's
+#: runs only (Neural Clamping on the CE networks), after the spec's shared list
+METHOD_KEYS = ("name", "loss", "mixup", "stage2", "posthoc")
+
+
 class SpecError(ValueError):
     """A spec that cannot run, with its place in the file (one line)."""
 
@@ -82,8 +93,14 @@ class RunSpec:
     @property
     def key(self) -> str:
         """Hash of everything that shapes the run's numbers (16 hex digits)."""
-        text = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _hash(asdict(self))
+
+    @property
+    def training_key(self) -> str:
+        """Hash of what shapes the stage-1 network alone: runs that differ only in their
+        name, stage 2 or post-hoc methods share one trained network."""
+        fields = ("dataset", "model", "loss", "mixup", "seed", "train", "splits", "record")
+        return _hash({k: getattr(self, k) for k in fields})
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
@@ -223,6 +240,9 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     names: set[str] = set()
     for i, m in enumerate(_list(raw, "methods", lines)):
         methods.append(_check_method(m, lines, f"methods[{i}]", names))
+        twice = sorted(set(methods[-1]["posthoc"]) & set(post))
+        if twice:
+            raise _fail(lines, f"methods[{i}].posthoc", f"{twice[0]} is in the spec's posthoc list")
     runs = []
     for i, d in enumerate(_list(raw, "datasets", lines)):
         where = f"datasets[{i}]"
@@ -245,7 +265,7 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
                     runs.append(RunSpec(
                         dataset=dataset, model=model, method=method["name"], loss=method["loss"],
                         mixup=method["mixup"], stage2=method["stage2"], seed=seed, train=train,
-                        splits=tuple(splits), posthoc=tuple(post),
+                        splits=tuple(splits), posthoc=tuple(post) + method["posthoc"],
                         calibration_sizes=tuple(sizes), record=record,
                     ))  # fmt: skip
     order = [m["name"] for m in methods]
@@ -262,9 +282,9 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
         raise _fail(
             lines, where, "expected a mapping with at least 'loss' (and name, mixup, stage2)"
         )
-    bad = sorted(set(m) - {"name", "loss", "mixup", "stage2"})
+    bad = sorted(set(m) - set(METHOD_KEYS))
     if bad:
-        raise _fail(lines, f"{where}.{bad[0]}", "unknown key; valid: name, loss, mixup, stage2")
+        raise _fail(lines, f"{where}.{bad[0]}", f"unknown key; valid: {', '.join(METHOD_KEYS)}")
     loss = _check_spec(losses.REGISTRY, m["loss"], lines, f"{where}.loss")
     mixup = m.get("mixup", 0.0)
     if not isinstance(mixup, int | float) or isinstance(mixup, bool) or mixup < 0:
@@ -279,4 +299,11 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
     if name in names:
         raise _fail(lines, f"{where}.name", f"method name {name!r} is used twice")
     names.add(name)
-    return {"name": name, "loss": loss, "mixup": float(mixup), "stage2": stage2}
+    extra = m.get("posthoc") or []
+    if not isinstance(extra, list):
+        raise _fail(lines, f"{where}.posthoc", f"expected a list of post-hoc specs, got {extra!r}")
+    extra = tuple(
+        _check_spec(posthoc.REGISTRY, p, lines, f"{where}.posthoc[{i}]")
+        for i, p in enumerate(extra)
+    )
+    return {"name": name, "loss": loss, "mixup": float(mixup), "stage2": stage2, "posthoc": extra}

@@ -52,6 +52,9 @@ CORRUPTIONS = (
     "motion_blur", "zoom_blur", "snow", "frost", "fog", "brightness", "contrast",
     "elastic_transform", "pixelate", "jpeg_compression",
 )  # fmt: skip
+#: the training augmentations a folder dataset can name (``augment=none``: the images as
+#: they are)
+AUGMENTATIONS = ("crop-flip",)
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
 
 
@@ -317,11 +320,16 @@ def _class_tree(base: Path) -> tuple[list[str], list[Path], list[int]]:
     return classes, paths, labels
 
 
-def _tree_split(base: Path, size: int | None, in_memory: bool) -> tuple[list[str], Split]:
+def _tree_split(base: Path, size: int | None) -> tuple[list[str], Split]:
+    """A tree's images, read lazily (decoded by :func:`_decoded` once the subsets are drawn)."""
     classes, paths, labels = _class_tree(base)
-    images = LazyImages(paths, None if size is None else (size, size))
-    x = images.load() if in_memory else images
-    return classes, Split(x, torch.tensor(labels))
+    return classes, Split(
+        LazyImages(paths, None if size is None else (size, size)), torch.tensor(labels)
+    )
+
+
+def _decoded(split: Split | None, in_memory: bool) -> Split | None:
+    return Split(split.stored(), split.y) if split is not None and in_memory else split
 
 
 def channel_stats(split: Split, chunk: int = 4096) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -360,6 +368,8 @@ def folder(
     std: Any = None,
     val_size: int | None = None,
     split_seed: int = 0,
+    train_size: int | None = None,
+    augment: str | None = "crop-flip",
     in_memory: bool = False,
 ) -> DataBundle:
     """A class-per-folder image tree: either ``root/<class>/<image>`` (every image is the
@@ -374,8 +384,13 @@ def folder(
     - ``val_size``: images of the training split held out for validation (default 5,000 or a
       tenth of the split, whichever is smaller; 0 for a test-only tree, where a value holds
       out part of the test split).
+    - ``train_size``: train on this many images of the training split (a seeded random subset,
+      drawn after the validation images are held out; default all). Learning curves and
+      small-data studies: the calibration split keeps its ``val_size``.
+    - ``augment``: the training augmentation, ``crop-flip`` (default: 4-pixel padded random
+      crop and horizontal flip) or ``none``.
     - ``in_memory``: decode every image once at load (CIFAR-sized trees: 60,000 images are
-      180 MB) instead of at every batch.
+      180 MB) instead of at every batch; only the images the splits use are decoded.
     """
     base = _root(root)
     mean, std = _stats("mean", mean), _stats("std", std)
@@ -383,30 +398,48 @@ def folder(
         raise ValueError("mean, std: give both or neither")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
         raise ValueError(f"size: expected a positive number of pixels, got {size!r}")
+    if augment is not None and augment not in AUGMENTATIONS:
+        raise ValueError(f"augment: expected {', '.join(AUGMENTATIONS)} or none, got {augment!r}")
+    if train_size is not None and (
+        isinstance(train_size, bool) or not isinstance(train_size, int) or train_size < 1
+    ):
+        raise ValueError(f"train_size: expected a positive number of images, got {train_size!r}")
     if (base / "train").is_dir() and (base / "test").is_dir():
-        classes, train = _tree_split(base / "train", size, in_memory)
-        test_classes, test = _tree_split(base / "test", size, in_memory)
+        classes, train = _tree_split(base / "train", size)
+        test_classes, test = _tree_split(base / "test", size)
         if test_classes != classes:
             raise DataFileError(
                 f"{base}: train/ and test/ hold different class folders (not in both: "
                 f"{', '.join(sorted(set(classes) ^ set(test_classes))[:3])})"
             )
-        if mean is None:
-            mean, std = channel_stats(train)
         n_val = min(5000, len(train) // 10) if val_size is None else val_size
         val = None
         if n_val:
             train, val = hold_out(train, n_val, split_seed)
+        if train_size is not None and train_size < len(train):
+            train = hold_out(train, train_size, split_seed)[1]
+        elif train_size is not None and train_size > len(train):
+            raise ValueError(
+                f"train_size: {train_size} images asked for, the training split of {base} "
+                f"holds {len(train)} after {n_val} are held out for validation"
+            )
+        train, val = _decoded(train, in_memory), _decoded(val, in_memory)
+        if mean is None:  # of the images trained on
+            mean, std = channel_stats(train)
     else:
-        classes, test = _tree_split(base, size, in_memory)
+        if train_size is not None:
+            raise ValueError(f"train_size: {base} has no train/ folder to take images from")
+        classes, test = _tree_split(base, size)
         train = val = None
         mean, std = (mean, std) if mean is not None else IMAGENET_STATS
         if val_size:
             test, val = hold_out(test, val_size, split_seed)
+        val = _decoded(val, in_memory)
+    test = _decoded(test, in_memory)
     first = test.x[torch.arange(1)] if isinstance(test.x, LazyImages) else test.x[:1]
     return DataBundle(
         base.name, len(classes), tuple(first.shape[1:]), test, train, val, mean, std,
-        augment="crop-flip" if train is not None else None,
+        augment=augment if train is not None else None,
     )  # fmt: skip
 
 
