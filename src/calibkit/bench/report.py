@@ -48,7 +48,7 @@ from ..metrics import table as metric_table
 from ..metrics.table import mean_std
 from ..registry import parse_spec
 from .store import ALL, Store
-from .verdicts import verdict_table
+from .verdicts import premises_text, verdict_table
 
 ALPHA = 0.05
 
@@ -448,8 +448,9 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
             f"{r['method']} seed {r['seed']} ({r['error']})" for r in failed[:5]
         )
     sections: list[tuple[str, str, list[list[str]] | None]] = [
-        ("Verdicts", "One line per headline claim of the papers that this sweep can test.",
-         verdicts),
+        ("Verdicts", "One line per headline claim of the papers that this sweep can test, "
+         "with the premise it rests on; where the premise fails, the claim is not testable "
+         "here. " + premises_text(), verdicts),
         ("Anomalies", f"{len(anomalies) - 1} flagged by the runs' checks"
          + (": these numbers are not results to trust." if len(anomalies) > 1 else "."),
          anomalies if len(anomalies) > 1 else None),

@@ -8,7 +8,17 @@ compare`: paired over seeds, Welch's otherwise) and the verdict:
 - **holds**: the difference is in the claimed direction and significant at 0.05;
 - **does not hold**: it is not (the line says whether the direction was wrong or the
   difference not significant with this many seeds);
-- **not testable at this scale**: the sweep lacks one side, or has fewer than 2 seeds.
+- **not testable at this scale**: the sweep lacks one side, or has fewer than 2 seeds;
+- **not testable here**: the claim's premise fails (or cannot be measured) in this column.
+
+Each claim names its **premise**, the regime its paper starts from, measured in the same
+sweep. The training papers (BSCE-GRA, Dark Side, Rethinking, MaC-Cal) and Neural Clamping
+start from CE networks that are over-confident: :data:`OVERCONFIDENT` holds where CE's
+temperature-scaling temperature, fitted on the calibration split, is at least
+:data:`OVERCONFIDENT_T` and TS lowers CE's test ECE, in every seed (a TS fit that ran outside
+the sane temperatures leaves the premise unmeasured). Where it fails, the
+verdict is "not testable here" with the numbers ("CE is under-confident: T = 0.74"), never
+"does not hold": a claim about over-confident networks says nothing about the others.
 
 Methods are found by what they train, not by their names: a loss (plain runs: no mixup, no
 stage 2), MaC-Cal (a ``maccal`` stage 2 with the fewest changed settings: the full method,
@@ -25,12 +35,32 @@ from typing import TYPE_CHECKING
 from scipy import stats
 
 from ..registry import parse_spec
+from .anomalies import SANE_TEMPERATURE
 from .store import ALL
 
 if TYPE_CHECKING:
     from .report import Results
 
 NOT_TESTABLE = "not testable at this scale"
+NOT_TESTABLE_HERE = "not testable here"
+#: the least TS temperature (in every seed) at which CE counts as over-confident; CIFAR
+#: networks in the papers fit 1.5–2.5
+OVERCONFIDENT_T = 1.2
+
+
+@dataclass(frozen=True)
+class Premise:
+    """The regime a claim's paper starts from, and how a sweep measures it."""
+
+    text: str
+    how: str
+
+
+OVERCONFIDENT = Premise(
+    "CE is over-confident",
+    f"in every seed, CE's TS temperature, fitted on the calibration split, is at least "
+    f"{OVERCONFIDENT_T} and TS lowers CE's test ECE",
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +72,7 @@ class Claim:
     metric: str
     calibrator: str = "uncalibrated"  # applied to both sides (for "posthoc" sides: theirs)
     lower: bool = True  # the claimed-better side has the lower value
+    premise: Premise | None = OVERCONFIDENT
 
 
 CLAIMS = (
@@ -57,7 +88,7 @@ CLAIMS = (
     Claim("MaC-Cal §5, Table 1", "MaC-Cal has a lower test ECE than CE",
           ("maccal", ""), ("loss", "ce"), "ece"),
     Claim("MaC-Cal §5, Table 1", "MaC-Cal keeps CE's accuracy (not significantly lower)",
-          ("maccal", ""), ("loss", "ce"), "accuracy", lower=False),
+          ("maccal", ""), ("loss", "ce"), "accuracy", lower=False, premise=None),
     Claim("Neural Clamping §4, Table 2", "Neural Clamping has a lower test ECE than TS",
           ("posthoc", "neural-clamping"), ("posthoc", "ts"), "ece"),
 )  # fmt: skip
@@ -138,16 +169,70 @@ def judge(claim: Claim, a: dict[int, float], b: dict[int, float]) -> tuple[str, 
     return "does not hold", f"{numbers}: {why}"
 
 
+def check_premise(
+    res: Results, column: tuple[str, str], premise: Premise
+) -> tuple[bool | None, str]:
+    """(whether ``premise`` holds in ``column``: None where it cannot be measured, the
+    numbers). Only :data:`OVERCONFIDENT` exists: CE's TS temperature and test ECE."""
+    assert premise is OVERCONFIDENT, premise
+    ce = _method(res, column, ("loss", "ce"))
+    ts = next((c for c in res.calibrators() if parse_spec(c).name == "ts"), None)
+    if ce is None or ts is None:
+        missing = "no plain CE runs" if ce is None else "no TS fit (add ts to posthoc)"
+        return None, f"not measured: the sweep has {missing}"
+    temps = res.by_seed(ce, column, "test", ts, ALL, "temperature")
+    before = res.by_seed(ce, column, "test", "uncalibrated", ALL, "ece")
+    after = res.by_seed(ce, column, "test", ts, ALL, "ece")
+    if not temps or not before or not after:
+        return None, "not measured: CE's runs have no TS temperature or ECE"
+    insane = {k: t for k, t in temps.items() if not SANE_TEMPERATURE[0] <= t <= SANE_TEMPERATURE[1]}
+    seeds = ", ".join(f"{temps[k]:.2f}" for k in sorted(temps))
+    if insane:
+        return None, f"not measured: CE's TS fit ran to T = {seeds} (outside {SANE_TEMPERATURE})"
+    t = statistics.mean(temps.values())
+    e0, e1 = statistics.mean(before.values()) * 100, statistics.mean(after.values()) * 100
+    numbers = f"T = {t:.2f} (seeds {seeds}), CE's ECE {e0:.2f} → {e1:.2f} after TS"
+    if t < 1:
+        return False, f"CE is under-confident: {numbers}"
+    if min(temps.values()) < OVERCONFIDENT_T:
+        return False, f"CE is not over-confident in every seed (T < {OVERCONFIDENT_T}): {numbers}"
+    if any(after[k] >= before[k] for k in after if k in before):
+        return False, f"TS does not lower CE's ECE in every seed: {numbers}"
+    return True, f"CE is over-confident: {numbers}"
+
+
+def verdict(res: Results, claim: Claim, column: tuple[str, str]) -> tuple[str, str, str]:
+    """(premise, verdict, numbers and test) of ``claim`` in ``column``."""
+    a = _side(res, column, claim.better, claim)
+    b = _side(res, column, claim.other, claim)
+    verdict, detail = judge(claim, a, b)
+    if claim.premise is None:
+        return "none", verdict, detail
+    holds, premise = check_premise(res, column, claim.premise)
+    if holds:
+        return f"holds: {premise}", verdict, detail
+    shown = premise if holds is None else f"fails: {premise}"
+    return (
+        shown,
+        NOT_TESTABLE_HERE,
+        f"the premise ({claim.premise.text}) {shown}; for the record: {detail}",
+    )
+
+
 def verdict_table(res: Results) -> list[list[str]]:
-    """The verdicts as table rows (header first)."""
+    """The verdicts as table rows (header first), each with its premise."""
     from .report import short
 
-    rows = [["paper", "claim", "dataset / model", "verdict", "numbers (%) and test"]]
+    rows = [["paper", "claim", "dataset / model", "premise", "verdict", "numbers (%) and test"]]
     for claim in CLAIMS:
         for column in res.columns:
-            a = _side(res, column, claim.better, claim)
-            b = _side(res, column, claim.other, claim)
-            verdict, detail = judge(claim, a, b)
-            rows.append([claim.paper, claim.text, f"{short(column[0])} / {column[1]}",
-                         f"**{verdict}**" if verdict == "holds" else verdict, detail])  # fmt: skip
+            premise, result, detail = verdict(res, claim, column)
+            rows.append([claim.paper, claim.text, f"{short(column[0])} / {column[1]}", premise,
+                         f"**{result}**" if result == "holds" else result, detail])  # fmt: skip
     return rows
+
+
+def premises_text() -> str:
+    """One line per premise the claims use: what it is and how it is measured."""
+    used = {c.premise for c in CLAIMS if c.premise is not None}
+    return " ".join(f"Premise '{p.text}': {p.how}." for p in sorted(used, key=lambda p: p.text))

@@ -59,6 +59,7 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
     from ..bench.report import write_report
     from ..bench.runner import run_bench
     from ..bench.spec import load_spec
+    from ..bench.store import Store
 
     if spec == "real":
         _bench_real(data_root, out, workers, doc, as_json)
@@ -77,6 +78,8 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
     swept = time.perf_counter()
     store = db or Path(out) / "results.sqlite"
     summary = write_report(store, out) if counts["done"] + counts["skipped"] else None
+    if summary:  # the verdicts with their premises, kept beside the numbers they rest on
+        Store(store).set_meta("verdicts", summary["verdicts"])
     report = str(Path(out) / "report.html") if summary else None
     failed = _failed_runs(store, plan)
     seconds = _timings(store, plan, started, swept, workers)
@@ -84,6 +87,7 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
         echo_json({
             "counts": counts, "store": str(store), "report": report,
             "anomalies": summary["anomalies"] if summary else {},
+            "verdicts": summary["verdicts"] if summary else [],
             "failed": [{"method": r["method"], "seed": r["seed"], "error": r["error"]}
                        for r in failed],
             "seconds": seconds,
@@ -163,9 +167,14 @@ def _print_bench_summary(summary, counts, store, report, failed, seconds) -> Non
         for row in rows:
             table.add_row(*[c.replace("**", "*") for c in row])
         out.print(table)
+        from ..bench.verdicts import NOT_TESTABLE_HERE
+
         verdicts = summary["verdicts"][1:]
-        for paper, claim, column, verdict, numbers in verdicts:
-            out.print(f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {numbers}",
+        for paper, claim, column, premise, verdict, numbers in verdicts:
+            shown = (
+                "" if premise == "none" or verdict == NOT_TESTABLE_HERE else f"premise {premise}; "
+            )
+            out.print(f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {shown}{numbers}",
                           markup=False, highlight=False)  # fmt: skip
         kinds = summary["anomalies"]
         if kinds:
