@@ -236,3 +236,36 @@ def test_a_split_moves_its_stored_tensors_to_a_device_and_keeps_lazy_images_on_t
     assert kept.x is lazy and kept.y.device.type == "meta"
     same = data.Split(x, y).to("cpu")
     assert same.x is x and same.y is y  # already there: no copy
+
+
+def _train_test_tree(root, per_class: int = 10):
+    pics = images(4 * per_class, 11, size=8)
+    for i, pic in enumerate(pics):
+        part = "train" if i < 3 * per_class else "test"
+        write_png(root / part / f"c{i % 2}" / f"{i:03d}.png", pic)
+    return pics
+
+
+def test_folder_train_size_subsets_the_training_split_after_the_validation_hold_out(tmp_path):
+    _train_test_tree(tmp_path)  # 30 training images, 10 test images
+    full = data.create("folder", root=str(tmp_path), val_size=6, in_memory=True)
+    sub = data.create("folder", root=str(tmp_path), val_size=6, train_size=10, in_memory=True)
+    assert (len(full.train), len(full.val), len(full.test)) == (24, 6, 10)
+    assert (len(sub.train), len(sub.val)) == (10, 6)
+    assert torch.equal(sub.val.x, full.val.x)  # the calibration split does not move
+    rows = {tuple(x.flatten().tolist()) for x in full.train.x}
+    assert all(tuple(x.flatten().tolist()) in rows for x in sub.train.x)
+    # the normalisation is measured on the images trained on
+    assert sub.mean == data.files.channel_stats(sub.train)[0] != full.mean
+    again = data.create("folder", root=str(tmp_path), val_size=6, train_size=10, in_memory=True)
+    assert torch.equal(again.train.x, sub.train.x)  # seeded by split_seed
+    with pytest.raises(ValueError, match=r"train_size: 25 images asked for, .* holds 24"):
+        data.create("folder", root=str(tmp_path), val_size=6, train_size=25)
+
+
+def test_folder_augmentation_is_named_or_none(tmp_path):
+    _train_test_tree(tmp_path)
+    assert data.create("folder", root=str(tmp_path), val_size=6).augment == "crop-flip"
+    assert data.create("folder:augment=none", root=str(tmp_path), val_size=6).augment is None
+    with pytest.raises(ValueError, match="augment: expected crop-flip or none, got 'rotate'"):
+        data.create("folder", root=str(tmp_path), val_size=6, augment="rotate")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .. import posthoc
+from ..io import write_text
 from ..metrics import EvaluationResult, evaluate
 from ..metrics.functional import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
@@ -86,12 +87,14 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     stage1 = root / "train" / run.training_key
     out = root / "runs" / run.key if run.stage2 else stage1
     phases: dict[str, float] = defaultdict(float)
-    throughput: dict[str, float] = {}
+    rate = stage1 / "throughput.json"
     with _locked(stage1.with_suffix(".lock")):
         if not (stage1 / "run.json").exists():
             with _phase(phases, "train"):
                 train(run.train_config(), stage1, resume=(stage1 / "checkpoint.pt").exists())
-            throughput = training_rate(run.train_config(), stage1)
+        if not rate.exists():  # measured once, in the process that trained (or resumed) it
+            write_text(rate, json.dumps(training_rate(run.train_config(), stage1)))
+    throughput = json.loads(rate.read_text())
     history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
     if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
         if not (out / "run.json").exists():

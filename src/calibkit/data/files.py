@@ -369,6 +369,7 @@ def folder(
     val_size: int | None = None,
     split_seed: int = 0,
     train_size: int | None = None,
+    test_size: int | None = None,
     augment: str | None = "crop-flip",
     in_memory: bool = False,
 ) -> DataBundle:
@@ -387,6 +388,8 @@ def folder(
     - ``train_size``: train on this many images of the training split (a seeded random subset,
       drawn after the validation images are held out; default all). Learning curves and
       small-data studies: the calibration split keeps its ``val_size``.
+    - ``test_size``: measure on this many test images (a seeded random subset; default all),
+      for quick checks of a protocol.
     - ``augment``: the training augmentation, ``crop-flip`` (default: 4-pixel padded random
       crop and horizontal flip) or ``none``.
     - ``in_memory``: decode every image once at load (CIFAR-sized trees: 60,000 images are
@@ -400,10 +403,11 @@ def folder(
         raise ValueError(f"size: expected a positive number of pixels, got {size!r}")
     if augment is not None and augment not in AUGMENTATIONS:
         raise ValueError(f"augment: expected {', '.join(AUGMENTATIONS)} or none, got {augment!r}")
-    if train_size is not None and (
-        isinstance(train_size, bool) or not isinstance(train_size, int) or train_size < 1
-    ):
-        raise ValueError(f"train_size: expected a positive number of images, got {train_size!r}")
+    for name, value in (("train_size", train_size), ("test_size", test_size)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(f"{name}: expected a positive number of images, got {value!r}")
     if (base / "train").is_dir() and (base / "test").is_dir():
         classes, train = _tree_split(base / "train", size)
         test_classes, test = _tree_split(base / "test", size)
@@ -435,6 +439,8 @@ def folder(
         if val_size:
             test, val = hold_out(test, val_size, split_seed)
         val = _decoded(val, in_memory)
+    if test_size is not None and test_size < len(test):
+        test = hold_out(test, test_size, split_seed)[1]
     test = _decoded(test, in_memory)
     first = test.x[torch.arange(1)] if isinstance(test.x, LazyImages) else test.x[:1]
     return DataBundle(

@@ -1,0 +1,129 @@
+"""Issue 25 §2: the training study's parts on the one bench harness: post-hoc methods for
+one method's runs, one stage 1 shared by the runs that train the same network, the training
+rate against a matrix product, and the train-cifar presets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from calibkit.bench.spec import SpecError, load_spec, resolve
+from calibkit.training.throughput import flops_per_image, matmul_gflops
+
+SPEC = {
+    "seeds": [1, 2],
+    "datasets": [{"data": "digits", "models": ["mlp"]}],
+    "methods": [
+        {"name": "CE", "loss": "ce", "posthoc": ["neural-clamping:epochs=2"]},
+        {"name": "Focal", "loss": "focal"},
+        {"name": "MaC-Cal", "loss": "ce", "stage2": "maccal:epochs=2"},
+    ],
+    "posthoc": ["ts"],
+}
+
+
+def test_method_posthoc_adds_to_that_methods_runs_only():
+    runs = resolve(SPEC).runs
+    by = {(r.method, r.seed): r for r in runs}
+    assert by["CE", 1].posthoc == ("ts", "neural-clamping:epochs=2")
+    assert by["Focal", 1].posthoc == by["MaC-Cal", 2].posthoc == ("ts",)
+    twice = SPEC | {"methods": [{"name": "CE", "loss": "ce", "posthoc": ["ts"]}]}
+    with pytest.raises(SpecError, match=r"methods\[0\]\.posthoc: ts is in the spec's posthoc"):
+        resolve(twice)
+    with pytest.raises(SpecError, match=r"methods\[0\]\.posthoc\[0\]: .*unknown"):
+        resolve(SPEC | {"methods": [{"loss": "ce", "posthoc": ["nope"]}]})
+
+
+def test_runs_training_the_same_network_share_a_training_key():
+    by = {(r.method, r.seed): r for r in resolve(SPEC).runs}
+    assert by["CE", 1].training_key == by["MaC-Cal", 1].training_key
+    assert by["CE", 1].key != by["MaC-Cal", 1].key
+    assert by["CE", 1].training_key != by["CE", 2].training_key
+    assert by["CE", 1].training_key != by["Focal", 1].training_key
+
+
+def test_flops_per_image_is_the_closed_form_of_a_two_layer_net():
+    net = nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 5))
+    before = [p.detach().clone() for p in net.parameters()]
+    # forward 2·12·8 + 2·8·5; backward: both weight gradients again, and the gradient into
+    # the second layer's input (none into the data, which needs no gradient)
+    assert flops_per_image(net, (12,)) == 2 * (12 * 8 + 8 * 5) * 2 + 2 * 8 * 5
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_flops_per_image_leaves_batch_norm_statistics_alone():
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+    stats = net[1].running_mean.clone()
+    assert flops_per_image(net, (3, 6, 6)) > 0
+    assert torch.equal(net[1].running_mean, stats)
+
+
+def test_matmul_rate_is_a_positive_number():
+    assert 0 < matmul_gflops(n=64, repeats=2) < 1e6
+
+
+def test_the_train_cifar_presets_are_the_study_and_the_papers_protocol():
+    study, paper = load_spec("train-cifar"), load_spec("train-cifar-paper")
+    losses = {r.loss for r in study.runs}
+    assert {"ce", "focal:gamma=3", "flsd53", "label-smoothing:epsilon=0.05",
+            "inverse-focal:gamma=3", "brier", "bsce-gra"} <= losses  # fmt: skip
+    assert any(r.mixup for r in study.runs) and any(r.stage2 for r in study.runs)
+    assert len({r.seed for r in study.runs}) >= 2
+    nc = [r for r in study.runs if any(p.startswith("neural-clamping") for p in r.posthoc)]
+    assert nc and {r.method for r in nc} == {"CE"}
+    # one network per (loss, seed): MaC-Cal reuses CE's
+    assert len({r.training_key for r in study.runs}) == len(study.runs) - 2
+    assert paper.methods == study.methods
+    assert paper.runs[0].train["epochs"] == 200 and "augment=crop-flip" in paper.runs[0].dataset
+
+
+def _small(run, root):
+    """The study's run at CI size: the same preset, a few images, one epoch."""
+    from dataclasses import replace
+
+    from calibkit.registry import parse_spec
+
+    data = parse_spec(run.dataset).with_params(root=str(root), train_size=64, val_size=60,
+                                               test_size=200)  # fmt: skip
+    post = tuple(
+        str(parse_spec(p).with_params(epochs=1)) if p.startswith("neural-clamping") else p
+        for p in run.posthoc
+    )
+    stage2 = run.stage2 and str(parse_spec(run.stage2).with_params(epochs=1))
+    return replace(run, dataset=str(data), train=run.train | {"epochs": 1}, posthoc=post,
+                   stage2=stage2)  # fmt: skip
+
+
+def test_the_study_preset_runs_small_on_the_real_tree_and_resumes(tmp_path):
+    """CI's small version of train-cifar: CE (with Neural Clamping), BSCE-GRA and MaC-Cal on
+    CE's shared stage 1, 2 seeds, on the JPEG CIFAR-10 tree."""
+    from calibkit.bench.report import write_report
+    from calibkit.bench.runner import run_bench
+    from calibkit.bench.store import Store
+
+    from ..conftest import shared
+
+    root = shared("cifar10-jpeg")
+    spec = load_spec("train-cifar")
+    keep = ("CE", "BSCE-GRA", "MaC-Cal")
+    spec.runs = [_small(r, root) for r in spec.runs if r.method in keep]
+    spec.methods = [m for m in spec.methods if m in keep]
+    counts = run_bench(spec, tmp_path, workers=2)
+    assert counts == {"total": 6, "skipped": 0, "done": 6, "failed": 0}
+    assert len([p for p in (tmp_path / "train").iterdir() if p.is_dir()]) == 4  # CE's shared
+    store = Store(tmp_path / "results.sqlite", create=False)
+    prov = store._read("SELECT method, provenance FROM runs")
+    import json
+
+    rates = [json.loads(p) for m, p in prov if m != "MaC-Cal"]
+    assert all(r["train_gflops"] > 0 and r["matmul_gflops"] > 0 for r in rates)
+    cals = {row[2] for row in store.metrics()}
+    assert {"uncalibrated", "ts", "hist-binning"} < cals
+    assert any(c.startswith("neural-clamping") for c in cals)
+    info = write_report(tmp_path / "results.sqlite", tmp_path / "report")
+    assert info["verdicts"][0][3] == "premise"
+    assert all(row[3] for row in info["verdicts"][1:])
+    again = run_bench(spec, tmp_path, workers=1)
+    assert again["skipped"] == 6 and again["done"] == 0
