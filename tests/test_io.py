@@ -21,3 +21,18 @@ def test_written_files_honour_the_umask(tmp_path, mask):
     for path in (text, arrays):
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_write_section_replaces_its_block_and_keeps_what_people_wrote(tmp_path):
+    from calibkit.io import write_section
+
+    doc = tmp_path / "real.md"
+    write_section(doc, "study", "first")  # a missing file is created
+    assert doc.read_text() == "<!-- calibkit:study -->\nfirst\n<!-- /calibkit:study -->\n"
+    doc.write_text("# Title\n\nby hand\n\n" + doc.read_text() + "\nafter, by hand\n")
+    write_section(doc, "other", "appended")
+    write_section(doc, "study", "second\n")
+    text = doc.read_text()
+    assert text.startswith("# Title\n\nby hand\n\n<!-- calibkit:study -->\nsecond\n<!-- /")
+    assert "first" not in text and "\nafter, by hand\n" in text
+    assert text.rstrip().endswith("<!-- calibkit:other -->\nappended\n<!-- /calibkit:other -->")

@@ -313,3 +313,20 @@ def save_npz(path: str | os.PathLike, **arrays: Any) -> Path:
 def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write text atomically."""
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_section(path: str | os.PathLike, name: str, text: str) -> Path:
+    """Replace the generated section ``name`` of the text file ``path`` (the lines between
+    ``<!-- calibkit:name -->`` and ``<!-- /calibkit:name -->``) with ``text``, atomically;
+    a file without the section gets it appended, a missing file is created. What lies
+    outside the markers, written by people, is kept."""
+    path = Path(path)
+    start, end = f"<!-- calibkit:{name} -->", f"<!-- /calibkit:{name} -->"
+    block = f"{start}\n{text.rstrip()}\n{end}"
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if start in old and end in old.split(start, 1)[1]:
+        before, rest = old.split(start, 1)
+        new = before + block + rest.split(end, 1)[1]
+    else:
+        new = (old.rstrip() + "\n\n" if old.strip() else "") + block + "\n"
+    return write_text(path, new)

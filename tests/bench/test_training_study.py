@@ -125,5 +125,19 @@ def test_the_study_preset_runs_small_on_the_real_tree_and_resumes(tmp_path):
     info = write_report(tmp_path / "results.sqlite", tmp_path / "report")
     assert info["verdicts"][0][3] == "premise"
     assert all(row[3] for row in info["verdicts"][1:])
+    from calibkit.bench.study import study_markdown
+
+    md = study_markdown(tmp_path / "results.sqlite")
+    for title in ("Verdicts", "Calibratability", "Refinement", "Every network", "Training rate"):
+        assert f"### {title}" in md
+    assert "| CE | 1 |" in md and "| MaC-Cal | 2 |" in md
     again = run_bench(spec, tmp_path, workers=1)
     assert again["skipped"] == 6 and again["done"] == 0
+
+
+def test_interval_is_the_t_interval_over_seeds():
+    from calibkit.bench.study import interval
+
+    # mean 2, sd √2, n 2: half-width t(0.975, 1) · √2 / √2 = 12.706
+    assert interval([0.01, 0.03], scale=100) == "2.00 [-10.71, 14.71]"
+    assert interval([0.5]) == "0.50" and interval([]) == "—"

@@ -39,7 +39,8 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
 )  # fmt: skip
 @click.option(
     "--doc", default=None, type=click.Path(dir_okay=False),
-    help="With the `real` preset: also write the report's markdown here (docs/real.md).",
+    help="Also write the results into this Markdown file, as the section the spec names "
+    "(docs/real.md); text outside calibkit's section markers is kept.",
 )  # fmt: skip
 @json_option
 def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_json) -> None:
@@ -47,7 +48,9 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
     7–11 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
     The `real` preset runs the papers' methods on real networks and images from
-    --data-root (about 20 minutes on 2 cores; docs/real.md).
+    --data-root (about 20 minutes on 2 cores; docs/real.md). The `train-cifar` preset trains
+    the loss zoo on CIFAR-10 JPEGs from ../shared/data (about 70 minutes on 2 cores;
+    `train-cifar-paper` is the papers' protocol, for a GPU).
 
     \b
     Examples:
@@ -55,6 +58,7 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
       calibkit bench my-sweep.yaml --workers 2 -o results/
       calibkit bench paper-cifar --engine ray --address auto
       calibkit bench real --data-root /data/calib -o real-results --doc docs/real.md
+      calibkit bench train-cifar -o study/ --doc docs/real.md   # the training study
     """
     from ..bench.report import write_report
     from ..bench.runner import run_bench
@@ -64,8 +68,8 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
     if spec == "real":
         _bench_real(data_root, out, workers, doc, as_json)
         return
-    if data_root or doc:
-        raise click.UsageError("--data-root and --doc belong to the `real` preset")
+    if data_root:
+        raise click.UsageError("--data-root belongs to the `real` preset")
 
     plan = load_spec(spec)
     workers = workers or max(1, (os.cpu_count() or 1) // threads)
@@ -80,6 +84,11 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
     summary = write_report(store, out) if counts["done"] + counts["skipped"] else None
     if summary:  # the verdicts with their premises, kept beside the numbers they rest on
         Store(store).set_meta("verdicts", summary["verdicts"])
+    if summary and doc:
+        from ..bench.study import study_markdown
+        from ..io import write_section
+
+        write_section(doc, plan.name, study_markdown(store))
     report = str(Path(out) / "report.html") if summary else None
     failed = _failed_runs(store, plan)
     seconds = _timings(store, plan, started, swept, workers)
