@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,42 @@ def test_newer_schema_corrupt_file_and_write_failures_are_one_line(tmp_path, mon
             store.write_run(row("x"), metrics(2))
         monkeypatch.setattr(sqlite3, "connect", real)
         assert "x" not in store.done()  # the transaction rolled back: nothing of the run
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '2')",  # calibkit's meta shape alone
+        "CREATE TABLE meta (k INTEGER, v BLOB)",
+        "CREATE TABLE people (name TEXT)",
+    ],
+)
+def test_a_foreign_database_is_refused_before_any_byte_changes(tmp_path, make):
+    path = tmp_path / "foreign.db"
+    with closing(sqlite3.connect(path)) as con:
+        con.executescript(make)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"not a calibkit results store .* nothing was written"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+def test_a_newer_store_is_refused_unchanged_and_an_older_one_is_stamped(tmp_path):
+    from calibkit.bench.store import APPLICATION_ID
+
+    path = tmp_path / "r.sqlite"
+    Store(path)
+    with closing(sqlite3.connect(path)) as con, con:
+        assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"newer calibkit .* nothing was written"):
+        Store(path)
+    assert path.read_bytes() == before
+    with closing(sqlite3.connect(path)) as con, con:  # a store from before the marker
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        con.execute("PRAGMA application_id = 0")
+    Store(path)
+    with closing(sqlite3.connect(path)) as con:
+        assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID

@@ -52,6 +52,20 @@ CREATE TABLE IF NOT EXISTS anomalies (
 );
 """
 
+#: SQLite's application_id of a calibkit store ("CLBK"): a foreign file cannot have it by
+#: chance, and it is checked before anything is written
+APPLICATION_ID = int.from_bytes(b"CLBK", "big")
+#: every table's columns, as the schema creates them
+COLUMNS = {
+    "meta": ["key", "value"],
+    "runs": ["key", "spec", "dataset", "model", "method", "seed", "status", "error", "started",
+             "finished", "seconds", "provenance", "artefacts"],
+    "metrics": ["run_key", "split", "calibrator", "cal_size", "metric", "value"],
+    "history": ["run_key", "stage", "epoch", "record"],
+    "curves": ["run_key", "split", "calibrator", "kind", "data"],
+    "anomalies": ["run_key", "calibrator", "cal_size", "kind", "detail"],
+}  # fmt: skip
+
 #: cal_size stored for "the whole calibration split"
 ALL = 0
 
@@ -89,22 +103,12 @@ class Store:
             raise StoreError(
                 f"{self.path.parent}: cannot create the folder ({err.strerror})"
             ) from None
+        if self.path.exists() and self.path.stat().st_size > 0:
+            self._check_existing()  # read-only: a foreign or newer file is never altered
         try:
-            with closing(sqlite3.connect(self.path, timeout=60)) as con:  # no pragma: no write
-                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
-            if names and "meta" not in names:
-                raise StoreError(
-                    f"{self.path}: not a calibkit results store (a database without a meta "
-                    "table); choose another --out folder or --db file"
-                )
             with closing(self._connect()) as con, con:
                 con.executescript(SCHEMA)
-                row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                if row is not None and int(row[0]) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self.path}: written by a newer calibkit (schema {row[0]}, this one "
-                        f"reads {SCHEMA_VERSION}); upgrade calibkit"
-                    )
+                con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 # new, or schema 1 (which lacked the anomalies table, now created above)
                 con.execute(
                     "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
@@ -112,6 +116,42 @@ class Store:
                 )
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
+
+    def _check_existing(self) -> None:
+        """Refuse, before anything is written, an existing file that is not calibkit's store:
+        calibkit's stores carry SQLite's ``application_id``; one written before it was set
+        must hold every calibkit table with its columns."""
+        try:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            with closing(sqlite3.connect(uri, uri=True, timeout=60)) as con:
+                app = con.execute("PRAGMA application_id").fetchone()[0]
+                columns = {
+                    t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")] for t in TABLES
+                }
+                version = None
+                if columns["meta"] == ["key", "value"]:
+                    row = con.execute(
+                        "SELECT value FROM meta WHERE key = 'schema_version'"
+                    ).fetchone()
+                    version = row and row[0]
+        except sqlite3.Error as err:
+            raise _explain(err, self.path) from None
+        ours = app == APPLICATION_ID or (
+            app == 0 and version is not None
+            and all(columns[t] == COLUMNS[t] for t in TABLES[:5])
+        )  # fmt: skip
+        if not ours:
+            raise StoreError(
+                f"{self.path}: not a calibkit results store (another application's database); "
+                "nothing was written to it; choose another --out folder or --db file"
+            )
+        if not str(version).isdigit():
+            raise StoreError(f"{self.path}: its schema_version {version!r} is not a number")
+        if int(version) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: written by a newer calibkit (schema {version}, this one reads "
+                f"{SCHEMA_VERSION}); upgrade calibkit; nothing was written to it"
+            )
 
     def _check_schema(self) -> None:
         """Refuse, without writing, a file that is not a calibkit store of a known version."""
