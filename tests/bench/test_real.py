@@ -70,7 +70,9 @@ def test_the_preset_runs_resumes_and_reports(tmp_path):
     assert again == {"done": 0, "skipped": len(units), "seconds_by_part": {}}
     info = write_real_report(out / "results.sqlite", out, tmp_path / "real.md")
     md = (tmp_path / "real.md").read_text()
-    assert md == (out / "report.md").read_text() and "<table>" in (out / "report.html").read_text()
+    report = (out / "report.md").read_text().rstrip()
+    assert md == f"<!-- calibkit:real -->\n{report}\n<!-- /calibkit:real -->\n"
+    assert "<table>" in (out / "report.html").read_text()
     for title in ("## Verdicts", "## Average ranks over all 28 networks", "## Refinement",
                   "## Neural Clamping against post-hoc methods, resnet20", "## MaC-Cal stage 2",
                   "## Natural shift"):  # fmt: skip
@@ -113,4 +115,4 @@ def test_bench_real_errors_are_one_line(tmp_path, capsys):
     assert e.value.code == 2 and "missing logits/zoo" in err and "Traceback" not in err
     with pytest.raises(SystemExit) as e:
         main(["bench", "default", "--data-root", str(tmp_path)])
-    assert e.value.code == 2 and "belong to the `real` preset" in capsys.readouterr().err
+    assert e.value.code == 2 and "belongs to the `real` preset" in capsys.readouterr().err

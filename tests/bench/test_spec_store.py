@@ -226,3 +226,49 @@ def test_a_newer_store_is_refused_unchanged_and_an_older_one_is_stamped(tmp_path
     Store(path)
     with closing(sqlite3.connect(path)) as con:
         assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def test_a_second_sweep_on_a_held_folder_is_refused_naming_the_holder(tmp_path):
+    from calibkit.bench.runner import folder_lock, run_bench
+
+    held = rf"another calibkit bench \(pid {os.getpid()}\)"
+    with folder_lock(tmp_path), pytest.raises(ValueError, match=held), folder_lock(tmp_path):
+        pass
+    with folder_lock(tmp_path):  # released: taken again
+        pass
+    spec = load_spec("default")
+    with folder_lock(tmp_path), pytest.raises(ValueError, match="another calibkit bench"):
+        run_bench(spec, tmp_path)  # refused before the store is opened
+    assert not (tmp_path / "results.sqlite").exists()
+
+
+WORKERS = """
+import os, sys, time
+from calibkit.bench.runner import worker_pool
+pool = worker_pool(2)
+futures = [pool.submit(time.sleep, 120) for _ in range(2)]
+time.sleep(2)
+print(" ".join(str(p) for p in pool._processes), flush=True)
+time.sleep(120)
+"""
+
+
+def test_workers_exit_when_the_bench_process_is_killed(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", WORKERS], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    proc.kill()  # SIGKILL: the main process cannot stop its pool
+    proc.wait()
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as f:  # a zombie waiting for init counts as gone
+            return f.read().split(")")[-1].split()[0] != "Z"
+
+    deadline = time.time() + 15
+    while any(alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in pids)

@@ -13,9 +13,13 @@ a run that fails twice is recorded as failed (with its error) and retried by the
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,55 @@ def _attempt(run: RunSpec, root: str, threads: int) -> dict[str, Any]:
         return {"failed": last}
     finally:
         torch.set_num_threads(before)
+
+
+def _exit_with(parent: int) -> None:
+    """A worker's guard: exit as soon as the process that started it is gone (killed with
+    SIGKILL it cannot stop its workers, which would otherwise run on for hours)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True, name="calibkit-parent-watch").start()
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes that exit when this process dies."""
+    return ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), initializer=_exit_with, initargs=(os.getpid(),)
+    )
+
+
+@contextmanager
+def folder_lock(out: Path) -> Iterator[None]:
+    """Hold ``out/.bench.lock`` for a sweep: a second ``calibkit bench`` on the same folder
+    is refused at once, naming the process that holds it, instead of running every run
+    again beside the first."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / ".bench.lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ValueError(
+                f"{out}: another calibkit bench ({holder}) is running on this folder; wait for "
+                "it to finish or choose another -o"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _failed_row(run: RunSpec, error: str) -> dict[str, Any]:
@@ -75,6 +128,12 @@ def run_bench(
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
+    with folder_lock(out):
+        return _sweep(spec, out, ray, workers, address, db, threads, progress)
+
+
+def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | None,
+           db: str | Path | None, threads: int, progress: Any) -> dict[str, int]:  # fmt: skip
     store = Store(db or out / "results.sqlite")
     store.set_sweep(spec.methods, spec.baseline)
     finished = store.done()
@@ -108,7 +167,7 @@ def run_bench(
         for run in todo:
             land(run, _attempt(run, str(out), threads))
     else:
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        with worker_pool(workers) as pool:
             pending = {pool.submit(_attempt, r, str(out), threads): r for r in todo}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
