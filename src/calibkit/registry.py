@@ -68,6 +68,22 @@ def _split(text: str, spec: str) -> list[str]:
     return parts
 
 
+def split_specs(text: str) -> list[str]:
+    """A comma-separated list of specs, in the spec grammar: a top-level item that reads
+    ``key=value`` continues the spec before it, any other item starts a new one, so
+    ``"dir-odir:folds=5,average_folds=true,ts"`` is two specs, not three."""
+    specs: list[str] = []
+    for item in _split(text, text):
+        head = item.split(":", 1)[0]
+        if "=" in head and specs:
+            specs[-1] += "," + item
+        elif "=" in head:
+            raise SpecError(f"{text!r}: {item.strip()!r} is a setting with no method before it")
+        elif item.strip():
+            specs.append(item.strip())
+    return specs
+
+
 def _value(text: str, spec: str) -> Any:
     text = text.strip()
     if text.startswith("[") and text.endswith("]"):

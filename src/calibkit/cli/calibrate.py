@@ -201,7 +201,11 @@ def _apply_file(cal, file, split, logits_key, labels_key, output) -> dict:
     type=click.Path(dir_okay=False),
     help="One file holding logits_val, labels_val, logits_test, labels_test.",
 )
-@click.option("--methods", default=None, help="Comma-separated specs (default: every calibrator).")
+@click.option(
+    "--methods", default=None,
+    help="Comma-separated specs (default: every calibrator); a spec's own settings may follow "
+    "its commas: 'dir-odir:folds=5,average_folds=true,ts' is two methods.",
+)  # fmt: skip
 @click.option(
     "--seeds",
     default=1,
@@ -241,6 +245,7 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
         compare_methods,
         compare_resplit,
     )
+    from ..registry import split_specs
 
     if fraction is not None and (val or test or not both):
         raise click.UsageError("--split divides one file: pass --file FILE, not --val/--test")
@@ -252,7 +257,7 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
             "pass --val FILE and --test FILE, or --file FILE holding both splits (or one "
             "split, with --split 0.5)"
         )
-    specs = [m.strip() for m in methods.split(",") if m.strip()] if methods is not None else None
+    specs = split_specs(methods) if methods is not None else None
     if specs == []:
         raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
     for m in specs or []:  # every spec is checked before any data is read or fitted
