@@ -141,3 +141,43 @@ def test_interval_is_the_t_interval_over_seeds():
     # mean 2, sd √2, n 2: half-width t(0.975, 1) · √2 / √2 = 12.706
     assert interval([0.01, 0.03], scale=100) == "2.00 [-10.71, 14.71]"
     assert interval([0.5]) == "0.50" and interval([]) == "—"
+
+
+def test_estimate_counts_each_network_once_from_a_measured_rate(monkeypatch):
+    from calibkit.bench import estimate as est
+
+    monkeypatch.setattr(est, "training_rate", lambda *a, **k: 100.0)
+    spec = resolve(SPEC | {"train": {"epochs": 4}})
+    out = est.estimate(spec, workers=2, threads=1)
+    n_train, n_val, shape, _ = est._sizes("digits")
+    row = out["models"]["mlp"]
+    assert row["networks"] == 4  # CE, Focal × 2 seeds; MaC-Cal shares CE's networks
+    per_network = 4 * (n_train / 100.0 + n_val / 300.0)
+    assert row["seconds"] == pytest.approx(4 * per_network)
+    assert out["seconds"] == pytest.approx(2 * per_network)
+    from calibkit import models
+
+    flops = flops_per_image(models.create("mlp", num_classes=10, input_shape=shape), shape)
+    assert row["gflop"] == pytest.approx(4 * 4 * n_train * flops / 1e9)
+
+
+def test_bench_estimate_prints_and_runs_nothing(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from calibkit.cli import cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("seeds: [1]\ndatasets: [{data: digits, models: [cnn]}]\n"
+                    "methods: [{loss: ce}]\ntrain: {epochs: 2}\n")  # fmt: skip
+    res = CliRunner().invoke(cli, ["bench", str(spec), "--estimate", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "cnn: 1 networks" in res.output and "of training on" in res.output
+    assert not (tmp_path / "o").exists()
+    res = CliRunner().invoke(cli, ["bench", str(spec), "--estimate", "--json"])
+    payload = json.loads(res.output)
+    assert payload["models"]["cnn"]["networks"] == 1
+    from tests.test_cli_json import validate
+
+    validate("bench-estimate", payload)

@@ -42,8 +42,14 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
     help="Also write the results into this Markdown file, as the section the spec names "
     "(docs/real.md); text outside calibkit's section markers is kept.",
 )  # fmt: skip
+@click.option(
+    "--estimate", is_flag=True,
+    help="Only say how long the sweep's training would take on this machine (measured "
+    "training rate of each model), then stop.",
+)  # fmt: skip
 @json_option
-def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_json) -> None:
+def bench(spec, engine, workers, threads, address, out, db, data_root, doc, estimate,
+          as_json) -> None:  # fmt: skip
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
     7–11 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
@@ -59,6 +65,7 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
       calibkit bench paper-cifar --engine ray --address auto
       calibkit bench real --data-root /data/calib -o real-results --doc docs/real.md
       calibkit bench train-cifar -o study/ --doc docs/real.md   # the training study
+      calibkit bench train-cifar-paper --estimate     # how long it would take here
     """
     from ..bench.report import write_report
     from ..bench.runner import run_bench
@@ -73,6 +80,9 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, as_j
 
     plan = load_spec(spec)
     workers = workers or max(1, (os.cpu_count() or 1) // threads)
+    if estimate:
+        _print_estimate(plan, workers, threads, as_json)
+        return
     started = time.perf_counter()
     with progress(len(plan.runs), f"bench {plan.name}", not as_json) as tick:
         counts = run_bench(
@@ -136,6 +146,29 @@ def _bench_real(data_root, out, workers, doc, as_json) -> None:
     )
 
 
+def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
+    from ..bench.estimate import estimate
+
+    est = estimate(plan, workers, threads)
+    if as_json:
+        echo_json(est)
+        return
+    out = console()
+    for model, row in est["models"].items():
+        out.print(
+            f"{model}: {row['networks']:.0f} networks, {row['gflop']:.3g} GFLOP of training, "
+            f"{row['images_per_s']:.0f} training images/s measured here "
+            f"({threads} thread(s)): {_duration(row['seconds'])} of one worker", markup=False,
+        )  # fmt: skip
+    days = est["seconds"] / 86400
+    out.print(
+        f"{plan.name}: about {_duration(est['seconds'])}"
+        + (f" ({days:.1f} days)" if days >= 1 else "")
+        + f" of training on {workers} worker(s) on this CPU; post-hoc fits and measuring "
+        "come on top", markup=False,
+    )  # fmt: skip
+
+
 def _failed_runs(store: Path, plan) -> list[dict]:
     """The spec's runs recorded as failed in ``store`` (and not finished since)."""
     from ..bench.store import Store
@@ -159,6 +192,9 @@ def _timings(store, plan, started: float, swept: float, workers: int) -> dict:
 
 def _duration(seconds: float) -> str:
     minutes, s = divmod(round(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {m} min"
     return f"{minutes} min {s} s" if minutes else f"{s} s"
 
 

@@ -1,0 +1,94 @@
+"""How long a sweep's training would take here, before running it (``calibkit bench SPEC
+--estimate``): the papers' protocols on a CPU take days, and a user should learn that in
+seconds, not after the first epoch.
+
+For each model of the spec the training rate is measured now: a few SGD steps at the spec's
+batch size on random inputs of the dataset's shape, with the sweep's threads per run. Each
+distinct network (runs that share a stage 1 count once) costs ``epochs`` × (training images /
+rate + validation images / (3 × rate)): a forward pass is about a third of a training step.
+Post-hoc fits, stage 2 and measuring are not counted; on the ``train-cifar`` preset they
+were about a fifth of the whole (docs/real.md). The sum is divided by the workers. The rate
+is measured on the machine as it is now: beside other work it is lower, and so is the
+estimate's optimism.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from .. import data, models
+from ..registry import parse_spec
+from ..training.throughput import flops_per_image
+from .spec import BenchSpec
+
+#: settings that only skip work an estimate does not need (decoding, channel statistics)
+_LIGHT = {"in_memory": False, "mean": 0.5, "std": 0.25}
+
+
+def _sizes(dataset: str) -> tuple[int, int, tuple[int, ...], int]:
+    """(training images, validation images, input shape, classes) of a dataset spec."""
+    spec = parse_spec(dataset)
+    known = data.REGISTRY.parameters(spec.name)
+    light = {k: v for k, v in _LIGHT.items() if k in known and k not in spec.kwargs}
+    bundle = data.create(str(spec.with_params(**light)) if light else dataset)
+    n_train = len(bundle.train) if bundle.train is not None else 0
+    n_val = len(bundle.val) if bundle.val is not None else 0
+    return n_train, n_val, tuple(bundle.input_shape), bundle.num_classes
+
+
+def training_rate(model: str, shape: tuple[int, ...], classes: int, batch: int,
+                  threads: int, steps: int = 3) -> float:  # fmt: skip
+    """Training images per second of ``model`` here (best of ``steps`` timed steps)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        net = models.create(model, num_classes=classes, input_shape=shape)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        x, y = torch.randn(batch, *shape), torch.randint(0, classes, (batch,))
+        best = float("inf")
+        for i in range(steps + 1):
+            start = time.perf_counter()
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i:  # the first step warms up
+                best = min(best, time.perf_counter() - start)
+        return batch / best
+    finally:
+        torch.set_num_threads(before)
+
+
+def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
+    """Seconds of training the sweep would take here, by model and in all (see the module
+    docstring), with the measured rates and the work in GFLOP."""
+    sizes: dict[str, tuple[int, int, tuple[int, ...], int]] = {}
+    rates: dict[tuple[str, str], float] = {}
+    flops: dict[tuple[str, str], float] = {}
+    by_model: dict[str, dict[str, float]] = {}
+    seen: set[str] = set()
+    for run in spec.runs:
+        if run.training_key in seen:
+            continue
+        seen.add(run.training_key)
+        if run.dataset not in sizes:
+            sizes[run.dataset] = _sizes(run.dataset)
+        n_train, n_val, shape, classes = sizes[run.dataset]
+        key = (run.model, run.dataset)
+        if key not in rates:
+            rates[key] = training_rate(run.model, shape, classes, run.train["batch_size"], threads)
+            net = models.create(run.model, num_classes=classes, input_shape=shape)
+            flops[key] = flops_per_image(net, shape)
+        epochs = run.train["epochs"]
+        seconds = epochs * (n_train / rates[key] + n_val / (3 * rates[key]))
+        row = by_model.setdefault(run.model, {"networks": 0, "seconds": 0.0, "gflop": 0.0})
+        row["networks"] += 1
+        row["seconds"] += seconds
+        row["gflop"] += epochs * n_train * flops[key] / 1e9
+        row["images_per_s"] = rates[key]
+    total = sum(r["seconds"] for r in by_model.values())
+    return {"models": by_model, "seconds": total / workers, "workers": workers,
+            "threads": threads, "device": "cpu"}  # fmt: skip
