@@ -24,6 +24,7 @@ from calibkit.posthoc.maccal import (
 )
 from calibkit.training import TrainConfig, train
 from calibkit.training.runs import calibrate_run, load_run, run_evidence
+from calibkit.training.trainer import TrainingError
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +215,10 @@ def test_calibrate_run_reports_progress_for_every_model_level_method(stage1, tmp
         )
         assert calls == [(i, steps) for i in range(1, steps + 1)], spec
         assert load_run(out)[3]["calibration"]["method"] == spec
+
+
+def test_calibrating_a_run_into_itself_is_refused_and_leaves_it_whole(stage1):
+    before = {p.name: p.read_bytes() for p in stage1.iterdir() if p.is_file()}
+    with pytest.raises(TrainingError, match="the output folder is the source run"):
+        calibrate_run(stage1, "ts", stage1 / ".", device="cpu")
+    assert {p.name: p.read_bytes() for p in stage1.iterdir() if p.is_file()} == before

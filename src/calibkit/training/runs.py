@@ -107,6 +107,12 @@ def calibrate_run(
     network as a run in ``out``: logits of every split, the method's file, the source's
     weights, the fit's per-epoch history and ``run.json``. Returns the fitted method."""
     spec = posthoc.REGISTRY.check(method)
+    src, dest = Path(source).resolve(), Path(out).resolve()
+    if dest == src:  # a sub-folder (the CLI's default, RUN/<method>) keeps the source whole
+        raise TrainingError(
+            f"{out}: the output folder is the source run, whose logits, history and run.json "
+            "it would overwrite; choose another -o"
+        )
     cal = posthoc.create(spec)
     evidence, info = run_evidence(source, device)
     if "calibration" in info:
