@@ -51,7 +51,7 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
 def bench(spec, engine, workers, threads, address, out, db, data_root, doc, estimate,
           as_json) -> None:  # fmt: skip
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
-    7–11 minutes on 2 cores), store every result in SQLite, write the report and print
+    5–8 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
     The `real` preset runs the papers' methods on real networks and images from
     --data-root (about 20 minutes on 2 cores; docs/real.md). The `train-cifar` preset trains
