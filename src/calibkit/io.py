@@ -21,8 +21,10 @@ import csv
 import os
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -330,3 +332,20 @@ def write_section(path: str | os.PathLike, name: str, text: str) -> Path:
     else:
         new = (old.rstrip() + "\n\n" if old.strip() else "") + block + "\n"
     return write_text(path, new)
+
+
+@contextmanager
+def file_lock(path: str | os.PathLike, *, wait: bool = True) -> Iterator[IO[str]]:
+    """Hold an exclusive ``flock`` on ``path`` (created, with its folder) for the block and
+    yield the open file (``a+``: its text is kept). With ``wait=False`` a lock another
+    process holds raises :class:`BlockingIOError` at once instead of waiting."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        try:
+            yield handle
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -146,7 +146,7 @@ def test_interval_is_the_t_interval_over_seeds():
 def test_estimate_counts_each_network_once_from_a_measured_rate(monkeypatch):
     from calibkit.bench import estimate as est
 
-    monkeypatch.setattr(est, "training_rate", lambda *a, **k: 100.0)
+    monkeypatch.setattr(est, "images_per_second", lambda *a, **k: 100.0)
     spec = resolve(SPEC | {"train": {"epochs": 4}})
     out = est.estimate(spec, workers=2, threads=1)
     n_train, n_val, shape, _ = est._sizes("digits")

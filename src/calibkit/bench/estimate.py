@@ -39,7 +39,7 @@ def _sizes(dataset: str) -> tuple[int, int, tuple[int, ...], int]:
     return n_train, n_val, tuple(bundle.input_shape), bundle.num_classes
 
 
-def training_rate(model: str, shape: tuple[int, ...], classes: int, batch: int,
+def images_per_second(model: str, shape: tuple[int, ...], classes: int, batch: int,
                   threads: int, steps: int = 3) -> float:  # fmt: skip
     """Training images per second of ``model`` here (best of ``steps`` timed steps)."""
     before = torch.get_num_threads()
@@ -79,7 +79,9 @@ def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
         n_train, n_val, shape, classes = sizes[run.dataset]
         key = (run.model, run.dataset)
         if key not in rates:
-            rates[key] = training_rate(run.model, shape, classes, run.train["batch_size"], threads)
+            rates[key] = images_per_second(
+                run.model, shape, classes, run.train["batch_size"], threads
+            )
             net = models.create(run.model, num_classes=classes, input_shape=shape)
             flops[key] = flops_per_image(net, shape)
         epochs = run.train["epochs"]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .. import posthoc
-from ..io import write_text
+from ..io import file_lock, write_text
 from ..metrics import EvaluationResult, evaluate
 from ..metrics.functional import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
@@ -87,14 +87,15 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     stage1 = root / "train" / run.training_key
     out = root / "runs" / run.key if run.stage2 else stage1
     phases: dict[str, float] = defaultdict(float)
-    rate = stage1 / "throughput.json"
-    with _locked(stage1.with_suffix(".lock")):
+    rate = stage1 / "throughput.json"  # measured by the process that trains the network
+    with file_lock(stage1.with_suffix(".lock")):
         if not (stage1 / "run.json").exists():
             with _phase(phases, "train"):
-                train(run.train_config(), stage1, resume=(stage1 / "checkpoint.pt").exists())
-        if not rate.exists():  # measured once, in the process that trained (or resumed) it
-            write_text(rate, json.dumps(training_rate(run.train_config(), stage1)))
-    throughput = json.loads(rate.read_text())
+                result = train(
+                    run.train_config(), stage1, resume=(stage1 / "checkpoint.pt").exists()
+                )
+            write_text(rate, json.dumps(training_rate(result)))
+    throughput = json.loads(rate.read_text()) if rate.exists() else {}
     history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
     if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
         if not (out / "run.json").exists():
@@ -183,21 +184,6 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
         "curves": curves,
         "anomalies": anomalies,
     }
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (created) for the block: one process trains a shared
-    stage 1 while another that needs it waits, then finds it finished."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _json(path: Path) -> list:

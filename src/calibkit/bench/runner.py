@@ -19,7 +19,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from ..allocator import retain_freed_memory
+from ..io import file_lock
 from .execute import execute
 from .spec import BenchSpec, RunSpec
 from .store import Store
@@ -74,19 +75,14 @@ def folder_lock(out: Path) -> Iterator[None]:
     """Hold ``out/.bench.lock`` for a sweep: a second ``calibkit bench`` on the same folder
     is refused at once, naming the process that holds it, instead of running every run
     again beside the first."""
-    import fcntl
-
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / ".bench.lock"
-    with open(path, "a+") as handle:
+    with ExitStack() as stack:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            handle = stack.enter_context(file_lock(out / ".bench.lock", wait=False))
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
+            holder = (out / ".bench.lock").read_text().strip() or "another process"
             raise ValueError(
-                f"{out}: another calibkit bench ({holder}) is running on this folder; wait for "
-                "it to finish or choose another -o"
+                f"{out}: another calibkit bench ({holder}) is running on this folder; wait "
+                "for it to finish or choose another -o"
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -96,7 +92,6 @@ def folder_lock(out: Path) -> Iterator[None]:
             yield
         finally:
             handle.truncate(0)
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _failed_row(run: RunSpec, error: str) -> dict[str, Any]:

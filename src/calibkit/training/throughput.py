@@ -13,21 +13,18 @@ process with the same thread count.
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import data
-from .trainer import TrainConfig, build
+from .trainer import TrainResult
 
 
 def flops_per_image(model: torch.nn.Module, input_shape: tuple[int, ...]) -> float:
     """FLOP of one training image: forward and backward of ``model`` in training mode, per
     image of a batch of 2 (batch norm needs more than one)."""
-    x = torch.zeros(2, *input_shape)
+    x = torch.zeros(2, *input_shape, device=next(model.parameters()).device)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     counter = FlopCounterMode(display=False)
     with counter:
@@ -52,17 +49,15 @@ def matmul_gflops(n: int = 1024, repeats: int = 5) -> float:
     return 2 * n**3 / best / 1e9
 
 
-def training_rate(config: TrainConfig, run: str | Path) -> dict[str, float]:
-    """The finished run's training throughput: ``train_images_per_s``, ``train_gflops``
-    (achieved), ``matmul_gflops`` (the reference, measured now) and ``flops_per_image``."""
-    history = json.loads((Path(run) / "history.json").read_text())
-    bundle, model, _ = build(config, pretrained=False)
-    if bundle.train is None:
+def training_rate(result: TrainResult) -> dict[str, float]:
+    """The training throughput of a run just trained in this process (no data is read
+    again): ``train_images_per_s``, ``train_gflops`` (achieved), ``matmul_gflops`` (the
+    reference, measured now) and ``flops_per_image``."""
+    seconds = sum(h["train_time"] for h in result.history)
+    images = result.train_images * len(result.history)
+    if not seconds or not images:
         return {}
-    per_image = flops_per_image(model, tuple(data.to_inputs(
-        bundle.train.x[torch.arange(1)], bundle, torch.device("cpu")).shape[1:]))  # fmt: skip
-    seconds = sum(h["train_time"] for h in history)
-    images = len(bundle.train) * len(history)
+    per_image = flops_per_image(result.model, result.input_shape)
     return {
         "train_images_per_s": images / seconds,
         "train_gflops": per_image * images / seconds / 1e9,

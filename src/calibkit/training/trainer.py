@@ -127,6 +127,8 @@ class TrainResult:
     out: Path
     history: list[dict[str, float]]
     model: nn.Module
+    input_shape: tuple[int, ...] = ()  # of one input, as the model takes it
+    train_images: int = 0  # images in the training split (one epoch)
 
 
 def pick_device(name: str) -> torch.device:
@@ -361,7 +363,7 @@ def train(
         _finish(out, config, model, bundle, device, history, learned, analysis)
     if dist.world > 1:
         torch.distributed.barrier()
-    return TrainResult(out, history, model)
+    return TrainResult(out, history, model, tuple(bundle.input_shape), len(bundle.train))
 
 
 def _grad_norm_record(
