@@ -117,6 +117,10 @@ class Results:
                 if r["method"] == method and (r["dataset"], r["model"]) == column}  # fmt: skip
         return any(a[0] in keys and a[1] == cal and a[2] == size for a in self.anomalies)
 
+    def calibrator(self, name: str) -> str | None:
+        """The stored calibrator spec whose name is ``name`` (settings and all), if any."""
+        return next((c for c in self.calibrators() if parse_spec(c).name == name), None)
+
     def calibrators(self) -> list[str]:
         return sorted({k[2] for k in self.values}, key=lambda c: (c != "uncalibrated", c))
 

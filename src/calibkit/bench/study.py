@@ -52,15 +52,10 @@ def _scale(metric: str) -> float:
     return 100.0 if metric != "temperature" and info(metric).percent else 1.0
 
 
-def _cal(res: Results, name: str) -> str | None:
-    """The store's calibrator spec whose name is ``name`` (settings and all)."""
-    return next((c for c in res.calibrators() if c.split(":", 1)[0] == name), None)
-
-
 def calibratability_table(res: Results, column: tuple[str, str]) -> Table:
     """Rethinking Table 2 for one (dataset, model): every method's accuracy, fitted T and
     ECE / classwise ECE / NLL before TS, after TS and after histogram binning."""
-    stages = [(label, _cal(res, cal) or cal) for label, cal in STAGES]
+    stages = [(label, res.calibrator(cal) or cal) for label, cal in STAGES]
     head = ["method", "accuracy", "T"] + [
         f"{info(m).label} {label}" for m in ("ece", "classwise_ece", "nll") for label, _ in stages
     ]
@@ -79,7 +74,7 @@ def calibratability_table(res: Results, column: tuple[str, str]) -> Table:
 
 def refinement_table(res: Results, column: tuple[str, str]) -> Table:
     """Dark Side: refinement AUROC (%) of every method before and after each calibrator."""
-    stages = [(label, _cal(res, cal) or cal) for label, cal in STAGES]
+    stages = [(label, res.calibrator(cal) or cal) for label, cal in STAGES]
     rows = [["method", *[f"refinement AUROC {label}" for label, _ in stages]]]
     for method in res.methods:
         rows.append([method] + [
@@ -91,7 +86,7 @@ def refinement_table(res: Results, column: tuple[str, str]) -> Table:
 
 def network_table(res: Results, column: tuple[str, str]) -> Table:
     """One row per trained network: accuracy, T, ECE before / after TS / after HB (%)."""
-    ts, hb = _cal(res, "ts") or "ts", _cal(res, "hist-binning") or "hist-binning"
+    ts, hb = res.calibrator("ts") or "ts", res.calibrator("hist-binning") or "hist-binning"
     rows = [["method", "seed", "accuracy", "T", "ECE before", "ECE TS", "ECE HB", "NLL before",
              "NLL TS", "refinement AUROC"]]  # fmt: skip
     for method in res.methods:

@@ -129,7 +129,7 @@ def _side(res: Results, column, side, claim: Claim) -> dict[int, float]:
         return {}
     cal = claim.calibrator
     if side[0] == "posthoc":  # the sweep's spec of that calibrator, settings and all
-        cal = next((c for c in res.calibrators() if parse_spec(c).name == side[1]), None)
+        cal = res.calibrator(side[1])
         if cal is None:
             return {}
     return res.by_seed(method, column, "test", cal, ALL, claim.metric)
@@ -176,7 +176,7 @@ def check_premise(
     numbers). Only :data:`OVERCONFIDENT` exists: CE's TS temperature and test ECE."""
     assert premise is OVERCONFIDENT, premise
     ce = _method(res, column, ("loss", "ce"))
-    ts = next((c for c in res.calibrators() if parse_spec(c).name == "ts"), None)
+    ts = res.calibrator("ts")
     if ce is None or ts is None:
         missing = "no plain CE runs" if ce is None else "no TS fit (add ts to posthoc)"
         return None, f"not measured: the sweep has {missing}"
