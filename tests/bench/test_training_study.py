@@ -181,3 +181,15 @@ def test_bench_estimate_prints_and_runs_nothing(tmp_path):
     from tests.test_cli_json import validate
 
     validate("bench-estimate", payload)
+
+
+def test_an_unwritable_doc_is_refused_before_the_sweep(tmp_path):
+    from click.testing import CliRunner
+
+    from calibkit.cli import cli
+
+    (tmp_path / "file").write_text("x")
+    res = CliRunner().invoke(cli, ["bench", "default", "-o", str(tmp_path / "o"),
+                                   "--doc", str(tmp_path / "file" / "real.md")])  # fmt: skip
+    assert res.exit_code == 2 and "cannot write to" in res.output
+    assert not (tmp_path / "o").exists()

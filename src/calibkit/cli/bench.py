@@ -79,6 +79,10 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, esti
         raise click.UsageError("--data-root belongs to the `real` preset")
 
     plan = load_spec(spec)
+    if doc:  # checked before the sweep, not after hours of it
+        from ..io import check_writable
+
+        check_writable(Path(doc).resolve().parent)
     workers = workers or max(1, (os.cpu_count() or 1) // threads)
     if estimate:
         _print_estimate(plan, workers, threads, as_json)
