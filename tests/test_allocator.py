@@ -34,12 +34,11 @@ def test_no_c_library_or_no_mallopt_changes_nothing(monkeypatch):
 
 
 def test_the_command_line_and_the_bench_workers_apply_it(monkeypatch, capsys):
-    import calibkit.bench.real as real
     import calibkit.bench.runner as runner
     import calibkit.cli.common as common
 
     calls = []
-    for module in (common, runner, real):
+    for module in (common, runner):
         monkeypatch.setattr(module, "retain_freed_memory", lambda: calls.append(1))
     main(["methods"])
     assert calls == [1]

@@ -1,17 +1,19 @@
-"""The `real` preset end to end on a miniature data root written here (the layout of
-../shared/data: zoo logits, a JPEG class-folder tree with byte-exact test images, a
-pretrained ResNet checkpoint), then resumed; its report and its one-line errors."""
+"""The `real` preset's kinds of run on the one bench harness, end to end on a miniature data
+root written here (the layout of ../shared/data: zoo logits, a JPEG class-folder tree with
+byte-exact test images, a pretrained ResNet checkpoint): networks given by logits files and by
+checkpoints, per-entry methods, post-hoc lists and seeds, the exact-image splits, the tables
+and verdicts of the doc section, resume, and the spec's one-line errors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from PIL import Image
 
-from calibkit import models
-from calibkit.bench import real
-from calibkit.bench.real_report import write_real_report
+from calibkit import data, models
+from calibkit.bench.spec import SpecError, load_spec
 from calibkit.bench.store import Store
 from calibkit.cli import main
 from tests.conftest import make_logits
@@ -51,68 +53,140 @@ def write_root(root):
     torch.save({"state_dict": published_layout(net)}, root / "weights" / "resnet20-0000.th")
 
 
-SMALL = real.Settings(
-    zoo_seeds=2, posthoc=["ts", "hist-binning", "matrix"], depths=(20,), clamp_calibration=10,
-    clamp_test=10, clamp={"epochs": 1, "batch_size": 5, "gamma_pool": (1.0,)},
-    maccal_epochs=2, maccal_val=10, maccal_gammas=(0.5,), shift_seeds=2,
-)  # fmt: skip
+def spec_for(root) -> dict:
+    """The real preset's shape at miniature scale, reading ``root``."""
+    tree = root / "cifar10-jpeg"
+    folder = (f"folder:root={tree},mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225],"
+              "val_from=test,val_size=14,test_size=20,augment=none,in_memory=true")  # fmt: skip
+    net = {"model": "resnet20", "checkpoint": str(root / "weights" / "resnet20-0000.th")}
+    exact = [f"cifar10-exact:root={tree}", f"cifar10-exact-jpeg:root={tree}"]
+    return {
+        "name": "real-mini",
+        "seeds": [0, 1],
+        "methods": [
+            {"name": "Pretrained"},
+            {"name": "MaC-Cal", "stage2": "maccal:epochs=2,batch_size=8"},
+            {"name": "MaC-Cal γ=0.5", "stage2": "maccal:gamma=0.5,epochs=2,batch_size=8"},
+        ],
+        "baseline": "Pretrained",
+        "datasets": [
+            {"logits": str(root / "logits" / "zoo" / "cifar10_*.npz"), "methods": ["Pretrained"],
+             "posthoc": ["ts", "hist-binning", "matrix", "dir-odir:folds=2,lambdas=[1],mus=[1]"]},
+            {"logits": str(root / "logits" / "zoo" / "cifar100_*.npz"), "methods": ["Pretrained"],
+             "seeds": [0], "posthoc": ["ts", "hist-binning"]},
+            {"data": folder, "splits": exact, "models": [net], "methods": ["Pretrained"],
+             "posthoc": ["ts", "neural-clamping:epochs=1,batch_size=7,gamma_pool=[1]"]},
+            {"data": folder, "splits": exact, "models": [net],
+             "methods": ["MaC-Cal", "MaC-Cal γ=0.5"], "seeds": [0]},
+        ],
+    }  # fmt: skip
 
 
-def test_the_preset_runs_resumes_and_reports(tmp_path):
-    write_root(tmp_path / "data")
-    out = tmp_path / "out"
-    summary = real.run_real(tmp_path / "data", out, settings=SMALL, workers=1)
-    units = real.plan(tmp_path / "data", SMALL)
-    assert summary["done"] == len(units) == 1 + 2 + 1 + 6 + 2 * 2
-    keys = {r["key"] for r in Store(out / "results.sqlite", create=False).runs()}
-    assert keys == {u.key for u in units}
-    again = real.run_real(tmp_path / "data", out, settings=SMALL, workers=1)
-    assert again == {"done": 0, "skipped": len(units), "seconds_by_part": {}}
-    info = write_real_report(out / "results.sqlite", out, tmp_path / "real.md")
-    md = (tmp_path / "real.md").read_text()
-    report = (out / "report.md").read_text().rstrip()
-    assert md == f"<!-- calibkit:real -->\n{report}\n<!-- /calibkit:real -->\n"
-    assert "<table>" in (out / "report.html").read_text()
-    for title in ("## Verdicts", "## Average ranks over all 28 networks", "## Refinement",
-                  "## Neural Clamping against post-hoc methods, resnet20", "## MaC-Cal stage 2",
-                  "## Natural shift"):  # fmt: skip
-        assert title in md
-    from calibkit.cli.common import strict_json
-    from tests.test_cli_json import validate
-
-    validate(
-        "bench-real", strict_json(summary | info | {"wall_seconds": 1.0})
-    )  # what --json prints
-    papers = [row[0] for row in info["verdicts"][1:]]
-    assert papers[0] == "Kull et al. 2019" and "Dark Side (Table 3, shift)" in papers
-    # the 100-class network ran without the full maps, hist-binning on every seed
-    s = Store(out / "results.sqlite", create=False)
-    cals = {(k, c) for k, _, c, _, m, _ in s.metrics() if m == "ece"}
-    assert ("posthoc/cifar100_netB/1", "matrix") not in cals
-    assert ("posthoc/cifar10_netA/1", "matrix") in cals
-    assert ("posthoc/cifar100_netB/1", "hist-binning") in cals
+def write_spec(tmp_path, spec: dict):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True))
+    return path
 
 
-def test_the_exact_images_map_to_their_jpeg_files(tmp_path):
+def test_the_real_kinds_of_run_on_the_one_harness(tmp_path, capsys):
+    root = tmp_path / "data"
+    root.mkdir()
+    write_root(root)
+    (root / "logits" / "zoo" / "cifar10_netC.npz").write_bytes(
+        (root / "logits" / "zoo" / "cifar10_netA.npz").read_bytes()
+    )
+    path = write_spec(tmp_path, spec_for(root))
+    plan = load_spec(path)
+    # 2 zoo files × 2 seeds, 1 × 1, the pretrained network × 2 seeds, 2 MaC-Cal rows × 1
+    assert len(plan.runs) == 4 + 1 + 2 + 2
+    by = {(r.dataset, r.model, r.method, r.seed): r for r in plan.runs}
+    assert by["cifar10", "netA", "Pretrained", 0].logits.endswith("cifar10_netA.npz")
+    assert "matrix" not in by["cifar100", "netB", "Pretrained", 0].posthoc
+    out, doc = tmp_path / "out", tmp_path / "real.md"
+    main(["bench", str(path), "-o", str(out), "--workers", "1", "--doc", str(doc), "--json"])
+    store = Store(out / "results.sqlite", create=False)
+    assert len(store.runs()) == len(plan.runs) and not store.runs("failed")
+    ece = {(r["dataset"], r["model"], r["method"], r["seed"], cal): v
+           for r in store.runs() for k, split, cal, _, m, v in store.metrics()
+           if k == r["key"] and m == "ece" and split == "test"}  # fmt: skip
+    # a zoo run is its file split 50/50 per class with the run's seed, calibrated on one half
+    from calibkit.metrics import evaluate
+    from calibkit.posthoc.compare import stratified_split
+
+    with np.load(root / "logits" / "zoo" / "cifar10_netA.npz") as f:
+        z, y = f["logits"], f["labels"]
+    _, test = stratified_split(y, 0.5, 1)
+    want = evaluate(z[test].astype(np.float64), y[test], smooth=False).metrics["ece"]
+    assert ece["cifar10", "netA", "Pretrained", 1, "uncalibrated"] == pytest.approx(want, 1e-9)
+    # the pretrained network: its logits on the exact images and their JPEG versions
+    splits = {split for _, split, *_ in store.metrics()}
+    assert {"test", "cifar10_exact", "cifar10_exact_jpeg"} <= splits
+    assert any(c.startswith("neural-clamping") for *_, c in ece)
+    assert ("folder", "resnet20", "MaC-Cal", 0, "uncalibrated") in {
+        (d.split(":")[0], *rest) for d, *rest in ece
+    }
+    # the doc section: tables over networks, per pretrained network, splits and methods
+    md = doc.read_text()
+    for title in ("### Verdicts", "### Average ranks over every network (3;",
+                  "### Per network", "### Refinement (Dark Side)", "### Calibrators on resnet20",
+                  "### Evaluation splits", "### Methods on resnet20", "### Anomalies"):  # fmt: skip
+        assert title in md, title
+    assert "Kull et al. 2019" in md and "networks (logits files)" in md
+    assert "BSCE-GRA" not in md  # no line for a claim whose sides the sweep lacks
+    assert "### Training rate" not in md  # nothing was trained
+    capsys.readouterr()
+    main(["bench", str(path), "-o", str(out), "--workers", "1", "--json"])  # resume: nothing
+    assert '"skipped": 9' in capsys.readouterr().out
+
+
+def test_the_exact_images_and_their_jpeg_versions(tmp_path):
     write_root(tmp_path)
-    images = real.Images(tmp_path)
-    exact_labels = np.load(tmp_path / "cifar10-jpeg" / "test_exact_first1017.npz")["labels"]
-    assert torch.equal(images.bundle.test.y[images.jpeg_of_exact], torch.from_numpy(exact_labels))
+    tree = tmp_path / "cifar10-jpeg"
+    exact = data.create(f"cifar10-exact:root={tree}").test
+    jpeg = data.create(f"cifar10-exact-jpeg:root={tree}").test
+    assert torch.equal(exact.y, jpeg.y) and exact.x.shape == jpeg.x.shape == (20, 3, 32, 32)
     # the JPEG file of exact image j holds (up to JPEG's loss) the same picture
-    x = images.bundle.test.x[images.jpeg_of_exact].float()
-    err = (x - images.exact.float()).abs().mean((1, 2, 3))
-    other = (x - images.exact.roll(1, 0).float()).abs().mean((1, 2, 3))
+    err = (jpeg.x.float() - exact.x.float()).abs().mean((1, 2, 3))
+    other = (jpeg.x.float() - exact.x.roll(1, 0).float()).abs().mean((1, 2, 3))
     assert bool((err < other).all())
+    with pytest.raises(ValueError, match=r"test_exact_first1017\.npz"):
+        data.create(f"cifar10-exact:root={tmp_path}")
 
 
-def test_bench_real_errors_are_one_line(tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "real", "-o", str(tmp_path)])
-    assert e.value.code == 2 and "needs --data-root DIR" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "real", "--data-root", str(tmp_path), "-o", str(tmp_path / "o")])
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and "missing logits/zoo" in err and "Traceback" not in err
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "default", "--data-root", str(tmp_path)])
-    assert e.value.code == 2 and "belongs to the `real` preset" in capsys.readouterr().err
+def test_a_folder_calibrates_on_test_images_when_asked(tmp_path):
+    write_root(tmp_path)
+    tree = tmp_path / "cifar10-jpeg"
+    d = data.create(f"folder:root={tree},val_from=test,val_size=10,augment=none")
+    assert (len(d.train), len(d.val), len(d.test)) == (60, 10, 30)
+    default = data.create(f"folder:root={tree},val_size=10,augment=none")
+    assert (len(default.train), len(default.val), len(default.test)) == (50, 10, 40)
+    with pytest.raises(ValueError, match="val_from: expected train or test"):
+        data.create(f"folder:root={tree},val_from=val")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s["datasets"][0].update(logits="/nowhere/*.npz"),
+         r"datasets\[0\]\.logits: no file"),
+        (lambda s: s["datasets"][2]["models"][0].update(checkpoint="/nowhere.th"),
+         r"datasets\[2\]\.models\[0\]\.checkpoint: no such file"),
+        (lambda s: s["methods"][0].update(loss="focal"), r"methods\[0\]: .*given networks"),
+        (lambda s: s["datasets"][0].update(methods=["MaC-Cal"]), r"methods\[1\]: .*logits files"),
+        (lambda s: s["datasets"][0].update(methods=["Nope"]), r"datasets\[0\]\.methods: expected"),
+        (lambda s: s["datasets"][0].update(calibration_fraction=1.5),
+         r"calibration_fraction: expected a fraction"),
+        (lambda s: s["datasets"][2].update(calibration_fraction=0.5), "belongs to a logits entry"),
+        (lambda s: s["datasets"][0].update(data="digits"),
+         "either 'data' and 'models' or 'logits'"),
+        (lambda s: s["datasets"][1].update(seeds=[-1]), r"datasets\[1\]\.seeds\[0\]"),
+    ],
+)  # fmt: skip
+def test_given_network_entries_are_checked_before_running(tmp_path, change, message):
+    root = tmp_path / "data"
+    root.mkdir()
+    write_root(root)
+    spec = spec_for(root)
+    change(spec)
+    with pytest.raises(SpecError, match=message):
+        load_spec(write_spec(tmp_path, spec))

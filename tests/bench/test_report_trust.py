@@ -154,7 +154,8 @@ SPEC = {
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"seeds": [-3]}, r"seeds\[0\]: expected an integer seed >= 0"),
+        ({"seeds": [-3]}, r"seeds\[0\]: expected an integer seed in \[0, 2\*\*63\)"),
+        ({"seeds": [10**23]}, r"seeds\[0\]: expected an integer seed in \[0, 2\*\*63\)"),
         ({"seeds": [1, 1]}, "a seed is listed twice"),
         ({"baseline": "X"}, "'X' is not a method name"),
         ({"posthoc": ["neural-clamping:epochs=-1"]}, "epochs: expected an integer >= 1"),

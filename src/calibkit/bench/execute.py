@@ -17,14 +17,15 @@ import numpy as np
 import torch
 
 from .. import posthoc
-from ..io import file_lock, write_text
+from ..io import file_lock, load_split, write_text
 from ..metrics import EvaluationResult, evaluate
 from ..metrics.functional import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
-from ..posthoc.base import FitDivergedError
+from ..posthoc.base import Evidence, FitDivergedError
+from ..posthoc.compare import stratified_split
 from ..registry import Spec
 from ..training import train
-from ..training.runs import calibrate_run, run_evidence
+from ..training.runs import calibrate_run, pretrained_run, run_evidence
 from ..training.throughput import training_rate
 from .anomalies import check_calibrated
 from .spec import RunSpec
@@ -81,28 +82,40 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
 
     Stage 1 is trained in ``root/train/<training key>``, shared by every run with the same
     training settings (CE and MaC-Cal on CE's networks train one network per seed, not two;
-    a file lock makes a second worker wait for the first). A stage-2 method writes its
-    calibrated run to ``root/runs/<key>``."""
+    a file lock makes a second worker wait for the first); a pretrained checkpoint is
+    evaluated there instead of trained. A stage-2 method writes its calibrated run to
+    ``root/runs/<key>``. A logits file needs no folder: its rows are split into calibration
+    and test halves in memory. Every calibrator's fit time (fit and apply, seconds) is kept as
+    the metric ``fit_seconds``."""
     started = time.time()
-    stage1 = root / "train" / run.training_key
-    out = root / "runs" / run.key if run.stage2 else stage1
     phases: dict[str, float] = defaultdict(float)
-    rate = stage1 / "throughput.json"  # measured by the process that trains the network
-    with file_lock(stage1.with_suffix(".lock")):
-        if not (stage1 / "run.json").exists():
-            with _phase(phases, "train"):
-                result = train(
-                    run.train_config(), stage1, resume=(stage1 / "checkpoint.pt").exists()
-                )
-            write_text(rate, json.dumps(training_rate(result)))
-    throughput = json.loads(rate.read_text()) if rate.exists() else {}
-    history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
-    if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
-        if not (out / "run.json").exists():
-            with _phase(phases, "stage2"):
-                calibrate_run(stage1, seeded(run.stage2, run.seed), out, device="auto")
-        history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
-    evidence, info = run_evidence(out)
+    if run.logits is not None:
+        evidence, info = _file_evidence(run.logits, run.calibration_fraction or 0.5, run.seed)
+        history: list = []
+        throughput: dict[str, Any] = {}
+        artefacts = {"logits": run.logits}
+    else:
+        stage1 = root / "train" / run.training_key
+        out = root / "runs" / run.key if run.stage2 else stage1
+        rate = stage1 / "throughput.json"  # measured by the process that trains the network
+        with file_lock(stage1.with_suffix(".lock")):
+            if not (stage1 / "run.json").exists() and run.checkpoint is not None:
+                pretrained_run(run.train_config(), stage1)
+            elif not (stage1 / "run.json").exists():
+                with _phase(phases, "train"):
+                    result = train(
+                        run.train_config(), stage1, resume=(stage1 / "checkpoint.pt").exists()
+                    )
+                write_text(rate, json.dumps(training_rate(result)))
+        throughput = json.loads(rate.read_text()) if rate.exists() else {}
+        history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
+        if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
+            if not (out / "run.json").exists():
+                with _phase(phases, "stage2"):
+                    calibrate_run(stage1, seeded(run.stage2, run.seed), out, device="auto")
+            history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
+        evidence, info = run_evidence(out)
+        artefacts = {"folder": str(out), "logits": str(out / "logits.npz")}
     logits, labels = evidence.logits, evidence.labels
     yv = labels["val"]
     ood_names = [k for k in logits if k.startswith("ood_")]
@@ -143,6 +156,7 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
             idx = _subset(len(yv), size, run.seed)
             on_model = posthoc.REGISTRY.factory(method.name).level == "model"
             fitting = "neural_clamping" if on_model else "posthoc"
+            fit_started = time.perf_counter()
             try:
                 with _phase(phases, fitting):
                     cal = posthoc.create(method).fit_on(evidence, idx)
@@ -150,7 +164,9 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
             except FitDivergedError as err:
                 anomalies.append((spec, size or ALL, "diverged", str(err)))
                 continue
+            fit_seconds = time.perf_counter() - fit_started
             calibrated = record(spec, size, outputs)
+            metrics.append(("test", spec, size or ALL, "fit_seconds", fit_seconds))
             temperature = getattr(cal, "temperature_", None)
             if temperature is not None:
                 metrics.append(("test", spec, size or ALL, "temperature", float(temperature)))
@@ -161,7 +177,7 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
                 converged=cal.fit_report_.converged,
             )  # fmt: skip
             anomalies += [(spec, size or ALL, kind, detail) for kind, detail in found]
-    if run.record:
+    if run.record and run.trained:
         with _phase(phases, "measure"):
             curves += _analysis(stage1, run.train["epochs"])
     return {
@@ -177,13 +193,26 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
             "finished": time.time(),
             "seconds": time.time() - started,
             "provenance": info | {"phases": {p: phases[p] for p in PHASES}} | throughput,
-            "artefacts": {"folder": str(out), "logits": str(out / "logits.npz")},
+            "artefacts": artefacts,
         },
         "metrics": metrics,
         "history": history,
         "curves": curves,
         "anomalies": anomalies,
     }
+
+
+def _file_evidence(path: str, fraction: float, seed: int) -> tuple[Evidence, dict[str, Any]]:
+    """A logits file's rows split per class into calibration (``val``) and ``test`` halves
+    (``fraction`` of each class calibrates; the same split as ``calibkit compare --split``)."""
+    z, y = load_split(path, "test")
+    cal, test = stratified_split(y, fraction, seed)
+    logits, labels = torch.from_numpy(np.asarray(z)).double(), torch.from_numpy(y).long()
+    evidence = Evidence(
+        logits={"val": logits[cal], "test": logits[test]},
+        labels={"val": labels[cal], "test": labels[test]},
+    )
+    return evidence, {"logits": str(Path(path).resolve()), "calibration_fraction": fraction}
 
 
 def _json(path: Path) -> list:

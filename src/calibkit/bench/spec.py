@@ -9,6 +9,10 @@ A spec (the ``default`` preset is ``calibkit/bench/presets/default.yaml``)::
       - data: cifar10:root=~/data         # any dataset spec
         models: [resnet110, wrn-26-10]
         splits: [cifar10.1:root=~/data, svhn:root=~/data]   # shift and OOD evaluation
+      - data: cifar10:root=~/data         # a pretrained network: evaluated, not trained
+        models: [{model: resnet20, checkpoint: resnet20.th}]
+        methods: [CE]                      # this entry's methods (default: all)
+      - logits: zoo/*.npz                  # networks given by logits files, split per seed
     methods:                               # training methods
       - {name: CE, loss: ce}
       - {name: Focal, loss: focal:gamma=3}
@@ -21,7 +25,10 @@ A spec (the ``default`` preset is ``calibkit/bench/presets/default.yaml``)::
     record: true                           # learned epochs and gradient norms
 
 Every training run is one (dataset, model, method, seed); post-hoc methods and calibration
-sizes are evaluated inside it on its logits. ``stage2`` names a registered calibration
+sizes are evaluated inside it on its logits. Networks trained elsewhere are given by a
+checkpoint (stage 1 evaluates it) or by a logits file (split per class into calibration and
+test halves with the run's seed); an entry's ``methods``, ``posthoc`` and ``seeds`` narrow or
+extend the spec's lists for its networks (docs/bench.md). ``stage2`` names a registered calibration
 method (``calibkit methods``) fitted on the stage-1 run into the run that the post-hoc
 methods then calibrate: MaC-Cal's head retraining, or any other. A method's ``seed`` that a
 spec leaves unset is the run's seed. Each run is keyed by a hash of its resolved
@@ -32,6 +39,7 @@ in the file (``spec.yaml:14: methods[1].loss: ...``).
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -67,6 +75,12 @@ def _hash(settings: dict[str, Any]) -> str:
 #: the keys of one entry of ``methods``; ``posthoc`` adds post-hoc methods to this method's
 #: runs only (Neural Clamping on the CE networks), after the spec's shared list
 METHOD_KEYS = ("name", "loss", "mixup", "stage2", "posthoc")
+#: the keys of one entry of ``datasets``: trained or pretrained networks on a dataset
+#: (``data``, ``models``, ``splits``) or networks given by their logits files (``logits``,
+#: ``calibration_fraction``); ``methods``, ``posthoc`` and ``seeds`` narrow or extend the
+#: spec's lists for this entry
+ENTRY_KEYS = ("data", "models", "splits", "logits", "calibration_fraction", "methods", "posthoc",
+              "seeds")  # fmt: skip
 
 
 class SpecError(ValueError):
@@ -89,25 +103,47 @@ class RunSpec:
     posthoc: tuple[str, ...]
     calibration_sizes: tuple[int | None, ...]
     record: bool
+    #: a given network instead of a trained one: a pretrained checkpoint (stage 1 evaluates
+    #: it on the dataset's splits), or a logits file split into calibration and test halves
+    #: (``calibration_fraction`` of each class, drawn with the run's seed)
+    checkpoint: str | None = None
+    logits: str | None = None
+    calibration_fraction: float | None = None
+
+    def _settings(self, fields: tuple[str, ...] | None = None) -> dict[str, Any]:
+        # the given-network fields enter the hash only when set: the keys of trained runs
+        # (and so every existing store) do not change
+        values = asdict(self) if fields is None else {k: getattr(self, k) for k in fields}
+        return {k: v for k, v in values.items() if k not in GIVEN or v is not None}
 
     @property
     def key(self) -> str:
         """Hash of everything that shapes the run's numbers (16 hex digits)."""
-        return _hash(asdict(self))
+        return _hash(self._settings())
 
     @property
     def training_key(self) -> str:
         """Hash of what shapes the stage-1 network alone: runs that differ only in their
         name, stage 2 or post-hoc methods share one trained network."""
         fields = ("dataset", "model", "loss", "mixup", "seed", "train", "splits", "record")
-        return _hash({k: getattr(self, k) for k in fields})
+        return _hash(self._settings(fields + GIVEN))
+
+    @property
+    def trained(self) -> bool:
+        """Whether stage 1 trains a network (not a checkpoint or a logits file)."""
+        return self.checkpoint is None and self.logits is None
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
             data=self.dataset, model=self.model, loss=self.loss, mixup=self.mixup, seed=self.seed,
-            extra=list(self.splits), record_learned_epochs=self.record,
-            record_grad_norms=[self.train["epochs"]] if self.record else [], **self.train,
+            extra=list(self.splits), record_learned_epochs=self.record and self.trained,
+            record_grad_norms=[self.train["epochs"]] if self.record and self.trained else [],
+            checkpoint=self.checkpoint, **self.train,
         )  # fmt: skip
+
+
+#: the RunSpec fields of a given (not trained) network
+GIVEN = ("checkpoint", "logits", "calibration_fraction")
 
 
 @dataclass
@@ -204,12 +240,7 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     unknown = sorted(set(raw) - set(TOP_KEYS))
     if unknown:
         raise _fail(lines, unknown[0], f"unknown key; valid: {', '.join(TOP_KEYS)}")
-    seeds = _list(raw, "seeds", lines, [0])
-    for i, s in enumerate(seeds):
-        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-            raise _fail(lines, f"seeds[{i}]", f"expected an integer seed >= 0, got {s!r}")
-    if len(set(seeds)) != len(seeds):
-        raise _fail(lines, "seeds", f"a seed is listed twice: {seeds!r}")
+    seeds = _seeds(raw, lines, "seeds", [0])
     train = dict(raw.get("train") or {})
     for k in train:
         if k not in TRAIN_KEYS:
@@ -245,29 +276,7 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
             raise _fail(lines, f"methods[{i}].posthoc", f"{twice[0]} is in the spec's posthoc list")
     runs = []
     for i, d in enumerate(_list(raw, "datasets", lines)):
-        where = f"datasets[{i}]"
-        if not isinstance(d, dict) or "data" not in d:
-            raise _fail(lines, where, "expected a mapping with 'data' and 'models'")
-        bad = sorted(set(d) - {"data", "models", "splits"})
-        if bad:
-            raise _fail(lines, f"{where}.{bad[0]}", "unknown key; valid: data, models, splits")
-        dataset = _check_spec(data.REGISTRY, d["data"], lines, f"{where}.data")
-        splits = [
-            _check_spec(data.REGISTRY, s, lines, f"{where}.splits[{j}]")
-            for j, s in enumerate(d.get("splits") or [])
-        ]
-        if "models" not in d:
-            raise _fail(lines, where, "missing 'models': a list of model specs")
-        for j, model in enumerate(_list(d, "models", lines, at=where)):
-            model = _check_spec(models.REGISTRY, model, lines, f"{where}.models[{j}]")
-            for method in methods:
-                for seed in seeds:
-                    runs.append(RunSpec(
-                        dataset=dataset, model=model, method=method["name"], loss=method["loss"],
-                        mixup=method["mixup"], stage2=method["stage2"], seed=seed, train=train,
-                        splits=tuple(splits), posthoc=tuple(post) + method["posthoc"],
-                        calibration_sizes=tuple(sizes), record=record,
-                    ))  # fmt: skip
+        runs += _entry_runs(d, lines, f"datasets[{i}]", methods, seeds, train, post, sizes, record)
     order = [m["name"] for m in methods]
     baseline = raw.get("baseline", order[0])
     if baseline not in order:
@@ -277,25 +286,145 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     return BenchSpec(str(name), runs, lines.source, order, baseline)
 
 
-def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[str, Any]:
-    if not isinstance(m, dict) or "loss" not in m:
-        raise _fail(
-            lines, where, "expected a mapping with at least 'loss' (and name, mixup, stage2)"
+def _seeds(raw: dict, lines: _Lines, path: str, default: Any = None) -> list[int]:
+    seeds = _list(raw, path.rsplit(".", 1)[-1], lines, default, at=path.rpartition(".")[0])
+    for i, s in enumerate(seeds):
+        if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2**63:
+            raise _fail(lines, f"{path}[{i}]", f"expected an integer seed in [0, 2**63), got {s!r}")
+    if len(set(seeds)) != len(seeds):
+        raise _fail(lines, path, f"a seed is listed twice: {seeds!r}")
+    return seeds
+
+
+def _logits_files(pattern: Any, lines: _Lines, where: str) -> list[str]:
+    """The logits files an entry names (a path or a glob), each checked readable now."""
+    from ..io import load_split
+
+    if not isinstance(pattern, str) or not pattern:
+        raise _fail(lines, where, f"expected a path or glob of logits files, got {pattern!r}")
+    found = sorted(glob.glob(str(Path(pattern).expanduser())))
+    if not found:
+        raise _fail(lines, where, f"no file matches {pattern!r}")
+    for f in found:
+        try:
+            z, y = load_split(f, "test")
+        except ValueError as err:
+            raise _fail(lines, where, str(err).splitlines()[0]) from None
+        if z.ndim != 2 or y is None or y.shape != (len(z),):
+            raise _fail(lines, where, f"{f}: expected logits (N, K) and labels (N,)")
+    return found
+
+
+def _network(model: Any, lines: _Lines, where: str) -> tuple[str, str | None]:
+    """(model spec, checkpoint or None) of one ``models`` item: a spec string, or a mapping
+    ``{model: SPEC, checkpoint: FILE}`` for a pretrained network."""
+    if isinstance(model, dict):
+        bad = sorted(set(model) - {"model", "checkpoint"})
+        if bad or "model" not in model or "checkpoint" not in model:
+            raise _fail(lines, where, "expected a model spec or {model: SPEC, checkpoint: FILE}")
+        path = model["checkpoint"]
+        if not isinstance(path, str) or not Path(path).expanduser().is_file():
+            raise _fail(lines, f"{where}.checkpoint", f"no such file {path!r}")
+        spec = _check_spec(models.REGISTRY, model["model"], lines, f"{where}.model")
+        return spec, str(Path(path).expanduser())
+    return _check_spec(models.REGISTRY, model, lines, where), None
+
+
+def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]],
+                seeds: list[int], train: dict[str, Any], post: list[str],
+                sizes: list[int | None], record: bool) -> list[RunSpec]:  # fmt: skip
+    """The runs of one ``datasets`` entry: its networks × its methods × its seeds."""
+    if not isinstance(d, dict) or ("data" in d) == ("logits" in d):
+        raise _fail(lines, where, "expected a mapping with either 'data' and 'models' or 'logits'")
+    bad = sorted(set(d) - set(ENTRY_KEYS))
+    if bad:
+        raise _fail(lines, f"{where}.{bad[0]}", f"unknown key; valid: {', '.join(ENTRY_KEYS)}")
+    if "seeds" in d:
+        seeds = _seeds(d, lines, f"{where}.seeds")
+    names = [m["name"] for m in methods]
+    chosen = d.get("methods", names)
+    if not isinstance(chosen, list) or not chosen or any(n not in names for n in chosen):
+        raise _fail(lines, f"{where}.methods", f"expected a list of method names among {names}")
+    extra = d.get("posthoc") or []
+    if not isinstance(extra, list):
+        raise _fail(lines, f"{where}.posthoc", f"expected a list of post-hoc specs, got {extra!r}")
+    extra = [_check_spec(posthoc.REGISTRY, p, lines, f"{where}.posthoc[{i}]")
+             for i, p in enumerate(extra)]  # fmt: skip
+    if set(extra) & set(post):
+        raise _fail(lines, f"{where}.posthoc", f"{sorted(set(extra) & set(post))[0]} is in the "
+                    "spec's posthoc list")  # fmt: skip
+    if "logits" in d:
+        for key in ("models", "splits"):
+            if key in d:
+                raise _fail(lines, f"{where}.{key}", "a logits entry has no models or splits")
+        fraction = d.get("calibration_fraction", 0.5)
+        if (
+            not isinstance(fraction, float | int)
+            or isinstance(fraction, bool)
+            or not (0 < fraction < 1)
+        ):
+            raise _fail(lines, f"{where}.calibration_fraction",
+                        f"expected a fraction in (0, 1), got {fraction!r}")  # fmt: skip
+        networks = [(f, None) for f in _logits_files(d["logits"], lines, f"{where}.logits")]
+        dataset = None
+    else:
+        if "calibration_fraction" in d:
+            raise _fail(lines, f"{where}.calibration_fraction", "belongs to a logits entry")
+        dataset = _check_spec(data.REGISTRY, d["data"], lines, f"{where}.data")
+        splits = tuple(
+            _check_spec(data.REGISTRY, s, lines, f"{where}.splits[{j}]")
+            for j, s in enumerate(d.get("splits") or [])
         )
+        if "models" not in d:
+            raise _fail(lines, where, "missing 'models': a list of model specs")
+        networks = [_network(m, lines, f"{where}.models[{j}]")
+                    for j, m in enumerate(_list(d, "models", lines, at=where))]  # fmt: skip
+    runs = []
+    for model, checkpoint in networks:
+        given = dataset is None or checkpoint is not None
+        for method in (m for m in methods if m["name"] in chosen):
+            at = f"methods[{names.index(method['name'])}]"
+            if given and (method["loss"] != "ce" or method["mixup"]):
+                raise _fail(lines, at, f"{where} holds given networks (not trained here); "
+                            f"method {method['name']!r} sets a loss or mixup")  # fmt: skip
+            if dataset is None and method["stage2"]:
+                raise _fail(lines, at, f"{where} holds logits files, without a network for "
+                            f"stage 2 ({method['stage2']})")  # fmt: skip
+            for seed in seeds:
+                common = dict(
+                    method=method["name"], loss=method["loss"], mixup=method["mixup"],
+                    stage2=method["stage2"], seed=seed, train=train,
+                    posthoc=tuple(post) + tuple(extra) + method["posthoc"],
+                    calibration_sizes=tuple(sizes), record=record,
+                )  # fmt: skip
+                if dataset is None:
+                    stem = Path(model).stem
+                    name, _, net = stem.partition("_")
+                    runs.append(RunSpec(
+                        dataset=name, model=net or stem, splits=(), logits=model,
+                        calibration_fraction=float(fraction), **common,
+                    ))  # fmt: skip
+                else:
+                    runs.append(RunSpec(dataset=dataset, model=model, splits=splits,
+                                        checkpoint=checkpoint, **common))  # fmt: skip
+    return runs
+
+
+def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[str, Any]:
+    if not isinstance(m, dict):
+        raise _fail(lines, where, "expected a mapping with name, loss, mixup, stage2, posthoc")
     bad = sorted(set(m) - set(METHOD_KEYS))
     if bad:
         raise _fail(lines, f"{where}.{bad[0]}", f"unknown key; valid: {', '.join(METHOD_KEYS)}")
-    loss = _check_spec(losses.REGISTRY, m["loss"], lines, f"{where}.loss")
+    loss = _check_spec(losses.REGISTRY, m.get("loss", "ce"), lines, f"{where}.loss")
     mixup = m.get("mixup", 0.0)
     if not isinstance(mixup, int | float) or isinstance(mixup, bool) or mixup < 0:
         raise _fail(lines, f"{where}.mixup", f"expected a mixup alpha >= 0, got {mixup!r}")
     stage2 = m.get("stage2")
     if stage2 is not None:
         stage2 = _check_spec(posthoc.REGISTRY, stage2, lines, f"{where}.stage2")
-    name = str(
-        m.get("name")
-        or m["loss"] + (f"+mixup{mixup}" if mixup else "") + (f"+{stage2}" if stage2 else "")
-    )
+    plain = str(m.get("loss", "ce")) + (f"+mixup{mixup}" if mixup else "")
+    name = str(m.get("name") or plain + (f"+{stage2}" if stage2 else ""))
     if name in names:
         raise _fail(lines, f"{where}.name", f"method name {name!r} is used twice")
     names.add(name)

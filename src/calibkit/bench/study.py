@@ -26,7 +26,8 @@ from pathlib import Path
 from scipy import stats
 
 from ..metrics.table import info
-from .report import Results, markdown_table, short
+from .given import given_by, given_sections
+from .report import Results, anomaly_table, markdown_table, short
 from .store import ALL, Store
 from .verdicts import verdict_table
 
@@ -133,14 +134,21 @@ def rate_table(store: Store, res: Results) -> Table:
 
 
 def study_markdown(db: str | Path) -> str:
-    """The study's tables and verdicts as Markdown (a section of docs/real.md)."""
+    """The sweep's tables and verdicts as Markdown (a section of docs/real.md): for networks
+    the sweep trained, per (dataset, model) the tables above; for networks given by logits
+    files or checkpoints, the tables of :mod:`calibkit.bench.given`; the anomalies."""
     store = Store(db, create=False)
     res = Results(store)
     if not res.runs:
         raise ValueError(f"{db}: the store holds no finished run yet; nothing to report")
     md = []
     verdicts = verdict_table(res)
-    for column in res.columns:
+    trained = [c for c in res.columns if given_by(res, c) is None]
+    titles = {f"{short(c[0])} / {c[1]}" for c in trained}
+    others = [r for r in verdicts[1:] if r[2] not in titles]
+    if others:
+        md += ["### Verdicts", "", markdown_table([verdicts[0], *others]), ""]
+    for column in trained:
         title = f"{short(column[0])} / {column[1]}"
         mine = [r[:2] + r[3:] for r in verdicts if r[2] in (title, "dataset / model")]
         md += [
@@ -153,5 +161,12 @@ def study_markdown(db: str | Path) -> str:
             f"### Every network ({title})", "",
             markdown_table(network_table(res, column)), "",
         ]  # fmt: skip
-    md += ["### Training rate", "", markdown_table(rate_table(store, res)), ""]
+    for title, table in given_sections(res):
+        md += [f"### {title}", "", markdown_table(table), ""]
+    if trained:
+        md += ["### Training rate", "", markdown_table(rate_table(store, res)), ""]
+    anomalies = anomaly_table(res)
+    md += ["### Anomalies", "", f"{len(anomalies) - 1} flagged by the checks of docs/bench.md.", ""]
+    if len(anomalies) > 1:
+        md += [markdown_table(anomalies), ""]
     return "\n".join(md)

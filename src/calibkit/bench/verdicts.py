@@ -94,6 +94,59 @@ CLAIMS = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class NetworkClaim:
+    """A claim about post-hoc calibration over many networks trained elsewhere: the
+    ``better`` (split, calibrator name) against the ``other`` on ``metric``, paired over the
+    networks that ``given`` names ("logits": networks given as logits files; "checkpoint":
+    pretrained networks), each network's value its mean over seeds."""
+
+    paper: str
+    text: str
+    better: tuple[str, str]
+    other: tuple[str, str]
+    metric: str
+    given: str
+    lower: bool = True
+    premise: Premise | None = None
+
+
+NETWORK_CLAIMS = (
+    NetworkClaim("Kull et al. 2019 §5, Tables 3–4", "Dir-ODIR has a lower classwise ECE than TS",
+                 ("test", "dir-odir"), ("test", "ts"), "classwise_ece", "logits"),
+    NetworkClaim("Kull et al. 2019 §5, Tables 3–4", "MS-ODIR has a lower classwise ECE than TS",
+                 ("test", "ms-odir"), ("test", "ts"), "classwise_ece", "logits"),
+    NetworkClaim("Dark Side §4.3 (shift)", "the networks' ECE is higher on the JPEG versions of "
+                 "the test images than on the byte-exact images", ("cifar10_exact", "uncalibrated"),
+                 ("cifar10_exact_jpeg", "uncalibrated"), "ece", "checkpoint"),
+)  # fmt: skip
+
+
+def network_verdict(res: Results, claim: NetworkClaim) -> list[str] | None:
+    """The table row of ``claim`` (None where the sweep has fewer than 2 such networks or
+    lacks a side)."""
+    from .given import given_by, network_mean
+
+    columns = [c for c in res.columns if given_by(res, c) == claim.given]
+    sides = []
+    for split, name in (claim.better, claim.other):
+        cal = name if name == "uncalibrated" else res.calibrator(name)
+        values = {} if cal is None else {
+            i: network_mean(res, c, split, cal, claim.metric) for i, c in enumerate(columns)
+        }  # fmt: skip
+        sides.append({i: v for i, v in values.items() if math.isfinite(v)})
+    a, b = sides
+    shared = set(a) & set(b)
+    if len(shared) < 2:
+        return None
+    result, detail = judge(claim, {i: a[i] for i in shared}, {i: b[i] for i in shared}, "networks")
+    where = (
+        f"{len(shared)} networks ({'logits files' if claim.given == 'logits' else 'pretrained'})"
+    )
+    return [claim.paper, claim.text, where, "none",
+            f"**{result}**" if result == "holds" else result, detail]  # fmt: skip
+
+
 def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str | None:
     """The method of ``column`` that trains ``side`` (see the module docstring)."""
     kind, name = side
@@ -135,12 +188,14 @@ def _side(res: Results, column, side, claim: Claim) -> dict[int, float]:
     return res.by_seed(method, column, "test", cal, ALL, claim.metric)
 
 
-def judge(claim: Claim, a: dict[int, float], b: dict[int, float]) -> tuple[str, str]:
-    """(verdict, numbers and test) for the claimed-better values ``a`` against ``b``."""
+def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
+          unit: str = "seeds") -> tuple[str, str]:  # fmt: skip
+    """(verdict, numbers and test) for the claimed-better values ``a`` against ``b``, paired
+    over ``unit`` (seeds, or networks)."""
     from .report import compare
 
     if len(a) < 2 or len(b) < 2:
-        return NOT_TESTABLE, f"{len(a)} and {len(b)} seeds; needs 2 or more on each side"
+        return NOT_TESTABLE, f"{len(a)} and {len(b)} {unit}; needs 2 or more on each side"
     scale = 100.0
     shared = sorted(set(a) & set(b))
     paired = set(a) == set(b)
@@ -163,7 +218,7 @@ def judge(claim: Claim, a: dict[int, float], b: dict[int, float]) -> tuple[str, 
     if right and p < 0.05:
         return "holds", numbers
     if right:
-        why = "the claimed direction, not significant with these seeds"
+        why = f"the claimed direction, not significant with these {unit}"
     else:
         why = "the opposite direction" + ("" if p < 0.05 else ", not significant")
     return "does not hold", f"{numbers}: {why}"
@@ -226,10 +281,24 @@ def verdict_table(res: Results) -> list[list[str]]:
     rows = [["paper", "claim", "dataset / model", "premise", "verdict", "numbers (%) and test"]]
     for claim in CLAIMS:
         for column in res.columns:
+            if not _has_sides(res, claim, column):
+                continue
             premise, result, detail = verdict(res, claim, column)
             rows.append([claim.paper, claim.text, f"{short(column[0])} / {column[1]}", premise,
                          f"**{result}**" if result == "holds" else result, detail])  # fmt: skip
+    rows += [row for claim in NETWORK_CLAIMS if (row := network_verdict(res, claim))]
     return rows
+
+
+def _has_sides(res: Results, claim: Claim, column: tuple[str, str]) -> bool:
+    """Whether ``column`` has runs of both sides of ``claim`` (a column without, e.g. a
+    network given by its logits for a claim about training losses, gets no line)."""
+    return all(
+        _method(res, column, side) is not None
+        and (side[0] != "posthoc" or res.by_seed(res.baseline, column, "test",
+                                                  res.calibrator(side[1]) or "", ALL, "ece"))
+        for side in (claim.better, claim.other)
+    )  # fmt: skip
 
 
 def premises_text() -> str:

@@ -34,10 +34,6 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
 )  # fmt: skip
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help="Store path.")
 @click.option(
-    "--data-root", default=None, type=click.Path(file_okay=False),
-    help="With the `real` preset: the folder of real data (logits/zoo, cifar10-jpeg, weights).",
-)  # fmt: skip
-@click.option(
     "--doc", default=None, type=click.Path(dir_okay=False),
     help="Also write the results into this Markdown file, as the section the spec names "
     "(docs/real.md); text outside calibkit's section markers is kept.",
@@ -48,13 +44,12 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
     "training rate of each model), then stop.",
 )  # fmt: skip
 @json_option
-def bench(spec, engine, workers, threads, address, out, db, data_root, doc, estimate,
-          as_json) -> None:  # fmt: skip
+def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_json) -> None:
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
     5–8 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
-    The `real` preset runs the papers' methods on real networks and images from
-    --data-root (about 20 minutes on 2 cores; docs/real.md). The `train-cifar` preset trains
+    The `real` preset runs the papers' post-hoc methods on real networks and images from
+    ../shared/data (about 20 minutes on 2 cores; docs/real.md). The `train-cifar` preset trains
     the loss zoo on CIFAR-10 JPEGs from ../shared/data (about 70 minutes on 2 cores;
     `train-cifar-paper` is the papers' protocol, for a GPU).
 
@@ -63,7 +58,7 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, esti
       calibkit bench                                  # the default preset into calibkit-results/
       calibkit bench my-sweep.yaml --workers 2 -o results/
       calibkit bench paper-cifar --engine ray --address auto
-      calibkit bench real --data-root /data/calib -o real-results --doc docs/real.md
+      calibkit bench real -o real-results --doc docs/real.md   # real networks and images
       calibkit bench train-cifar -o study/ --doc docs/real.md   # the training study
       calibkit bench train-cifar-paper --estimate     # how long it would take here
     """
@@ -71,12 +66,6 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, esti
     from ..bench.runner import run_bench
     from ..bench.spec import load_spec
     from ..bench.store import Store
-
-    if spec == "real":
-        _bench_real(data_root, out, workers, doc, as_json)
-        return
-    if data_root:
-        raise click.UsageError("--data-root belongs to the `real` preset")
 
     plan = load_spec(spec)
     if doc:  # checked before the sweep, not after hours of it
@@ -119,35 +108,6 @@ def bench(spec, engine, workers, threads, address, out, db, data_root, doc, esti
         _print_bench_summary(summary, counts, store, report, failed, seconds)
     if failed:
         sys.exit(1)
-
-
-def _bench_real(data_root, out, workers, doc, as_json) -> None:
-    from ..bench.real import check_root, plan, run_real
-    from ..bench.real_report import write_real_report
-
-    if data_root is None:
-        raise click.UsageError(
-            "the `real` preset needs --data-root DIR (with logits/zoo, cifar10-jpeg, weights)"
-        )
-    base = check_root(data_root)
-    started = time.perf_counter()
-    with progress(len(plan(base)), "bench real", not as_json) as tick:
-        ticks = (lambda done, total, _k: tick(done, total)) if tick else None
-        summary = run_real(base, out, workers=workers or 2, progress=ticks)
-    info = write_real_report(Path(out) / "results.sqlite", out, doc)
-    wall = time.perf_counter() - started
-    if as_json:
-        echo_json(summary | info | {"wall_seconds": wall})
-        return
-    out = console()
-    for paper, claim, verdict, _ in info["verdicts"][1:]:
-        out.print(f"{paper}: {claim}: [bold]{verdict}[/bold]")
-    flagged = ", ".join(f"{k} {v}" for k, v in sorted(info["anomalies"].items())) or "none"
-    out.print(
-        f"{summary['done']} units run, {summary['skipped']} already done, {wall:.0f} s; "
-        f"anomalies: {flagged}\nreport: {out}/report.md and {out}/report.html"
-        + (f"; {doc}" if doc else "")
-    )
 
 
 def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:

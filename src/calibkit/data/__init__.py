@@ -25,6 +25,7 @@ from .base import (
     to_inputs,
 )
 from .builtin import digits, gaussian_toy
+from .exact import exact_images
 from .files import (
     CORRUPTIONS,
     bloodmnist,
@@ -50,6 +51,18 @@ REGISTRY.register("cifar10.1")(cifar10_1)
 REGISTRY.register("cifar10.2")(cifar10_2)
 REGISTRY.register("bloodmnist")(bloodmnist)
 REGISTRY.register("folder")(folder)
+
+
+@REGISTRY.register("cifar10-exact")
+def _cifar10_exact(*, root: Any = None) -> DataBundle:
+    """The byte-exact CIFAR-10 test images beside a JPEG tree (:mod:`calibkit.data.exact`)."""
+    return exact_images(root=root, version="exact")
+
+
+@REGISTRY.register("cifar10-exact-jpeg")
+def _cifar10_exact_jpeg(*, root: Any = None) -> DataBundle:
+    """The same images' JPEG versions in the tree (:mod:`calibkit.data.exact`)."""
+    return exact_images(root=root, version="jpeg")
 
 
 @REGISTRY.register("mnist")

@@ -372,6 +372,7 @@ def folder(
     test_size: int | None = None,
     augment: str | None = "crop-flip",
     in_memory: bool = False,
+    val_from: str = "train",
 ) -> DataBundle:
     """A class-per-folder image tree: either ``root/<class>/<image>`` (every image is the
     test split, as ImageNet-v2 ships) or ``root/train/<class>/…`` and ``root/test/<class>/…``
@@ -394,6 +395,10 @@ def folder(
       crop and horizontal flip) or ``none``.
     - ``in_memory``: decode every image once at load (CIFAR-sized trees: 60,000 images are
       180 MB) instead of at every batch; only the images the splits use are decoded.
+    - ``val_from``: the split the validation images are held out of, ``train`` (default) or
+      ``test``: networks trained elsewhere on the training images (pretrained checkpoints)
+      must be calibrated on images they have not seen. ``test_size`` is then drawn from the
+      test images left.
     """
     base = _root(root)
     mean, std = _stats("mean", mean), _stats("std", std)
@@ -408,6 +413,8 @@ def folder(
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise ValueError(f"{name}: expected a positive number of images, got {value!r}")
+    if val_from not in ("train", "test"):
+        raise ValueError(f"val_from: expected train or test, got {val_from!r}")
     if (base / "train").is_dir() and (base / "test").is_dir():
         classes, train = _tree_split(base / "train", size)
         test_classes, test = _tree_split(base / "test", size)
@@ -418,14 +425,17 @@ def folder(
             )
         n_val = min(5000, len(train) // 10) if val_size is None else val_size
         val = None
-        if n_val:
+        if n_val and val_from == "test":
+            test, val = hold_out(test, n_val, split_seed)
+        elif n_val:
             train, val = hold_out(train, n_val, split_seed)
         if train_size is not None and train_size < len(train):
             train = hold_out(train, train_size, split_seed)[1]
         elif train_size is not None and train_size > len(train):
             raise ValueError(
                 f"train_size: {train_size} images asked for, the training split of {base} "
-                f"holds {len(train)} after {n_val} are held out for validation"
+                f"holds {len(train)}"
+                + (f" after {n_val} are held out for validation" if val_from == "train" else "")
             )
         train, val = _decoded(train, in_memory), _decoded(val, in_memory)
         if mean is None:  # of the images trained on
