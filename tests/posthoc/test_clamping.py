@@ -107,6 +107,26 @@ def test_progress_is_reported_after_each_epoch_of_the_pool():
     assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
 
 
+def test_the_history_is_the_objective_of_each_epoch():
+    """One record per epoch of the chosen γ: the objective averaged over the epoch's samples
+    as δ and T moved (with one full batch per epoch, the objective where the epoch starts),
+    and T at the epoch's end; the objective falls on the toy model."""
+    model = toy_model()
+    x, y = toy_data()
+    nc = NeuralClamping(gamma_pool=(2.0,), epochs=6, batch_size=len(y), lr=0.01).fit(model, x, y)
+    h = nc.history()
+    assert [r["epoch"] for r in h] == list(range(1, 7))
+    assert h[-1]["temperature"] == pytest.approx(float(nc.temperature_), rel=1e-12)
+    # epoch 1's one step is taken at the start: focal at the starting T plus λ'‖δ0‖²
+    settings = NeuralClamping.check_settings(gamma_pool=(2.0,), epochs=6, batch_size=len(y),
+                                             lr=0.01)  # fmt: skip
+    fit = _fit_pool(model, x, y, None, settings)[0]
+    assert h[0]["objective"] == pytest.approx(fit["start"], rel=1e-9)
+    assert [r["objective"] for r in h] == [r["objective"] for r in fit["history"]]
+    assert h[-1]["objective"] < h[0]["objective"]
+    assert NeuralClamping(fit_delta=False, gamma_pool=(2.0,)).fit(model, x, y).history() == []
+
+
 def test_save_load_round_trip_and_tampering(tmp_path):
     model = toy_model()
     x, y = toy_data()

@@ -86,7 +86,8 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
     evaluated there instead of trained. A stage-2 method writes its calibrated run to
     ``root/runs/<key>``. A logits file needs no folder: its rows are split into calibration
     and test halves in memory. Every calibrator's fit time (fit and apply, seconds) is kept as
-    the metric ``fit_seconds``."""
+    the metric ``fit_seconds``, and a post-hoc method's per-epoch history (Neural Clamping's
+    objective) as the curve ``fit_history``."""
     started = time.time()
     phases: dict[str, float] = defaultdict(float)
     if run.logits is not None:
@@ -167,6 +168,8 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
             fit_seconds = time.perf_counter() - fit_started
             calibrated = record(spec, size, outputs)
             metrics.append(("test", spec, size or ALL, "fit_seconds", fit_seconds))
+            if size is None and cal.history():  # an iterative fit's curve (Neural Clamping)
+                curves.append(("val", spec, "fit_history", cal.history()))
             temperature = getattr(cal, "temperature_", None)
             if temperature is not None:
                 metrics.append(("test", spec, size or ALL, "temperature", float(temperature)))

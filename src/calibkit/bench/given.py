@@ -180,8 +180,17 @@ def refinement_table(res: Results, columns: list[Column]) -> Table:
 
 
 def calibrator_table(res: Results, column: Column) -> Table:
-    """Every calibrator of the baseline method's runs in ``column`` on the test split."""
-    table = [["calibrator", "ECE", "classwise ECE", "NLL", "accuracy", "T", "fit seconds"]]
+    """Every calibrator of the baseline method's runs in ``column`` on the test split; for
+    an iterative fit with a history (Neural Clamping), its objective in the first and last
+    epoch and the last epoch's change (a fit that has flattened changes by well under 1 %)."""
+    table = [["calibrator", "ECE", "classwise ECE", "NLL", "accuracy", "T", "fit seconds",
+              "fit objective: first → last epoch (last change)"]]  # fmt: skip
+    keys = {k for k, r in res.runs.items()
+            if r["method"] == res.baseline and (r["dataset"], r["model"]) == column}  # fmt: skip
+    curves = {}
+    for key, _, cal, data in res.store.curves("fit_history"):
+        if key in keys:
+            curves.setdefault(cal, []).append(data)
     for c in _names(res, [column], res.baseline):
         get = lambda m, c=c: res.seeds(res.baseline, column, "test", c, ALL, m)  # noqa: E731
         table.append(
@@ -193,9 +202,18 @@ def calibrator_table(res: Results, column: Column) -> Table:
                 mean_std(get("accuracy"), scale=100),
                 mean_std(get("temperature"), digits=3),
                 mean_std(get("fit_seconds"), digits=1),
+                "; ".join(_objective(h) for h in curves.get(c, [])),
             ]
         )
     return table
+
+
+def _objective(history: list[dict]) -> str:
+    """'first → last (last epoch's relative change)' of a fit's per-epoch objective."""
+    v = [h["objective"] for h in history]
+    if len(v) < 2:
+        return f"{v[0]:.4f}" if v else ""
+    return f"{v[0]:.4f} → {v[-1]:.4f} ({100 * (v[-1] - v[-2]) / abs(v[-2]):+.2f} %)"
 
 
 def split_names(res: Results, column: Column) -> list[str]:

@@ -83,8 +83,14 @@ class Loss(nn.Module):
             return losses.mean()
         return losses.sum() if self.reduction == "sum" else losses
 
-    def extra_repr(self) -> str:
+    #: the label smoothing ε the loss applies (recorded in a run's provenance; 0 for all
+    #: but :class:`~calibkit.losses.regularised.LabelSmoothing`)
+    label_smoothing: float = 0.0
+
+    def settings(self) -> dict[str, Any]:
+        """The loss's settings by name (its constructor's, defaults included)."""
         skip = {"training", "name"}
-        return ", ".join(
-            f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_") and k not in skip
-        )
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k not in skip}
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.settings().items())

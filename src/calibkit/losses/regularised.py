@@ -36,6 +36,10 @@ class LabelSmoothing(Loss):
         super().__init__(reduction=reduction)
         self.epsilon = check_real(epsilon, "epsilon", high=1.0)
 
+    @property
+    def label_smoothing(self) -> float:  # type: ignore[override]
+        return self.epsilon
+
     def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
         k = logits.shape[1]
         return _ce(logits, (1 - self.epsilon) * targets + self.epsilon / k)

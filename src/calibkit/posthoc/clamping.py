@@ -134,8 +134,8 @@ class NeuralClamping(ModelCalibrator):
         self, model: nn.Module, x: Tensor, y: Tensor, *, input_range: Any = None,
         progress: Any = None,
     ) -> FitReport:  # fmt: skip
-        """``progress(i, n, None)`` is called after each of the n epochs (the whole pool of γ
-        is fitted in the same epochs)."""
+        """``progress(i, n, record)`` is called after each of the n epochs (the whole pool
+        of γ is fitted in the same epochs; the record is the first γ's)."""
         s = self.checked()
         if s["init"] == "data" and input_range is None:
             raise ValueError("init='data' needs input_range=(low, high), the feasible inputs")
@@ -156,6 +156,7 @@ class NeuralClamping(ModelCalibrator):
         score, gamma, fit, z = best
         self.delta_, self.temperature_ = fit["delta"], fit["log_t"].exp()
         self.gamma_, self.lam_ = gamma, fit["lam"]
+        self.history_ = fit.get("history", [])
         details = {
             "gamma": gamma,
             "lam": fit["lam"],
@@ -166,6 +167,11 @@ class NeuralClamping(ModelCalibrator):
         }
         iterations = s["epochs"] * math.ceil(len(y) / s["batch_size"]) if s["fit_delta"] else 0
         return FitReport("focal + λ'‖δ‖²", fit["start"], fit["end"], iterations, True, 0.0, details)
+
+    def history(self) -> list[dict[str, Any]]:
+        """Per epoch of the chosen γ's fit: its objective (focal loss + λ'‖δ‖², the mean over
+        the epoch's batches as δ and T moved) and T at the epoch's end; empty without δ."""
+        return list(getattr(self, "history_", []))
 
     def learned(self) -> dict[str, Any]:
         return {"gamma": self.gamma_, "lam": self.lam_}
@@ -260,8 +266,9 @@ def _fit_pool(
     (SGD with momentum updates each element on its own). On CPU a step's batch goes through
     in pieces of :data:`CPU_INPUT_VALUES` input values, its gradient summed. The result
     equals separate fits in whole batches up to float summation order (tested). Each fit's
-    calibration-split logits ``z`` come with it, for the choice of γ; ``progress(e, n,
-    None)`` is called after each epoch.
+    calibration-split logits ``z`` come with it, for the choice of γ, and its per-epoch
+    ``history``; ``progress(e, n, record)`` is called after each epoch with the first γ's
+    record.
     """
     gen = torch.Generator().manual_seed(s["seed"])
     delta0 = init_delta(model, x, bounds, gen, s)
@@ -287,23 +294,34 @@ def _fit_pool(
     log_t.requires_grad_(True)
     lams = torch.tensor([o["lam"] for o in outs], dtype=x.dtype, device=x.device)
     opt = torch.optim.SGD([delta, log_t], lr=s["lr"], momentum=s["momentum"])
+    history: list[list[dict[str, float]]] = [[] for _ in range(g)]
     for epoch in range(s["epochs"]):
         order = torch.randperm(len(x), generator=gen).to(x.device)
+        seen = torch.zeros(g, dtype=torch.float64)  # each γ's objective summed over samples
         for idx in order.split(s["batch_size"]):
             opt.zero_grad(set_to_none=True)
-            (lams * (delta**2).flatten(1).sum(1)).sum().backward()
+            penalty = lams * (delta**2).flatten(1).sum(1)
+            penalty.sum().backward()
+            seen += penalty.detach().double().cpu() * len(idx)
             for part in idx.split(_pieces(len(idx), x, g)):  # gradients summed
                 xb = x[part]
                 inputs = (xb[None] + delta[:, None]).reshape(g * len(part), *xb.shape[1:])
                 z = model(inputs).reshape(g, len(part), -1) / log_t.exp()[:, None, None]
                 share = len(part) / len(idx)  # the batch mean, in pieces
-                loss = sum(f.compute(z[j], y[part]) for j, f in enumerate(focals)) * share
-                loss.backward()
+                losses = torch.stack([f.compute(z[j], y[part]) for j, f in enumerate(focals)])
+                (losses.sum() * share).backward()
+                seen += losses.detach().double().cpu() * len(part)
             opt.step()
+        for j in range(g):
+            history[j].append({"epoch": epoch + 1, "objective": float(seen[j]) / len(x),
+                               "temperature": math.exp(float(log_t[j].detach()))})  # fmt: skip
         if progress is not None:
-            progress(epoch + 1, s["epochs"], None)
+            progress(epoch + 1, s["epochs"], history[0][-1])
     delta, log_t = delta.detach(), log_t.detach()
-    return [_checked(model, x, y, delta[j], log_t[j], focals[j], s, outs[j]) for j in range(g)]
+    return [
+        _checked(model, x, y, delta[j], log_t[j], focals[j], s, outs[j] | {"history": history[j]})
+        for j in range(g)
+    ]
 
 
 def _checked(model, x: Tensor, y: Tensor, delta: Tensor, log_t: Tensor, focal, s, out) -> dict:

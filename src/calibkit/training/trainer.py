@@ -441,12 +441,11 @@ def _resume(
 def provenance(config: TrainConfig, device: torch.device, augment: str | None) -> dict[str, Any]:
     """What shapes the confidence of a run's model (``augment``: the data's augmentation),
     and where it ran."""
-    parsed = parse_spec(config.loss)
-    name, params = parsed.name, parsed.kwargs
+    loss = losses.create(config.loss)
     return {
         "config": asdict(config),
-        "loss": {"name": name, "parameters": vars(losses.create(config.loss)) | params},
-        "label_smoothing": params.get("epsilon", 0.0) if name == "label-smoothing" else 0.0,
+        "loss": {"name": loss.name, "parameters": loss.settings()},
+        "label_smoothing": loss.label_smoothing,
         "mixup": config.mixup,
         "augmentation": augment,
         "seed": config.seed,
