@@ -158,6 +158,9 @@ class Method(nn.Module):
         """``s`` (every setting) checked and normalised; override per method."""
         return s
 
+    #: learned tensors in which NaN is a value (an empty bin), not damage
+    nan_means_empty: ClassVar[tuple[str, ...]] = ()
+
     def settings(self) -> dict[str, Any]:
         """The keyword-only settings of ``__init__`` and their values, as given."""
         sig = inspect.signature(type(self).__init__)
@@ -237,19 +240,32 @@ class Method(nn.Module):
         from . import REGISTRY
 
         meta, tensors = read_checked(path, "calibrator")
-        if meta.get("method") not in REGISTRY:
-            raise FileFormatError(f"{path}: unknown calibrator {meta.get('method')!r}")
-        obj = REGISTRY.create(meta["method"], **meta["settings"])
+        _check_meta(path, meta)
+        if meta["method"] not in REGISTRY:
+            raise FileFormatError(f"{path}: unknown calibrator {meta['method']!r}")
+        try:
+            obj = REGISTRY.create(meta["method"], **meta["settings"])
+            obj.checked()
+        except (TypeError, ValueError) as err:
+            raise FileFormatError(f"{path}: invalid settings ({_first(err)})") from None
         if obj.level == "model":
             if model is None:
                 raise ValueError(f"{path}: a {obj.name} file needs the model it calibrates")
             obj.model_ = model
             device = next(model.parameters()).device
             tensors = {k: v.to(device) for k, v in tensors.items()}
-        if meta.get("n_classes") is not None:
-            obj.n_classes_ = int(meta["n_classes"])
-        obj._load(tensors, meta.get("learned", {}))
-        obj.fit_report_ = FitReport(**meta["fit_report"])
+        if meta["n_classes"] is not None:
+            obj.n_classes_ = meta["n_classes"]
+        try:
+            obj._load(tensors, meta["learned"])
+            obj.fit_report_ = FitReport(**meta["fit_report"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
+            raise FileFormatError(
+                f"{path}: the {obj.name} file's values do not fit the method ({_first(err)})"
+            ) from None
+        problem = _loaded_problem(obj, tensors)
+        if problem:
+            raise FileFormatError(f"{path}: {problem}; the file was altered or damaged")
         return obj
 
 
@@ -430,11 +446,81 @@ def read_checked(path: str | Path, what: str) -> tuple[dict[str, Any], dict[str,
     if _digest(text, tensors) != digest:
         raise FileFormatError(f"{path}: checksum mismatch; the file was altered or damaged")
     meta = json.loads(text)
-    if meta.get("version", 0) > FORMAT_VERSION:
+    if not isinstance(meta, dict):
+        raise FileFormatError(f"{path}: the metadata is a {type(meta).__name__}, not a mapping")
+    if not isinstance(meta.get("version", 0), int) or meta.get("version", 0) > FORMAT_VERSION:
         raise FileFormatError(
             f"{path}: written by a newer calibkit (format {meta['version']}); upgrade calibkit"
         )
     return meta, tensors
+
+
+def _first(err: BaseException) -> str:
+    return (str(err).splitlines() or [type(err).__name__])[0]
+
+
+#: the metadata of a calibrator file and the type each entry must have (None allowed for
+#: ``n_classes``): a checksum has no key, so a forged file is read as if hostile
+META_TYPES = {"method": str, "settings": dict, "learned": dict, "n_classes": int,
+              "fit_report": dict}  # fmt: skip
+
+
+def _check_meta(path: Path | str, meta: Any) -> None:
+    if not isinstance(meta, dict):
+        raise FileFormatError(f"{path}: the metadata is a {type(meta).__name__}, not a mapping")
+    for key, kind in META_TYPES.items():
+        value = meta.get(key)
+        if key == "n_classes" and value is None:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise FileFormatError(f"{path}: metadata {key!r} must be a {kind.__name__}, got "
+                                  f"{type(value).__name__}")  # fmt: skip
+    if meta["n_classes"] is not None and meta["n_classes"] < 2:
+        raise FileFormatError(f"{path}: metadata n_classes must be at least 2")
+
+
+#: rows of the probe that a loaded logits calibrator is applied to
+PROBE_ROWS = 32
+
+
+def _loaded_problem(obj: Method, tensors: dict[str, Tensor]) -> str | None:
+    """What is wrong with a loaded method, or None: the tensors it needs must all be there,
+    be finite and hold a positive temperature; a logits calibrator must map a probe of
+    logits (seeded normal, scale 3) to finite outputs of the probe's shape (probabilities
+    that sum to 1 where it returns log-probabilities)."""
+    expected = set(obj.state_tensors())
+    missing = sorted(expected - set(tensors))
+    if missing:
+        return f"tensor {missing[0]!r} is missing"
+    for name, t in tensors.items():
+        if name in obj.nan_means_empty and t.is_floating_point() and t.ndim:
+            if bool(torch.isnan(t.reshape(-1, t.shape[-1])).all(1).any()):
+                return f"tensor {name!r} has a map with every bin empty (all NaN)"
+            t = t[~torch.isnan(t)]
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return f"tensor {name!r} holds NaN or infinite values"
+    t = getattr(obj, "temperature_", None)
+    if isinstance(t, Tensor) and not bool((t > 0).all()):
+        return f"temperature {t.flatten()[:3].tolist()} is not positive"
+    k = getattr(obj, "n_classes_", None)
+    if obj.level == "model" or k is None:
+        return None
+    probe = 3 * torch.randn(PROBE_ROWS, k, generator=torch.Generator().manual_seed(0),
+                            dtype=torch.float64)  # fmt: skip
+    try:
+        with torch.no_grad():
+            out = obj(probe)
+    except AttributeError as err:  # a learned tensor the method uses is not in the file
+        return f"a learned value is missing ({_first(err)})"
+    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+        return f"its values do not fit {k} classes ({_first(err)})"
+    if tuple(out.shape) != (PROBE_ROWS, k) or not bool(torch.isfinite(out).all()):
+        return f"it maps {k}-class logits to non-finite values or to shape {tuple(out.shape)}"
+    if getattr(obj, "output", "logits") == "log-probabilities":
+        total = out.double().exp().sum(1)
+        if not bool(torch.allclose(total, torch.ones_like(total), atol=1e-6)):
+            return "its probabilities do not sum to 1"
+    return None
 
 
 def _json_default(o: Any) -> Any:

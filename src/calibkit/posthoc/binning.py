@@ -116,6 +116,8 @@ class HistogramBinning(_ConfidenceMap):
     the input confidence.
     """
 
+    nan_means_empty = ("values_",)  # an empty bin keeps the confidence
+
     name = "hist-binning"
 
     def __init__(
@@ -199,6 +201,8 @@ class ScalingBinning(_ConfidenceMap):
     each bin outputs the mean scaled confidence of its members. A new confidence is scaled,
     binned, and replaced by its bin's mean.
     """
+
+    nan_means_empty = ("values_",)  # an empty bin keeps the scaled confidence
 
     name = "scaling-binning"
 
