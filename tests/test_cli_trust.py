@@ -7,11 +7,12 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
 from calibkit import posthoc
 from calibkit.training import TrainConfig, train
 from tests.conftest import make_logits
-from tests.test_cli import run
+from tests.test_cli import run, run_ok
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,7 @@ def files(tmp_path, monkeypatch):
     np.savez("both.npz", logits_val=z, labels_val=y, logits_test=z, labels_test=y)
     (tmp_path / "random.npz").write_bytes(np.random.default_rng(0).bytes(300))
     (tmp_path / "blocker").write_text("a file where a folder should be")
+    (tmp_path / "empty.pt").write_bytes(b"")
     return tmp_path
 
 
@@ -49,6 +51,8 @@ CASES = [
     (["train", "--seed", "-1", "-o", "r"], "--seed: expected an integer >= 0"),
     (["train", "--record-grad-norms", "abc", "-o", "r"], "'--record-grad-norms': 'abc' is not"),
     (["train", "--device", "foo", "-o", "r"], "--device: 'foo' is not a device"),
+    (["train", "--device", "meta", "-o", "r"], "--device: 'meta' cannot train or calibrate"),
+    (["evaluate", "empty.pt"], r"empty.pt: not a readable torch file \(empty or truncated\)"),
 ]
 
 
@@ -72,6 +76,51 @@ def test_bad_input_is_one_line(files, capsys, args, match):
 )
 def test_calibrate_errors_name_the_setting(trained, capsys, args, match):
     code, _, err = run(["calibrate", args[0], str(trained), *args[1:]], capsys)
+    assert code == 2 and err.count("\n") == 1 and re.search(match, err), err
+
+
+def _damage(run, name: str, data: bytes) -> None:
+    (run / name).write_bytes(data)
+
+
+@pytest.mark.parametrize(
+    "damage, args, match",
+    [
+        (lambda r: _damage(r, "logits.npz", b"\x00" * 100), ["ts"],
+         r"logits\.npz: not a \.npz file"),
+        (lambda r: _damage(r, "model.safetensors", np.random.default_rng(0).bytes(1000)),
+         ["neural-clamping:epochs=1"], r"model\.safetensors: not a readable safetensors file"),
+        (lambda r: None, ["ts", "--device", "meta"], "--device: 'meta' cannot train or calibrate"),
+    ],
+)  # fmt: skip
+def test_a_damaged_run_is_named_in_one_line(trained, tmp_path, capsys, damage, args, match):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    damage(copy)
+    code, _, err = run(["calibrate", args[0], str(copy), *args[1:], "-o", str(tmp_path / "o")],
+                       capsys)  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and re.search(match, err), err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "checkpoint, match",
+    [
+        (lambda c: torch.zeros(3), "not a calibkit checkpoint"),
+        (lambda c: c | {"model": {k: torch.zeros(2, 2) for k in c["model"]}},
+         "the checkpoint does not fit this run"),
+    ],
+)  # fmt: skip
+def test_a_bad_checkpoint_is_refused_on_resume(tmp_path, capsys, checkpoint, match):
+    out = tmp_path / "r"
+    run_ok(["train", "--data", "digits", "--model", "cnn", "--epochs", "1", "-o", str(out)], capsys)
+    good = torch.load(out / "checkpoint.pt", weights_only=True)
+    torch.save(checkpoint(good), out / "checkpoint.pt")
+    (out / "run.json").unlink()  # as if killed before the end
+    code, _, err = run(["train", "--data", "digits", "--model", "cnn", "--epochs", "1", "-o",
+                        str(out), "--resume"], capsys)  # fmt: skip
     assert code == 2 and err.count("\n") == 1 and re.search(match, err), err
 
 

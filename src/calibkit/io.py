@@ -116,9 +116,8 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     except pickle.UnpicklingError:
         raise _pickle_error(path) from None
     except (RuntimeError, EOFError, OSError) as e:
-        raise FileFormatError(
-            f"{path}: not a readable torch file ({str(e).splitlines()[0]})"
-        ) from None
+        why = (str(e).splitlines() or ["empty or truncated"])[0] or "empty or truncated"
+        raise FileFormatError(f"{path}: not a readable torch file ({why})") from None
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise FileFormatError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
     return {str(k): v.detach().cpu().numpy() for k, v in obj.items()}

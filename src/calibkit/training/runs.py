@@ -18,12 +18,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from .. import data, posthoc
-from ..io import atomic_write, save_npz, write_text
+from ..io import atomic_write, read_arrays, save_npz, write_text
 from ..posthoc.base import Evidence
 from ..registry import Spec
 from .trainer import (
@@ -63,7 +62,14 @@ def load_run(
     config = TrainConfig(**{k: v for k, v in info["config"].items() if k in known})
     bundle, model, _ = build(config, pretrained=False, need_train=False)
     try:
-        model.load_state_dict(load_file(path / "model.safetensors"))
+        weights = load_file(path / "model.safetensors")
+    except Exception as err:  # safetensors raises its own error type for a bad header
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise TrainingError(
+            f"{path}/model.safetensors: not a readable safetensors file ({first})"
+        ) from None
+    try:
+        model.load_state_dict(weights)
     except (RuntimeError, OSError) as err:
         first = str(err).splitlines()[0]
         raise TrainingError(
@@ -83,8 +89,11 @@ def run_evidence(path: str | os.PathLike, device: str = "auto") -> tuple[Evidenc
     _, bundle, model, info = load_run(path, device)
     dev = next(model.parameters()).device
     splits = bundle.splits()
-    with np.load(Path(path) / "logits.npz") as saved:  # written by the run: no forward pass
-        logits = {k: torch.from_numpy(saved[f"logits_{k}"]) for k in splits if k != "train"}
+    saved = read_arrays(Path(path) / "logits.npz")  # written by the run: no forward pass
+    missing = [f"logits_{k}" for k in splits if k != "train" and f"logits_{k}" not in saved]
+    if missing:
+        raise TrainingError(f"{path}/logits.npz: no {missing[0]} array; the run is incomplete")
+    logits = {k: torch.from_numpy(saved[f"logits_{k}"]) for k in splits if k != "train"}
 
     def inputs(split: str, idx: torch.Tensor | None) -> torch.Tensor:
         x = splits[split].stored() if idx is None else splits[split].x[idx]

@@ -140,8 +140,13 @@ def pick_device(name: str) -> torch.device:
         raise ValueError(
             f"device: {name!r} is not a device; expected auto, cpu, cuda or cuda:N"
         ) from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device: {name!r} cannot train or calibrate; expected auto, cpu, "
+                         "cuda, cuda:N or mps")  # fmt: skip
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device: {name!r} requested but CUDA is not available")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device: {name!r} requested but MPS is not available")
     return device
 
 
@@ -425,17 +430,27 @@ def _resume(
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # any unreadable checkpoint gets the same message
         raise TrainingError(f"{path}: not a readable calibkit checkpoint ({err})") from None
-    if state.get("config") != json.dumps(asdict(config), sort_keys=True):
+    keys = ("config", "epoch", "model", "optimizer", "history", "learned", "analysis")
+    if not isinstance(state, dict) or any(k not in state for k in keys):
+        raise TrainingError(f"{path}: not a calibkit checkpoint (expected a mapping of "
+                            f"{', '.join(keys)})")  # fmt: skip
+    if state["config"] != json.dumps(asdict(config), sort_keys=True):
         raise TrainingError(
             f"{path} was written by a run with another configuration; resume with the same "
             "options or start a new output folder"
         )
-    model.load_state_dict(state["model"])
-    opt.load_state_dict(state["optimizer"])
-    if learned is not None:
-        learned.load_state_dict(state["learned"])
-    analysis.update({k: v.numpy() for k, v in state["analysis"].items()})
-    return int(state["epoch"]), json.loads(state["history"])
+    try:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        if learned is not None:
+            learned.load_state_dict(state["learned"])
+        analysis.update({k: v.numpy() for k, v in state["analysis"].items()})
+        return int(state["epoch"]), json.loads(state["history"])
+    except (RuntimeError, ValueError, TypeError, KeyError, AttributeError) as err:
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise TrainingError(
+            f"{path}: the checkpoint does not fit this run ({first}); delete it to start over"
+        ) from None
 
 
 def provenance(config: TrainConfig, device: torch.device, augment: str | None) -> dict[str, Any]:
