@@ -162,13 +162,39 @@ SPEC = {
         ({"posthoc": ["neural-clamping:gamma_pool=abc"]}, "gamma_pool=abc is not a float or"),
         ({"posthoc": ["neural-clamping:lr=0"]}, "lr: expected a finite number > 0"),
         ({"posthoc": ["neural-clamping:foo=1"]}, "no parameter 'foo'"),
+        ({"posthoc": ["ts", "ts"]}, r"posthoc\[1\]: ts is listed twice"),
+        ({"posthoc": {"ts": 1}}, "posthoc: expected a list of post-hoc specs"),
+        ({"calibration_sizes": ["all", "all"]}, "a size is listed twice"),
+        ({"calibration_sizes": [True]}, "expected 'all' or an integer >= 2"),
+        ({"datasets": [{"data": "digits", "models": ["mlp", "mlp"]}]},
+         r"datasets\[0\]: mlp on digits \(method CE, seed 1\) is also in datasets\[0\]"),
+        ({"datasets": [{"data": "digits", "models": ["mlp"]}] * 2}, "is also in datasets"),
+        ({"methods": [{"name": "M", "loss": "ce", "mixup": float("nan")}]}, "mixup alpha"),
+        ({"methods": [{"name": "M", "loss": "ce", "mixup": float("inf")}]}, "mixup alpha"),
     ],
-)
+)  # fmt: skip
 def test_spec_checks_everything_before_running(change, message):
     with pytest.raises(SpecError, match=message):
         resolve(SPEC | change)
     assert resolve(SPEC | {"baseline": "F"}).baseline == "F"
     assert resolve(SPEC).baseline == "CE"
+
+
+def test_yaml_traps_are_refused_with_their_place(tmp_path):
+    from calibkit.bench.spec import load_spec
+
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("seeds: [1]\nseeds: [2]\ndatasets: [{data: digits, models: [mlp]}]\n"
+                     "methods: [{loss: ce}]\n")  # fmt: skip
+    with pytest.raises(SpecError, match=r"twice\.yaml:2: seeds: this key is given twice"):
+        load_spec(twice)
+    bomb = tmp_path / "bomb.yaml"
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]"
+               for p, c in zip("abcdefg", "bcdefgh", strict=True)]  # fmt: skip
+    bomb.write_text("\n".join(levels) + "\n")
+    with pytest.raises(SpecError, match="expands to more than 100,000 values"):
+        load_spec(bomb)
 
 
 def test_spec_file_errors_name_the_file(tmp_path):

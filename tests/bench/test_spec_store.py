@@ -272,3 +272,21 @@ def test_workers_exit_when_the_bench_process_is_killed(tmp_path):
     while any(alive(p) for p in pids) and time.time() < deadline:
         time.sleep(0.2)
     assert not any(alive(p) for p in pids)
+
+
+def test_a_calibration_size_beyond_the_split_is_stored_as_the_whole_split(tmp_path):
+    """digits holds 300 validation rows: a size of 100,000 fits on all of them, so it is the
+    "all" fit (stored once, as all), not a row labelled 100,000."""
+    from calibkit.bench.execute import execute
+    from calibkit.bench.spec import resolve
+    from calibkit.bench.store import ALL
+
+    spec = resolve({
+        "seeds": [1], "train": {"epochs": 1},
+        "datasets": [{"data": "digits", "models": ["mlp"]}],
+        "methods": [{"name": "CE", "loss": "ce"}],
+        "posthoc": ["ts"], "calibration_sizes": ["all", 100000, 50],
+    })  # fmt: skip
+    result = execute(spec.runs[0], tmp_path)
+    sizes = {size for _, cal, size, m, _ in result["metrics"] if cal == "ts" and m == "ece"}
+    assert sizes == {ALL, 50}

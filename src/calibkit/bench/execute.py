@@ -151,9 +151,12 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
         return test
 
     plain = record("uncalibrated", None, logits)
+    # a size at least the calibration split's is the whole split, stored as such (once)
+    sizes = list(dict.fromkeys(s if s is not None and s < len(yv) else None
+                               for s in run.calibration_sizes))  # fmt: skip
     for spec in run.posthoc:
         method = seeded(spec, run.seed)
-        for size in run.calibration_sizes:
+        for size in sizes:
             idx = _subset(len(yv), size, run.seed)
             on_model = posthoc.REGISTRY.factory(method.name).level == "model"
             fitting = "neural_clamping" if on_model else "posthoc"

@@ -42,6 +42,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,21 +160,32 @@ class _Lines:
     """Line numbers (1-based) of every value in a YAML document, by path."""
 
     def __init__(self, source: str) -> None:
-        self.source, self.at = source, {}
+        self.source, self.at, self.values = source, {}, 0
 
     def where(self, path: str) -> str:
         line = self.at.get(path)
         return f"{self.source}:{line}: {path}" if line else f"{self.source}: {path}"
 
 
+#: the most values a spec may expand to: YAML aliases can make a few lines mean billions
+#: (an "alias bomb"); a real sweep has hundreds
+MAX_VALUES = 100_000
+
+
 def _plain(node: yaml.Node, path: str, lines: _Lines) -> Any:
     lines.at[path or "(top)"] = node.start_mark.line + 1
+    lines.values += 1
+    if lines.values > MAX_VALUES:
+        raise SpecError(f"{lines.source}: the spec expands to more than {MAX_VALUES:,} values "
+                        "(nested YAML aliases?); write it out")  # fmt: skip
     if isinstance(node, yaml.MappingNode):
         out = {}
         for k, v in node.value:
             key = str(yaml.safe_load(yaml.serialize(k)))
             sub = f"{path}.{key}" if path else key
             lines.at[sub] = k.start_mark.line + 1
+            if key in out:
+                raise _fail(lines, sub, "this key is given twice in one mapping")
             out[key] = _plain(v, sub, lines)
             lines.at[sub] = k.start_mark.line + 1
         return out
@@ -253,17 +265,16 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
         TrainConfig(**train).check()
     except ValueError as err:
         raise _fail(lines, "train", str(err)) from None
-    post = [
-        _check_spec(posthoc.REGISTRY, p, lines, f"posthoc[{i}]")
-        for i, p in enumerate(raw.get("posthoc") or [])
-    ]
+    post = _specs(raw, "posthoc", lines)
     sizes = []
-    for i, s in enumerate(raw.get("calibration_sizes") or ["all"]):
-        if s != "all" and not (isinstance(s, int) and s >= 2):
+    for i, s in enumerate(_list(raw, "calibration_sizes", lines, ["all"])):
+        if s != "all" and not (isinstance(s, int) and not isinstance(s, bool) and s >= 2):
             raise _fail(
                 lines, f"calibration_sizes[{i}]", f"expected 'all' or an integer >= 2, got {s!r}"
             )
         sizes.append(None if s == "all" else s)
+    if len(set(sizes)) != len(sizes):
+        raise _fail(lines, "calibration_sizes", f"a size is listed twice: {sizes!r}")
     record = raw.get("record", False)
     if not isinstance(record, bool):
         raise _fail(lines, "record", f"expected true or false, got {record!r}")
@@ -274,9 +285,15 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
         twice = sorted(set(methods[-1]["posthoc"]) & set(post))
         if twice:
             raise _fail(lines, f"methods[{i}].posthoc", f"{twice[0]} is in the spec's posthoc list")
-    runs = []
+    runs, where = [], {}
     for i, d in enumerate(_list(raw, "datasets", lines)):
-        runs += _entry_runs(d, lines, f"datasets[{i}]", methods, seeds, train, post, sizes, record)
+        for run in _entry_runs(d, lines, f"datasets[{i}]", methods, seeds, train, post, sizes,
+                               record):  # fmt: skip
+            if run.key in where:
+                what = f"{run.model} on {run.dataset} (method {run.method}, seed {run.seed})"
+                raise _fail(lines, f"datasets[{i}]", f"{what} is also in {where[run.key]}")
+            where[run.key] = f"datasets[{i}]"
+            runs.append(run)
     order = [m["name"] for m in methods]
     baseline = raw.get("baseline", order[0])
     if baseline not in order:
@@ -284,6 +301,19 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
                     + ", ".join(order))  # fmt: skip
     name = raw.get("name", "bench")
     return BenchSpec(str(name), runs, lines.source, order, baseline)
+
+
+def _specs(raw: dict, key: str, lines: _Lines, at: str = "") -> list[str]:
+    """A list of post-hoc specs (may be absent or empty), each checked, none twice."""
+    path = f"{at}.{key}" if at else key
+    value = raw.get(key) or []
+    if not isinstance(value, list):
+        raise _fail(lines, path, f"expected a list of post-hoc specs, got {value!r}")
+    specs = [_check_spec(posthoc.REGISTRY, p, lines, f"{path}[{i}]") for i, p in enumerate(value)]
+    for i, spec in enumerate(specs):
+        if spec in specs[:i]:
+            raise _fail(lines, f"{path}[{i}]", f"{spec} is listed twice")
+    return specs
 
 
 def _seeds(raw: dict, lines: _Lines, path: str, default: Any = None) -> list[int]:
@@ -345,11 +375,7 @@ def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]]
     chosen = d.get("methods", names)
     if not isinstance(chosen, list) or not chosen or any(n not in names for n in chosen):
         raise _fail(lines, f"{where}.methods", f"expected a list of method names among {names}")
-    extra = d.get("posthoc") or []
-    if not isinstance(extra, list):
-        raise _fail(lines, f"{where}.posthoc", f"expected a list of post-hoc specs, got {extra!r}")
-    extra = [_check_spec(posthoc.REGISTRY, p, lines, f"{where}.posthoc[{i}]")
-             for i, p in enumerate(extra)]  # fmt: skip
+    extra = _specs(d, "posthoc", lines, where)
     if set(extra) & set(post):
         raise _fail(lines, f"{where}.posthoc", f"{sorted(set(extra) & set(post))[0]} is in the "
                     "spec's posthoc list")  # fmt: skip
@@ -418,7 +444,7 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
         raise _fail(lines, f"{where}.{bad[0]}", f"unknown key; valid: {', '.join(METHOD_KEYS)}")
     loss = _check_spec(losses.REGISTRY, m.get("loss", "ce"), lines, f"{where}.loss")
     mixup = m.get("mixup", 0.0)
-    if not isinstance(mixup, int | float) or isinstance(mixup, bool) or mixup < 0:
+    if not isinstance(mixup, int | float) or isinstance(mixup, bool) or not 0 <= mixup < math.inf:
         raise _fail(lines, f"{where}.mixup", f"expected a mixup alpha >= 0, got {mixup!r}")
     stage2 = m.get("stage2")
     if stage2 is not None:
@@ -428,11 +454,5 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
     if name in names:
         raise _fail(lines, f"{where}.name", f"method name {name!r} is used twice")
     names.add(name)
-    extra = m.get("posthoc") or []
-    if not isinstance(extra, list):
-        raise _fail(lines, f"{where}.posthoc", f"expected a list of post-hoc specs, got {extra!r}")
-    extra = tuple(
-        _check_spec(posthoc.REGISTRY, p, lines, f"{where}.posthoc[{i}]")
-        for i, p in enumerate(extra)
-    )
+    extra = tuple(_specs(m, "posthoc", lines, where))
     return {"name": name, "loss": loss, "mixup": float(mixup), "stage2": stage2, "posthoc": extra}
