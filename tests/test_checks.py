@@ -99,3 +99,20 @@ def test_logits_in_unit_interval_are_not_mistaken_for_probabilities():
     assert M.ece(z, [0, 1]) != pytest.approx(M.ece(z, [0, 1], probs=True))
     c = 1 / (1 + np.exp([-0.8, -0.4]))  # both correct, in different bins
     assert M.ece(z, [0, 1]) == pytest.approx(np.mean(1 - c), abs=1e-12)
+
+
+def test_the_number_of_bins_is_bounded_everywhere():
+    """A billion bins used to be allocated (22.8 GB, killed); every binned metric refuses
+    more than MAX_BINS in one line, and takes MAX_BINS itself."""
+    import numpy as np
+
+    from calibkit._checks import MAX_BINS
+    from calibkit.metrics import CalibrationMeter, ece, evaluate
+
+    rng = np.random.default_rng(0)
+    z, y = rng.normal(size=(50, 3)), rng.integers(0, 3, 50)
+    for call in (lambda n: ece(z, y, n_bins=n), lambda n: evaluate(z, y, n_bins=n),
+                 lambda n: CalibrationMeter(n_bins=n)):  # fmt: skip
+        with pytest.raises(ValueError, match=f"n_bins: at most {MAX_BINS:,}, got 1,000,000,000"):
+            call(10**9)
+    assert ece(z, y, n_bins=MAX_BINS) >= 0

@@ -36,3 +36,32 @@ def test_write_section_replaces_its_block_and_keeps_what_people_wrote(tmp_path):
     assert text.startswith("# Title\n\nby hand\n\n<!-- calibkit:study -->\nsecond\n<!-- /")
     assert "first" not in text and "\nafter, by hand\n" in text
     assert text.rstrip().endswith("<!-- calibkit:other -->\nappended\n<!-- /calibkit:other -->")
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("dup.csv", b"c0,c0,labels\n1,2,0\n3,1,1\n", "names column 'c0' more than once"),
+        ("latin.csv", b"c0,c\xe91,labels\n1,2,0\n", r"not UTF-8 text \(byte 4\)"),
+        ("empty.pt", b"", r"not a readable torch file \(empty or truncated\)"),
+    ],
+)
+def test_files_that_would_read_wrongly_are_refused_naming_them(tmp_path, name, content, message):
+    from calibkit.io import FileFormatError, load_scores
+
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(FileFormatError, match=message) as err:
+        load_scores(tmp_path / name)
+    assert str(err.value).startswith(str(tmp_path / name))
+
+
+def test_bfloat16_tensors_are_read_exactly_as_float32(tmp_path):
+    import torch
+
+    from calibkit.io import load_scores
+
+    z = torch.randn(20, 4).bfloat16()
+    torch.save({"logits": z, "labels": torch.arange(20) % 4}, tmp_path / "bf.pt")
+    scores, labels = load_scores(tmp_path / "bf.pt")
+    assert scores.dtype == np.float32 and np.array_equal(scores, z.float().numpy())
+    assert labels.tolist() == (torch.arange(20) % 4).tolist()

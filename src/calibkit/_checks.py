@@ -130,13 +130,29 @@ def check_probabilities(p: Tensor, name: str = "scores", given: torch.dtype | No
             )
 
 
-def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    """``value`` as an int >= minimum, or a one-line error."""
+def check_positive_int(
+    value: Any, name: str, minimum: int = 1, maximum: int | None = None, why: str = ""
+) -> int:
+    """``value`` as an int in [minimum, maximum], or a one-line error (``why`` explains the
+    maximum)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name}: expected an integer >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: at most {maximum:,}, got {value:,}{why}")
     return int(value)
+
+
+#: the most bins a binned metric takes: more bins than that hold at most a sample or two
+#: each, while their tables grow with the bins (times the classes for classwise ECE)
+MAX_BINS = 100_000
+
+
+def check_n_bins(n_bins: Any) -> int:
+    """A number of bins in [1, :data:`MAX_BINS`], or a one-line error."""
+    why = " (more bins than samples leave them empty; 10 to 100 are usual)"
+    return check_positive_int(n_bins, "n_bins", maximum=MAX_BINS, why=why)
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

@@ -120,7 +120,11 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
         raise FileFormatError(f"{path}: not a readable torch file ({why})") from None
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise FileFormatError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
-    return {str(k): v.detach().cpu().numpy() for k, v in obj.items()}
+    # bfloat16 has no NumPy type: widened to float32, which holds every bfloat16 exactly
+    return {
+        str(k): (v.float() if v.dtype == torch.bfloat16 else v).detach().cpu().numpy()
+        for k, v in obj.items()
+    }
 
 
 def _table_to_arrays(header: list[str], columns: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -130,11 +134,17 @@ def _table_to_arrays(header: list[str], columns: list[np.ndarray]) -> dict[str, 
 
 
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except UnicodeDecodeError as err:
+        raise FileFormatError(f"{path}: not UTF-8 text (byte {err.start})") from None
     if not rows:
         raise FileFormatError(f"{path}: empty CSV file")
     header, body = rows[0], [r for r in rows[1:] if r]
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise FileFormatError(f"{path}: the header names column {twice[0]!r} more than once")
     if not body:
         raise FileFormatError(f"{path}: CSV file has a header but no rows")
     try:

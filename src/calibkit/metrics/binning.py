@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_positive_int
+from .._checks import check_choice, check_n_bins
 
 BINNINGS = ("calibkit", "torchmetrics", "netcal", "kull")
 #: up to this many values a binary search over the edges is faster than the arithmetic
@@ -50,7 +50,7 @@ class BinScheme:
 
     @staticmethod
     def make(n_bins: int, binning: str, dtype: torch.dtype) -> BinScheme:
-        check_positive_int(n_bins, "n_bins")
+        check_n_bins(n_bins)
         check_choice(binning, "binning", BINNINGS)
         return BinScheme(int(n_bins), binning, dtype)
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_positive_int
+from .._checks import check_n_bins, check_positive_int
 from . import stats as st
 from .binning import BinScheme
 from .functional import _fpr_at_tpr, undefined_auroc_message
@@ -359,7 +359,7 @@ def evaluate(
     >>> round(r["accuracy"], 3), int(r.bins.count.sum())
     (0.244, 500)
     """
-    check_positive_int(n_bins, "n_bins")
+    check_n_bins(n_bins)
     if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
         raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
     ci = _check_ci(ci)

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_positive_int
+from .._checks import check_choice, check_n_bins
 from . import stats as st
 from .binning import BinScheme
 from .inputs import Prepared, Runs, prepare, prepare_scores
@@ -123,7 +123,7 @@ def aece(
     focal_calibration's ``AdaptiveECELoss``, no sample is dropped (its interpolated lowest
     edge equals the smallest confidence, which its (lo, hi] bins then exclude).
     """
-    check_positive_int(n_bins, "n_bins")
+    check_n_bins(n_bins)
     p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
     size, pos = st.run_sums(p.runs, None)
     return _f(st.aece_from_runs(p.runs, size, pos, p.n, n_bins))

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_positive_int
+from .._checks import check_choice, check_n_bins, check_positive_int
 from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .evaluate import METRICS, Bins, bins_of
@@ -59,7 +59,7 @@ class CalibrationMeter:
         binary: str = "top-label",
         keep_samples: bool = True,
     ) -> None:
-        self.n_bins = check_positive_int(n_bins, "n_bins")
+        self.n_bins = check_n_bins(n_bins)
         self.binning = check_choice(binning, "binning", BINNINGS)
         self.binary = check_choice(binary, "binary", BINARY_MODES)
         self.probs = bool(probs)
