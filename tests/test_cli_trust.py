@@ -38,6 +38,7 @@ def files(tmp_path, monkeypatch):
     (tmp_path / "random.npz").write_bytes(np.random.default_rng(0).bytes(300))
     (tmp_path / "blocker").write_text("a file where a folder should be")
     (tmp_path / "empty.pt").write_bytes(b"")
+    np.savez("one.npz", logits=z, labels=y)
     return tmp_path
 
 
@@ -52,6 +53,7 @@ CASES = [
     (["train", "--record-grad-norms", "abc", "-o", "r"], "'--record-grad-norms': 'abc' is not"),
     (["train", "--device", "foo", "-o", "r"], "--device: 'foo' is not a device"),
     (["train", "--device", "meta", "-o", "r"], "--device: 'meta' cannot train or calibrate"),
+    (["compare", "--file", "one.npz", "--methods", "ts"], "one.npz holds one split .* --split"),
     (["evaluate", "empty.pt"], r"empty.pt: not a readable torch file \(empty or truncated\)"),
 ]
 
@@ -161,3 +163,13 @@ def test_bench_with_failed_runs_exits_non_zero_and_names_them(tmp_path, capsys, 
     assert code == 1
     assert "failed: CE seed 1: RuntimeError: out of memory in a test" in out
     assert "no report" in out and not (tmp_path / "o" / "report.html").exists()
+
+
+def test_report_on_a_store_without_results_says_there_is_nothing(tmp_path, capsys):
+    from calibkit.bench.store import Store
+
+    Store(tmp_path / "empty.sqlite")  # a calibkit store, no run in it
+    code, _, err = run(["report", str(tmp_path / "empty.sqlite"), "-o", str(tmp_path / "r")],
+                       capsys)  # fmt: skip
+    assert code == 2 and "nothing to report" in err and err.count("\n") == 1
+    assert not (tmp_path / "r" / "report.md").exists()

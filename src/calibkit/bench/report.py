@@ -429,6 +429,8 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     which is opened read-only (a report never writes to its input)."""
     store = Store(db, create=False)
     res = Results(store)
+    if not res.runs or not res.values:
+        raise ValueError(f"{db}: the store holds no finished run with results; nothing to report")
     if not res.runs:
         raise ValueError(f"{db}: the store holds no finished run yet; nothing to report")
     out = Path(out)

@@ -175,6 +175,21 @@ def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
     return evidence.model, evidence.inputs("test", torch.arange(2))
 
 
+def _check_distinct(val: str, test: str) -> None:
+    """Refuse a calibration split that is the test split (the same rows of the same file):
+    every number would be measured in-sample."""
+    from ..io import split_keys
+
+    if Path(val).resolve() == Path(test).resolve() and split_keys(val, "val") == split_keys(
+        test, "test"
+    ):
+        keys = split_keys(val, "val")
+        raise click.UsageError(
+            f"{val} holds one split ({keys['logits_key']}): fitting and testing on the same rows "
+            "measures nothing; pass --split 0.5 to calibrate on half and test on the rest"
+        )
+
+
 def _apply_file(cal, file, split, logits_key, labels_key, output) -> dict:
     from .._checks import as_labels
     from ..io import load_scores, save_npz, split_keys
@@ -266,6 +281,7 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     with progress(len(specs or []) or 12, "fitting", not as_json) as tick:
         ticks = (lambda _m: tick(1)) if tick else None
         if fraction is None:
+            _check_distinct(val, test)
             zv, yv = load_split(val, "val")
             zt, yt = load_split(test, "test")
             results = compare_methods(
