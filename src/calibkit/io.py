@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import os
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,7 +113,9 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     import torch
 
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about protocols before refusing a pickle
+            warnings.simplefilter("ignore", UserWarning)
+            obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise _pickle_error(path) from None
     except (RuntimeError, EOFError, OSError) as e:
