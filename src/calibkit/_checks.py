@@ -54,8 +54,10 @@ def to_float(t: Tensor) -> Tensor:
 def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
     """Scores as a floating tensor (half precision is upcast to float32), checked finite."""
     t = to_tensor(scores, name)
-    if t.dtype == torch.bool or not (
-        t.is_floating_point() or t.dtype.is_signed or t.dtype == torch.uint8
+    if (
+        t.dtype == torch.bool
+        or t.is_complex()
+        or not (t.is_floating_point() or t.dtype.is_signed or t.dtype == torch.uint8)
     ):
         raise TypeError(f"{name}: expected floating-point scores, got dtype {t.dtype}")
     t = to_float(t)

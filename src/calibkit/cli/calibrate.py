@@ -175,6 +175,14 @@ def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
     return evidence.model, evidence.inputs("test", torch.arange(2))
 
 
+def _has_both_splits(path: str) -> bool:
+    from ..io import split_keys
+
+    return split_keys(path, "val")["logits_key"] == "logits_val" and (
+        split_keys(path, "test")["logits_key"] == "logits_test"
+    )
+
+
 def _check_distinct(val: str, test: str) -> None:
     """Refuse a calibration split that is the test split (the same rows of the same file):
     every number would be measured in-sample."""
@@ -264,6 +272,11 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
 
     if fraction is not None and (val or test or not both):
         raise click.UsageError("--split divides one file: pass --file FILE, not --val/--test")
+    if fraction is not None and _has_both_splits(both):
+        raise click.UsageError(
+            f"{both} already holds a calibration split (logits_val) and a test split; drop "
+            "--split to use them, or pass a file with one split"
+        )
     if both:
         val = val or both
         test = test or both

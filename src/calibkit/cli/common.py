@@ -249,6 +249,9 @@ def echo_json(value: Any) -> None:
     click.echo(json.dumps(strict_json(value), indent=2, allow_nan=False))
 
 
+#: a seed: a whole number that NumPy's and torch's generators both take
+SEED = click.IntRange(0, 2**63 - 1)
+
 METRIC_OPTIONS = [
     click.option("--probs", is_flag=True, help="Scores are probabilities, not logits."),
     click.option(
@@ -273,7 +276,7 @@ METRIC_OPTIONS = [
         help="Binary problems: top label, or P(class 1) against y = 1.",
     ),
     bootstrap_option(0),
-    click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed."),
+    click.option("--seed", default=0, show_default=True, type=SEED, help="Bootstrap seed."),
     click.option(
         "--ci",
         default=0.95,

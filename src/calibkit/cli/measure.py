@@ -8,6 +8,7 @@ import click
 
 from .common import (
     CONTEXT,
+    SEED,
     bootstrap_option,
     cli,
     console,
@@ -104,7 +105,7 @@ def evaluate(
     type=click.Path(file_okay=False),
     help="Folder for the logits file and the reliability diagram.",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Training seed.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Training seed.")
 @bootstrap_option(1000)
 @json_option
 def demo(output, seed, bootstrap, as_json) -> None:

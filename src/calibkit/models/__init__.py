@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 
+from .._checks import check_positive_int
 from ..registry import Registry
 from .base import Classifier
 from .checkpoint import CheckpointError, load_checkpoint, read_state_dict
@@ -71,7 +72,7 @@ def _vgg16(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classi
 
 @REGISTRY.register("mlp")
 def _mlp(*, num_classes: int = 10, input_shape: Shape = (64,), hidden: int = 256) -> Classifier:
-    return mlp(num_classes, math.prod(input_shape), hidden)
+    return mlp(num_classes, math.prod(input_shape), check_positive_int(hidden, "hidden"))
 
 
 @REGISTRY.register("cnn")

@@ -242,6 +242,13 @@ def _folds(y: Tensor, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndar
     return list(split.split(np.zeros(len(labels)), labels))
 
 
+def _same_grid(a: Any, b: Any) -> bool:
+    try:
+        return list(map(float, a)) == list(map(float, b))
+    except (TypeError, ValueError):
+        return False
+
+
 class AffineCalibrator(Calibrator):
     """Shared implementation of vector, matrix and Dirichlet scaling; see the module docstring."""
 
@@ -267,6 +274,11 @@ class AffineCalibrator(Calibrator):
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(s["average_folds"], bool):
             raise ValueError(f"average_folds: expected true or false, got {s['average_folds']!r}")
+        if cls.reg != "odir" and not _same_grid(s["mus"], DEFAULT_GRID):
+            raise ValueError(
+                f"mus: {cls.name} has no off-diagonal penalty μ (only ODIR methods do: "
+                "ms-odir, dir-odir); leave mus unset"
+            )
         return s | {
             "lambdas": _grid(s["lambdas"], "lambdas"),
             "mus": _grid(s["mus"], "mus"),

@@ -21,6 +21,7 @@ import torch
 from ..metrics import evaluate, table
 from ..registry import parse_spec
 from . import REGISTRY, create, names
+from .base import check_fit_data
 
 #: Columns of the comparison, in order (the metrics table's ``COMPARE``); a column whose
 #: metric has no direction (entropy: Neural Clamping's "Entropy ↑") is shown, not ranked.
@@ -92,7 +93,8 @@ def compare_resplit(
     calibrates and the rest tests (:func:`stratified_split`); every method is fitted on each
     seed's split, and mean ± std are over the ``seeds`` splits. Same return as
     :func:`compare_methods`."""
-    z, y = torch.as_tensor(np.asarray(scores)), torch.as_tensor(np.asarray(labels))
+    z, y = check_fit_data(scores, labels)  # shapes, values and labels, before any split
+    z, y = z.cpu(), y.cpu()
     pairs = []
     for s in range(seeds):
         cal, test = (torch.from_numpy(i) for i in stratified_split(y.numpy(), fraction, s))

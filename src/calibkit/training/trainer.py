@@ -105,6 +105,8 @@ class TrainConfig:
                 raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
         if self.lr <= 0:
             raise ValueError(f"lr: expected a learning rate > 0, got {self.lr!r}")
+        if self.momentum >= 1:
+            raise ValueError(f"momentum: expected a value in [0, 1), got {self.momentum!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
         pick_device(self.device)
