@@ -1,6 +1,6 @@
 """calibkit: measure, fix, train for and benchmark the calibration of neural-network classifiers.
 
-Logits and integer labels are the currency between layers; see docs/ and DESIGN.md.
+Logits and integer labels are the currency between layers; see docs/ (docs/architecture.md first).
 """
 
 from . import metrics

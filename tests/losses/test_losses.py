@@ -31,7 +31,7 @@ def test_registry_holds_every_loss_the_issue_names():
 
 
 def reference(name: str, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Per-sample losses with integer labels, one sample at a time, from METHODS.md §3."""
+    """Per-sample losses with integer labels, one sample at a time, from docs/methods.md §3."""
     out = []
     for zi, yi in zip(z, y, strict=True):
         p = torch.softmax(zi, 0)

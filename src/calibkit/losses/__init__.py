@@ -1,4 +1,4 @@
-"""Training losses, one registry and spec strings (METHODS.md §3).
+"""Training losses, one registry and spec strings (docs/methods.md §3).
 
 >>> import torch
 >>> from calibkit import losses

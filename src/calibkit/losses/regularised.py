@@ -1,4 +1,4 @@
-"""Cross-entropy with a regulariser, and the Brier loss (METHODS.md §3).
+"""Cross-entropy with a regulariser, and the Brier loss (docs/methods.md §3).
 
 | name | loss for one sample |
 | --- | --- |

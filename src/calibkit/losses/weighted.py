@@ -1,4 +1,4 @@
-"""Cross-entropy weighted per sample by an uncertainty u(p) (METHODS.md §3).
+"""Cross-entropy weighted per sample by an uncertainty u(p) (docs/methods.md §3).
 
 Every loss here is L = −Σ_k t_k u_k(p) log p_k for a target distribution t; with an
 integer label y it is −u_y(p) log p_y. Plain losses (``focal``, ``dual-focal``, ...) let

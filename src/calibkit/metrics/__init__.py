@@ -1,5 +1,5 @@
 """Calibration metrics: plain functions, one-pass evaluation with bootstrap intervals, and a
-streaming, mergeable, distributed meter. Definitions: docs/metrics.md and METHODS.md §1."""
+streaming, mergeable, distributed meter. Definitions: docs/metrics.md and docs/methods.md §1."""
 
 from .binning import BINNINGS, BinScheme
 from .evaluate import (

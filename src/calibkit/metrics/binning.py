@@ -4,7 +4,7 @@ Three equal-width conventions, chosen with ``binning=``:
 
 ``"calibkit"`` (default)
     M bins over [0, 1]; bin m holds c in (b_{m-1}, b_m], the first bin also holds c = 0
-    (METHODS.md §1). The edges are ``torch.linspace(0, 1, M + 1)`` in the scores' dtype,
+    (docs/methods.md §1). The edges are ``torch.linspace(0, 1, M + 1)`` in the scores' dtype,
     exactly the edges of Guo et al.'s ``ECELoss`` that the papers' code reuses, so a
     float32 confidence of ``0.8`` sits on an edge as a user expects.
 ``"torchmetrics"``

@@ -1,4 +1,4 @@
-"""Calibration metrics as plain functions (METHODS.md §1).
+"""Calibration metrics as plain functions (docs/methods.md §1).
 
 Every function takes ``scores`` of shape (N, K) (or (N,) for a binary problem given as one
 column) and integer ``labels`` of shape (N,), as NumPy arrays or tensors on any device.

@@ -115,7 +115,7 @@ def scan_rows(
     return stats
 
 
-#: The temperature grids of the papers (METHODS.md §2) as (n, d): T = k / d for k = 1..n,
+#: The temperature grids of the papers (docs/methods.md §2) as (n, d): T = k / d for k = 1..n,
 #: each the nearest double to its decimal value
 TEMPERATURE_GRIDS = {
     "neural-clamping": (5000, 1000),  # 0.001 ... 5, step 0.001

@@ -1,4 +1,4 @@
-"""Networks, one registry (DESIGN.md: every model splits into features and head).
+"""Networks, one registry (docs/architecture.md: every model splits into features and head).
 
 Every factory takes ``num_classes`` and ``input_shape`` (C, H, W), which the trainer
 fills in from the data, plus the model's own settings:

@@ -1,4 +1,5 @@
-"""The model contract (DESIGN.md, after timm): every network splits into features and head.
+"""The model contract (after timm; docs/architecture.md): every network splits into
+features and head.
 
 ``forward_features(x)`` returns (N, num_features) pooled features, ``forward_head(f)`` the
 (N, K) logits (``pre_logits=True`` returns the features unchanged), ``forward`` is their

@@ -1,4 +1,4 @@
-"""Post-hoc calibrators: fit on a held-out split, apply to new logits (METHODS.md §2).
+"""Post-hoc calibrators: fit on a held-out split, apply to new logits (docs/methods.md §2).
 
 >>> from calibkit import posthoc
 >>> posthoc.names()[:4]

@@ -1,4 +1,4 @@
-"""Affine calibrators on logits or log-probabilities (METHODS.md §2; Kull et al. 2019).
+"""Affine calibrators on logits or log-probabilities (docs/methods.md §2; Kull et al. 2019).
 
 | name | map | penalty (added to the mean NLL) |
 | --- | --- | --- |

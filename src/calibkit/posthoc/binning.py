@@ -1,5 +1,5 @@
 """Calibrators that remap confidences: histogram binning, isotonic regression and the
-scaling-binning calibrator of Kumar et al. 2019 (METHODS.md §2).
+scaling-binning calibrator of Kumar et al. 2019 (docs/methods.md §2).
 
 Top-label mode (the default) remaps only the confidence c of the predicted class to c′ and
 rescales every other class by (1 − c′)/(1 − c), so rows still sum to one. The predicted

@@ -1,4 +1,4 @@
-"""Neural Clamping (Tang et al. 2023, §3; METHODS.md §4): an input perturbation δ and a
+"""Neural Clamping (Tang et al. 2023, §3; docs/methods.md §4): an input perturbation δ and a
 temperature T learned together on the calibration split, the network frozen.
 
 The calibrated network is f_NC(x) = f(x + δ) / T. δ (the shape of one input) and T

@@ -1,5 +1,5 @@
 """MaC-Cal stage 2: retrain a masked classifier head on frozen features (MaC-Cal §4.2,
-Algorithm 1, Eq. 8–13; METHODS.md §5).
+Algorithm 1, Eq. 8–13; docs/methods.md §5).
 
 The feature extractor of a stage-1 model is frozen in eval mode and its features are
 computed once (stage 2 uses no augmentation, so they never change); a new, randomly

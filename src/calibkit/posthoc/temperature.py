@@ -1,5 +1,5 @@
 """Temperature scaling: by NLL (``ts``), by ECE over a grid (``ts-grid``), and the ensemble
-of Zhang et al. 2020 (``ets``). METHODS.md §2; Guo et al. 2017 §4.2.
+of Zhang et al. 2020 (``ets``). docs/methods.md §2; Guo et al. 2017 §4.2.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Training: the trainer, schedules, batch transforms and recorders (METHODS.md §3, §6, §7).
+"""Training: the trainer, schedules, batch transforms and recorders (docs/methods.md §3, §6, §7).
 
 >>> from calibkit.training import TrainConfig
 >>> TrainConfig(data="digits", model="cnn", loss="bsce-gra", epochs=2).check().loss

@@ -1,4 +1,4 @@
-"""Step learning-rate schedules, with the papers' presets (METHODS.md §7).
+"""Step learning-rate schedules, with the papers' presets (docs/methods.md §7).
 
 A schedule is a spec: ``cifar`` (× 0.1 at 150 and 250 of 350 epochs), ``tiny-imagenet``
 (× 0.1 at 40 and 60 of 100), ``constant``, or ``step:milestones=[30,60],gamma=0.1``. The
