@@ -22,7 +22,7 @@ import json
 import time
 from pathlib import Path
 
-from calibkit.bench.report import Results
+from calibkit.bench.results import Results
 from calibkit.bench.runner import run_bench
 from calibkit.bench.spec import resolve
 from calibkit.bench.store import Store

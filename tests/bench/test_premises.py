@@ -3,7 +3,8 @@ is "not testable here" with the number, never "does not hold"."""
 
 from __future__ import annotations
 
-from calibkit.bench.report import Results, write_report
+from calibkit.bench.report import write_report
+from calibkit.bench.results import Results
 from calibkit.bench.store import ALL, Store
 from calibkit.bench.verdicts import (
     CLAIMS,

@@ -12,7 +12,8 @@ import torch
 from scipy import stats
 
 from calibkit.bench.anomalies import check_calibrated
-from calibkit.bench.report import Results, build_tables, compare, write_report
+from calibkit.bench.report import build_tables, write_report
+from calibkit.bench.results import Results, compare
 from calibkit.bench.spec import SpecError, resolve
 from calibkit.bench.store import ALL, Store, StoreError
 from calibkit.bench.verdicts import CLAIMS, judge

@@ -95,7 +95,7 @@ def test_pruned_temperature_search_equals_the_full_scan(binning, dtype):
     full scan's temperature and value, on grids in any order and with ties resolved alike."""
     from calibkit.metrics.binning import BinScheme
     from calibkit.metrics.inputs import Prepared
-    from calibkit.metrics.scan import best_temperature, ece_over_temperatures
+    from calibkit.metrics.temperatures import best_temperature, ece_over_temperatures
 
     grids = [
         torch.arange(1, 1001, dtype=torch.float64) / 100,

@@ -28,7 +28,7 @@ from scipy import stats
 
 from ..metrics.table import info, mean_std
 from ..registry import parse_spec
-from .report import Results, short
+from .results import Results, short
 from .store import ALL
 
 Table = list[list[str]]

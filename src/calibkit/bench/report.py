@@ -36,104 +36,19 @@ import html
 import io
 import re
 import statistics
-import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
-
-from scipy import stats
 
 from ..io import write_text
 from ..metrics import table as metric_table
 from ..metrics.table import mean_std
 from ..registry import parse_spec
+from .results import Results, compare, short
 from .store import ALL, Store
 from .verdicts import premises_text, verdict_table
 
 ALPHA = 0.05
-
-
-def compare(a: dict[int, float], b: dict[int, float]) -> tuple[float, str] | None:
-    """p-value of ``a`` against ``b`` (values by seed) and the test's name: paired over the
-    seeds both have when they have the same seeds (at least 2), else Welch's two-sample
-    t-test; None when either has fewer than 2 values or the test is undefined."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    with warnings.catch_warnings():  # near-constant differences: scipy warns, p stays right
-        warnings.simplefilter("ignore", RuntimeWarning)
-        if set(a) == set(b):
-            seeds = sorted(a)
-            x, y = [a[s] for s in seeds], [b[s] for s in seeds]
-            if all(u == v for u, v in zip(x, y, strict=True)):
-                return None  # identical runs (a shared stage 1): nothing to test
-            p, name = stats.ttest_rel(x, y).pvalue, "paired t-test"
-        else:
-            p = stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False).pvalue
-            name = "Welch t-test"
-    return (float(p), name) if p == p else None
-
-
-class Results:
-    """The store's numbers, indexed for tables: values[(run_key, split, cal, size, metric)].
-
-    ``methods`` follow the sweep's spec order (recorded in the store), and ``baseline`` is
-    the spec's baseline; a store without that record keeps the order runs were written in
-    and takes "CE" as the baseline if present, else the first method."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.runs = {r["key"]: r for r in store.runs()}
-        self.values = {tuple(row[:5]): row[5] for row in store.metrics()}
-        self.columns = sorted({(r["dataset"], r["model"]) for r in self.runs.values()})
-        present: dict[str, int] = {}
-        for r in self.runs.values():
-            present.setdefault(r["method"], len(present))
-        sweep = store.sweep() or {}
-        spec_order = [m for m in sweep.get("methods", []) if m in present]
-        self.methods = spec_order + [m for m in sorted(present, key=present.get)
-                                     if m not in spec_order]  # fmt: skip
-        baseline = sweep.get("baseline")
-        if baseline not in present:
-            baseline = "CE" if "CE" in present else self.methods[0] if self.methods else None
-        self.baseline = baseline
-        self.anomalies = store.anomalies()
-
-    def by_seed(self, method: str, column: tuple[str, str], split: str, cal: str, size: int,
-                metric: str) -> dict[int, float]:  # fmt: skip
-        return {
-            r["seed"]: self.values[(k, split, cal, size, metric)]
-            for k, r in self.runs.items()
-            if r["method"] == method and (r["dataset"], r["model"]) == column
-            and (k, split, cal, size, metric) in self.values
-        }  # fmt: skip
-
-    def seeds(self, method: str, column: tuple[str, str], split: str, cal: str, size: int,
-              metric: str) -> list[float]:  # fmt: skip
-        return list(self.by_seed(method, column, split, cal, size, metric).values())
-
-    def flagged(self, method: str, column: tuple[str, str], cal: str, size: int = ALL) -> bool:
-        """Whether any run of ``method`` in ``column`` has an anomaly for ``cal``."""
-        keys = {k for k, r in self.runs.items()
-                if r["method"] == method and (r["dataset"], r["model"]) == column}  # fmt: skip
-        return any(a[0] in keys and a[1] == cal and a[2] == size for a in self.anomalies)
-
-    def calibrator(self, name: str) -> str | None:
-        """The stored calibrator spec whose name is ``name`` (settings and all), if any."""
-        return next((c for c in self.calibrators() if parse_spec(c).name == name), None)
-
-    def calibrators(self) -> list[str]:
-        return sorted({k[2] for k in self.values}, key=lambda c: (c != "uncalibrated", c))
-
-    def sizes(self) -> list[int]:
-        return sorted({k[3] for k in self.values})
-
-    def ood_splits(self) -> list[str]:
-        return sorted({k[4].split(":", 1)[1] for k in self.values if k[4].startswith("ood_auroc:")})
-
-
-def short(dataset: str) -> str:
-    """A dataset spec's name without its settings, for titles and headers."""
-    return parse_spec(dataset).name if dataset else dataset
 
 
 def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = None,

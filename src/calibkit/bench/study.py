@@ -27,7 +27,8 @@ from scipy import stats
 
 from ..metrics.table import info
 from .given import given_by, given_sections
-from .report import Results, anomaly_table, markdown_table, short
+from .report import anomaly_table, markdown_table
+from .results import Results, short
 from .store import ALL, Store
 from .verdicts import verdict_table
 

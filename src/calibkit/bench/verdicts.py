@@ -2,7 +2,7 @@
 
 Each claim compares two sets of runs on one test metric, per (dataset, model) column: the
 claimed-better side against the other, over the seeds they share. The line gives both
-means, the difference with its 95 % t-interval, the test (:func:`~calibkit.bench.report.
+means, the difference with its 95 % t-interval, the test (:func:`~calibkit.bench.results.
 compare`: paired over seeds, Welch's otherwise) and the verdict:
 
 - **holds**: the difference is in the claimed direction and significant at 0.05;
@@ -39,7 +39,7 @@ from .anomalies import SANE_TEMPERATURE
 from .store import ALL
 
 if TYPE_CHECKING:
-    from .report import Results
+    from .results import Results
 
 NOT_TESTABLE = "not testable at this scale"
 NOT_TESTABLE_HERE = "not testable here"
@@ -192,7 +192,7 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
           unit: str = "seeds") -> tuple[str, str]:  # fmt: skip
     """(verdict, numbers and test) for the claimed-better values ``a`` against ``b``, paired
     over ``unit`` (seeds, or networks)."""
-    from .report import compare
+    from .results import compare
 
     if len(a) < 2 or len(b) < 2:
         return NOT_TESTABLE, f"{len(a)} and {len(b)} {unit}; needs 2 or more on each side"
@@ -276,7 +276,7 @@ def verdict(res: Results, claim: Claim, column: tuple[str, str]) -> tuple[str, s
 
 def verdict_table(res: Results) -> list[list[str]]:
     """The verdicts as table rows (header first), each with its premise."""
-    from .report import short
+    from .results import short
 
     rows = [["paper", "claim", "dataset / model", "premise", "verdict", "numbers (%) and test"]]
     for claim in CLAIMS:

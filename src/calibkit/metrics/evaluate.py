@@ -29,9 +29,9 @@ from .binning import BinScheme
 from .functional import _fpr_at_tpr, undefined_auroc_message
 from .functional import ood_score as score_of
 from .inputs import Prepared, Runs, prepare, prepare_scores
-from .scan import best_temperature, check_grid
 from .smooth import smooth_ece_batch
 from .table import METRICS, OOD_METRICS
+from .temperatures import best_temperature, check_grid
 
 
 @dataclass

@@ -33,8 +33,8 @@ from .._checks import check_choice, check_n_bins
 from . import stats as st
 from .binning import BinScheme
 from .inputs import Prepared, Runs, prepare, prepare_scores
-from .scan import best_temperature, check_grid
 from .smooth import smooth_ece_batch
+from .temperatures import best_temperature, check_grid
 
 #: Temperatures searched by :func:`optimal_ece` by default: 0.01, 0.02, ..., 10
 #: (the TS-grid of the Rethinking paper, whose §5.1 defines optimal ECE).

@@ -14,7 +14,7 @@ from torch import Tensor
 from .._checks import check_choice, check_number, check_positive_int
 from ..metrics.binning import BinScheme
 from ..metrics.inputs import Prepared
-from ..metrics.scan import best_temperature, check_grid, ece_over_temperatures, preset_grid
+from ..metrics.temperatures import best_temperature, check_grid, ece_over_temperatures, preset_grid
 from .base import Calibrator, FitReport
 
 
