@@ -52,6 +52,7 @@ CASES = [
     (["train", "--seed", "-1", "-o", "r"], "--seed: expected an integer >= 0"),
     (["train", "--record-grad-norms", "abc", "-o", "r"], "'--record-grad-norms': 'abc' is not"),
     (["train", "--device", "foo", "-o", "r"], "--device: 'foo' is not a device"),
+    (["train", "--seed", str(2**80), "-o", "r"], "--seed: expected an integer below 2\\*\\*63"),
     (["train", "--device", "meta", "-o", "r"], "--device: 'meta' cannot train or calibrate"),
     (["compare", "--file", "one.npz", "--methods", "ts"], "one.npz holds one split .* --split"),
     (["evaluate", "empty.pt"], r"empty.pt: not a readable torch file \(empty or truncated\)"),
@@ -173,3 +174,31 @@ def test_report_on_a_store_without_results_says_there_is_nothing(tmp_path, capsy
                        capsys)  # fmt: skip
     assert code == 2 and "nothing to report" in err and err.count("\n") == 1
     assert not (tmp_path / "r" / "report.md").exists()
+
+
+@pytest.mark.parametrize(
+    "arrays, match",
+    [
+        (lambda z, y: {"logits": z, "labels": np.where(np.arange(len(y)) == 3, 1e20, y)},
+         r"class indices must lie in 0\.\.K-1, found 1e\+20"),
+        (lambda z, y: {"logits": np.float32(1.0), "labels": y},
+         r"logits: a single number; expected shape \(N, K\)"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_real_problem(tmp_path, capsys, arrays, match):
+    z, y = make_logits(50, 10, 0)
+    np.savez(tmp_path / "f.npz", **arrays(z, y.astype(float)))
+    code, _, err = run(["evaluate", str(tmp_path / "f.npz")], capsys)
+    assert code == 2 and re.search(match.replace("logits:", "(logits|scores):"), err), err
+
+
+def test_a_rewritten_file_keeps_its_mode(tmp_path):
+    import os
+    import stat
+
+    from calibkit.io import write_text
+
+    path = write_text(tmp_path / "private.md", "one")
+    os.chmod(path, 0o600)
+    write_text(path, "two")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text() == "two"

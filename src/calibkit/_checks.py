@@ -36,7 +36,7 @@ def to_tensor(x: Any, name: str) -> Tensor:
             raise TypeError(f"{name}: expected numbers, got an array of Python objects")
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)  # (it makes a 0-d array 1-d)
         return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
     raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}")
 
@@ -97,6 +97,9 @@ def as_labels(labels: Any, n_classes: int | None = None, name: str = "labels") -
         if not bool((t == t.round()).all()):
             bad = t[t != t.round()][0].item()
             raise ValueError(f"{name}: must be whole numbers (class indices), found {bad}")
+        far = t[(t < 0) | (t >= 2**53)]  # beyond 2**53 a float is no exact index
+        if far.numel():
+            raise ValueError(f"{name}: class indices must lie in 0..K-1, found {far[0].item():g}")
     elif t.dtype == torch.bool:
         t = t.long()
     t = t.long()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import os
+import stat
 import tempfile
 import warnings
 import zipfile
@@ -286,8 +287,13 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
     os.close(fd)
     try:
         write(tmp)
-        # mkstemp creates 0600; the finished file gets the mode any new file would (umask).
-        os.chmod(tmp, 0o666 & ~_umask())
+        # mkstemp creates 0600; a rewritten file keeps its mode (a user's 0600 stays private),
+        # a new one gets the mode any new file would (umask)
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as err:  # name the user's file, not the hidden temporary one
         Path(tmp).unlink(missing_ok=True)

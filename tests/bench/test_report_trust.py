@@ -164,6 +164,7 @@ SPEC = {
         ({"posthoc": ["neural-clamping:lr=0"]}, "lr: expected a finite number > 0"),
         ({"posthoc": ["neural-clamping:foo=1"]}, "no parameter 'foo'"),
         ({"posthoc": ["ts", "ts"]}, r"posthoc\[1\]: ts is listed twice"),
+        ({"train": [1, 2]}, "train: expected a mapping"),
         ({"posthoc": {"ts": 1}}, "posthoc: expected a list of post-hoc specs"),
         ({"calibration_sizes": ["all", "all"]}, "a size is listed twice"),
         ({"calibration_sizes": [True]}, "expected 'all' or an integer >= 2"),

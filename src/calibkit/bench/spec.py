@@ -253,7 +253,10 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     if unknown:
         raise _fail(lines, unknown[0], f"unknown key; valid: {', '.join(TOP_KEYS)}")
     seeds = _seeds(raw, lines, "seeds", [0])
-    train = dict(raw.get("train") or {})
+    train = raw.get("train") or {}
+    if not isinstance(train, dict):
+        raise _fail(lines, "train", f"expected a mapping such as {{epochs: 30}}, got {train!r}")
+    train = dict(train)
     for k in train:
         if k not in TRAIN_KEYS:
             raise _fail(

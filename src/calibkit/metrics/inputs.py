@@ -50,6 +50,8 @@ def prepare_scores(scores: Any, *, probs: bool, name: str = "scores") -> Tensor:
         given = {np.dtype(np.float16): torch.float16}.get(given)
     given = given if isinstance(given, torch.dtype) else None
     s = as_float_scores(scores, name)
+    if s.ndim == 0:
+        raise ValueError(f"{name}: a single number; expected shape (N, K), or (N,) for binary")
     if s.ndim == 1 or (s.ndim == 2 and s.shape[1] == 1):
         if probs:
             check_probabilities(s.reshape(-1, 1), name, given)

@@ -109,6 +109,8 @@ class TrainConfig:
             raise ValueError(f"momentum: expected a value in [0, 1), got {self.momentum!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
+        if self.seed >= 2**63:
+            raise ValueError(f"seed: expected an integer below 2**63, got {self.seed}")
         pick_device(self.device)
         if self.checkpoint is not None and not Path(self.checkpoint).is_file():
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
