@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from ..metrics import CalibrationMeter
-from ..metrics.meter import SAMPLE_METRICS
+from ..metrics.table import SAMPLE_METRICS
 from ..metrics.table import METRICS
 
 DEFAULT_METRICS = ("ece", "aece", "nll", "brier", "refinement_auroc")

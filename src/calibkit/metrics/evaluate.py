@@ -12,7 +12,6 @@ bootstrap: it needs one pass over the logits per candidate temperature per resam
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -30,7 +29,7 @@ from .functional import _fpr_at_tpr, undefined_auroc_message
 from .functional import ood_score as score_of
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .smooth import smooth_ece_batch
-from .table import METRICS, OOD_METRICS
+from .table import COMPUTED, METRICS, OOD_METRICS
 from .temperatures import best_temperature, check_grid
 
 
@@ -139,7 +138,6 @@ def _metric_vectors(
     """(B,) tensor per metric for B weighted resamples (weights None: the sample itself);
     ``only``: the metrics wanted (default every one), each computed from shared statistics
     that are themselves computed only when a wanted metric needs them."""
-    n = p.n
     scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
 
     def want(*names: str) -> bool:
@@ -148,53 +146,58 @@ def _metric_vectors(
     # one pass over the scores serves every metric
     p.scan(full=want("brier", "entropy"), classwise=scheme if want("classwise_ece") else None)
 
-    @functools.cache
-    def sums() -> Tensor:
-        return st.topbin_sums(p, scheme, weights)
-
-    @functools.cache
-    def runs() -> tuple[Tensor, Tensor]:
-        return st.run_sums(p.runs, weights)
-
-    @functools.cache
-    def correct_runs() -> tuple[Tensor, Tensor]:
-        return runs() if p.binary == "top-label" else st.run_sums(_correct_runs(p), weights)
-
-    def conf_mean() -> Tensor:
-        return sums()[:, 1].sum(-1) / n
-
-    vectors: dict[str, Callable[[], Tensor]] = {
-        "accuracy": lambda: st.mean_stat(p.correct, weights, n),
-        "ece": lambda: st.ece_from_sums(sums(), n),
-        "aece": lambda: st.aece_from_runs(p.runs, *runs(), n, n_bins),
-        "mce": lambda: st.mce_from_sums(sums()),
-        "rms_ce": lambda: st.rms_from_sums(sums(), n),
-        "debiased_rms_ce": lambda: st.rms_from_sums(sums(), n, debias=True),
-        "classwise_ece": lambda: st.classwise_ece_from_sums(
-            st.classwise_sums(p, scheme, weights), n, scheme
-        ),
-        "nll": lambda: st.mean_stat(-p.label_logp, weights, n),
-        "brier": lambda: st.mean_stat(p.brier_per_sample, weights, n),
-        "entropy": lambda: st.mean_stat(p.entropy_per_sample, weights, n),
-        "refinement_auroc": lambda: st.auroc_from_runs(*correct_runs()),
-        "aurc": lambda: st.aurc_from_runs(*correct_runs()),
-        "ks_error": lambda: st.ks_from_runs(p.runs, *runs(), n),
-        "smooth_ece": lambda: smooth_ece_batch(*p.cal_pair, weights)[0],
-        "mean_confidence": conf_mean,
-        "gap": lambda: conf_mean() - sums()[:, 2].sum(-1) / n,
-        "overconfident": lambda: st.over_under_from_sums(sums(), n)[0],
-        "underconfident": lambda: st.over_under_from_sums(sums(), n)[1],
+    stats = _BatchStatistics(p, scheme, weights, n_bins)
+    out = {
+        m.name: m.compute(stats)
+        for m in COMPUTED
+        if want(m.name) and (smooth or m.name != "smooth_ece")
     }
-    if not smooth:
-        del vectors["smooth_ece"]
-    out = {name: vector() for name, vector in vectors.items() if want(name)}
     if ood is not None and want(*OOD_METRICS):
         s_in, s_out, w_out = ood
         out.update((k, v) for k, v in _ood_vectors(s_in, s_out, weights, w_out).items() if want(k))
     if weights is not None:  # (B, S) accuracy per bin, for the reliability diagram's band
-        count = sums()[:, 0]
-        out["bin_accuracy"] = torch.where(count > 0, sums()[:, 2] / count.clamp_min(1), torch.nan)
+        sums = stats.sums()
+        count = sums[:, 0]
+        out["bin_accuracy"] = torch.where(count > 0, sums[:, 2] / count.clamp_min(1), torch.nan)
     return out
+
+
+class _BatchStatistics:
+    """:class:`~calibkit.metrics.table.Statistics` of prepared scores under B weighted
+    resamples (``weights`` None: the sample itself), each computed once, when asked."""
+
+    def __init__(self, p: Prepared, scheme: BinScheme, weights: Tensor | None, n_bins: int):
+        self.p, self.scheme, self.weights, self.n, self.n_bins = p, scheme, weights, p.n, n_bins
+        self._done: dict[str, Any] = {}
+
+    def _once(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self._done:
+            self._done[key] = make()
+        return self._done[key]
+
+    def sums(self) -> Tensor:
+        return self._once("sums", lambda: st.topbin_sums(self.p, self.scheme, self.weights))
+
+    def mean(self, per_sample: str) -> Tensor:
+        p = self.p
+        values = {"correct": lambda: p.correct, "nll": lambda: -p.label_logp,
+                  "brier": lambda: p.brier_per_sample,
+                  "entropy": lambda: p.entropy_per_sample}[per_sample]()  # fmt: skip
+        return st.mean_stat(values, self.weights, self.n)
+
+    def classwise(self) -> tuple[Tensor, BinScheme]:
+        return st.classwise_sums(self.p, self.scheme, self.weights), self.scheme
+
+    def runs(self) -> tuple[Runs, Tensor, Tensor]:
+        return self._once("runs", lambda: (self.p.runs, *st.run_sums(self.p.runs, self.weights)))
+
+    def correct_runs(self) -> tuple[Tensor, Tensor]:
+        if self.p.binary == "top-label":
+            return self.runs()[1:]
+        return self._once("correct", lambda: st.run_sums(_correct_runs(self.p), self.weights))
+
+    def smooth(self) -> Tensor:
+        return smooth_ece_batch(*self.p.cal_pair, self.weights)[0]
 
 
 def _correct_runs(p: Prepared) -> Runs:

@@ -36,10 +36,48 @@ from .binning import BINNINGS, BinScheme
 from .evaluate import METRICS, Bins, bins_of
 from .inputs import BINARY_MODES, Runs, prepare
 from .smooth import smooth_ece_batch
+from .table import COMPUTED
 
 _SCALARS = ("correct", "nll", "brier", "entropy")
-SAMPLE_METRICS = ("aece", "refinement_auroc", "aurc", "ks_error", "smooth_ece")
-"""The metrics :meth:`CalibrationMeter.compute` gives only with ``keep_samples=True``."""
+
+
+class _MeterStatistics:
+    """:class:`~calibkit.metrics.table.Statistics` of a meter's running sums (B = 1) and,
+    with ``keep_samples``, of its kept samples."""
+
+    def __init__(self, meter: CalibrationMeter) -> None:
+        self.meter, self.n, self.n_bins = meter, meter.n, meter.n_bins
+        self._samples: tuple[Tensor, ...] | None = None
+
+    def sums(self) -> Tensor:
+        return self.meter.top[None]
+
+    def mean(self, per_sample: str) -> Tensor:
+        return (self.meter.scalars[_SCALARS.index(per_sample)] / self.n).reshape(1)
+
+    def classwise(self) -> tuple[Tensor, BinScheme]:
+        return self.meter.classwise[None], self.meter._scheme()
+
+    def _kept(self) -> tuple[Tensor, ...]:
+        if self._samples is None:
+            self._samples = self.meter._concat_samples()
+        return self._samples
+
+    def runs(self) -> tuple[Runs, Tensor, Tensor]:
+        conf, outcome, _, _ = self._kept()
+        runs = Runs.from_values(conf, outcome)
+        return runs, runs.sizes[None], runs.positives[None]
+
+    def correct_runs(self) -> tuple[Tensor, Tensor]:
+        if self.meter.binary == "top-label":
+            return self.runs()[1:]
+        _, _, top_conf, correct = self._kept()
+        runs = Runs.from_values(top_conf, correct)
+        return runs.sizes[None], runs.positives[None]
+
+    def smooth(self) -> Tensor:
+        conf, outcome, _, _ = self._kept()
+        return smooth_ece_batch(conf, outcome)[0]
 
 
 class CalibrationMeter:
@@ -186,42 +224,9 @@ class CalibrationMeter:
         """Every metric of :func:`evaluate` except optimal ECE (rank-based ones need samples)."""
         if self.n == 0:
             raise ValueError("compute: the meter is empty; call update() with at least one batch")
-        n = self.n
-        top = self.top[None]
-        over, under = st.over_under_from_sums(top, n)
-        conf_mean = float(top[0, 1].sum()) / n
-        acc, nll, brier, ent = (float(v) / n for v in self.scalars)
-        out = {
-            "accuracy": acc,
-            "ece": float(st.ece_from_sums(top, n)[0]),
-            "mce": float(st.mce_from_sums(top)[0]),
-            "rms_ce": float(st.rms_from_sums(top, n)[0]),
-            "debiased_rms_ce": float(st.rms_from_sums(top, n, debias=True)[0]),
-            "classwise_ece": float(
-                st.classwise_ece_from_sums(self.classwise[None], n, self._scheme())[0]
-            ),
-            "nll": nll,
-            "brier": brier,
-            "entropy": ent,
-            "mean_confidence": conf_mean,
-            "gap": conf_mean - float(top[0, 2].sum()) / n,
-            "overconfident": float(over[0]),
-            "underconfident": float(under[0]),
-        }
-        if self.keep_samples:
-            conf, outcome, top_conf, correct = self._concat_samples()
-            runs = Runs.from_values(conf, outcome)
-            size, pos = runs.sizes[None], runs.positives[None]
-            c_runs = runs if self.binary == "top-label" else Runs.from_values(top_conf, correct)
-            out.update(
-                aece=float(st.aece_from_runs(runs, size, pos, n, self.n_bins)[0]),
-                refinement_auroc=float(
-                    st.auroc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]
-                ),
-                aurc=float(st.aurc_from_runs(c_runs.sizes[None], c_runs.positives[None])[0]),
-                ks_error=float(st.ks_from_runs(runs, size, pos, n)[0]),
-                smooth_ece=float(smooth_ece_batch(conf, outcome)[0][0]),
-            )
+        stats = _MeterStatistics(self)
+        out = {m.name: float(m.compute(stats)[0]) for m in COMPUTED
+               if self.keep_samples or not m.samples}  # fmt: skip
         return {m: out[m] for m in METRICS if m in out}
 
     def bins(self) -> Bins:

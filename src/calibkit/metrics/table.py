@@ -13,19 +13,62 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol
+
+from torch import Tensor
+
+from . import stats as st
+
+
+class Statistics(Protocol):
+    """The shared statistics a metric is computed from, for B weighted resamples at once
+    (B = 1 without resampling): :func:`~calibkit.metrics.evaluate` builds them from the
+    scores, :class:`~calibkit.metrics.CalibrationMeter` from its running sums. Each is
+    computed only when a metric asks for it."""
+
+    n: int  # samples (each resample's total weight)
+    n_bins: int
+
+    def sums(self) -> Tensor:
+        """(B, 3, M) per equal-width bin: count, sum of confidence, sum of outcome."""
+
+    def mean(self, per_sample: str) -> Tensor:
+        """(B,) mean of ``correct``, ``nll``, ``brier`` or ``entropy`` per sample."""
+
+    def classwise(self) -> tuple[Tensor, Any]:
+        """(B, 3, K, M) per-class bin sums, and their bin scheme."""
+
+    def runs(self) -> tuple[Any, Tensor, Tensor]:
+        """The tie runs of the calibration pair, sorted by confidence, with (B, R) sizes and
+        positives (needs every sample)."""
+
+    def correct_runs(self) -> tuple[Tensor, Tensor]:
+        """(B, R) sizes and positives of the top-label confidence's runs against
+        correctness (needs every sample)."""
+
+    def smooth(self) -> Tensor:
+        """(B,) smooth ECE of the calibration pair (needs every sample)."""
 
 
 @dataclass(frozen=True)
 class MetricInfo:
     """One metric: ``direction`` -1 when lower is better, +1 when higher is, 0 when neither
-    (a description, not a score); ``percent``: a fraction shown × 100."""
+    (a description, not a score); ``percent``: a fraction shown × 100; ``compute``: the
+    (B,) values from the shared :class:`Statistics` (None where another path computes it:
+    optimal ECE's temperature scan, the OOD metrics); ``samples``: it needs every sample
+    (ranks or ties), not only bin sums; ``harness``: stored by every bench run;
+    ``compare``: a column of ``calibkit compare``."""
 
     name: str
     label: str
     direction: int
     percent: bool = True
+    compute: Callable[[Statistics], Tensor] | None = None
+    samples: bool = False
+    harness: bool = False
+    compare: bool = False
 
     def format(self, value: float, digits: int = 2) -> str:
         """``value`` for a table: × 100 where it is a fraction."""
@@ -48,38 +91,77 @@ def mean_std(values: Iterable[float | None], *, scale: float = 1.0, digits: int 
     return plus_minus(statistics.mean(vals) * scale, statistics.stdev(vals) * scale, digits)
 
 
+def _gap(s: Statistics) -> Tensor:
+    sums = s.sums()
+    return (sums[:, 1].sum(-1) - sums[:, 2].sum(-1)) / s.n
+
+
+def _aece(s: Statistics) -> Tensor:
+    return st.aece_from_runs(*s.runs(), s.n, s.n_bins)
+
+
+def _classwise_ece(s: Statistics) -> Tensor:
+    sums, scheme = s.classwise()
+    return st.classwise_ece_from_sums(sums, s.n, scheme)
+
+
+def _ks(s: Statistics) -> Tensor:
+    return st.ks_from_runs(*s.runs(), s.n)
+
+
+M = MetricInfo
+#: every metric in report order: adding one is a row here and its calculation
+#: (docs/architecture.md, "Adding a metric")
 METRICS_TABLE: tuple[MetricInfo, ...] = (
-    MetricInfo("accuracy", "Accuracy", +1),
-    MetricInfo("ece", "ECE", -1),
-    MetricInfo("aece", "AECE", -1),
-    MetricInfo("mce", "MCE", -1),
-    MetricInfo("classwise_ece", "Classwise ECE", -1),
-    MetricInfo("nll", "NLL", -1, percent=False),
-    MetricInfo("brier", "Brier", -1),
-    MetricInfo("entropy", "Entropy", 0, percent=False),
-    MetricInfo("refinement_auroc", "Refinement AUROC", +1),
-    MetricInfo("ks_error", "KS error", -1),
-    MetricInfo("smooth_ece", "Smooth ECE", -1),
-    MetricInfo("rms_ce", "RMS calibration error", -1),
-    MetricInfo("debiased_rms_ce", "Debiased RMS calibration error", -1),
-    MetricInfo("aurc", "AURC", -1),
-    MetricInfo("optimal_ece", "Optimal ECE", -1),
-    MetricInfo("mean_confidence", "Mean confidence", 0),
-    MetricInfo("gap", "Confidence − accuracy", 0),
-    MetricInfo("overconfident", "Over-confidence", 0),
-    MetricInfo("underconfident", "Under-confidence", 0),
-    MetricInfo("ood_auroc", "OOD AUROC", +1),
-    MetricInfo("ood_fpr95", "OOD FPR95", -1),
-    MetricInfo("ood_aupr", "OOD AUPR-In", +1),
-)
+    M("accuracy", "Accuracy", +1, compute=lambda s: s.mean("correct"), harness=True,
+      compare=True),
+    M("ece", "ECE", -1, compute=lambda s: st.ece_from_sums(s.sums(), s.n), harness=True,
+      compare=True),
+    M("aece", "AECE", -1, compute=_aece, samples=True, harness=True, compare=True),
+    M("mce", "MCE", -1, compute=lambda s: st.mce_from_sums(s.sums()), harness=True,
+      compare=True),
+    M("classwise_ece", "Classwise ECE", -1,
+      compute=lambda s: _classwise_ece(s), harness=True,
+      compare=True),
+    M("nll", "NLL", -1, percent=False, compute=lambda s: s.mean("nll"), harness=True,
+      compare=True),
+    M("brier", "Brier", -1, compute=lambda s: s.mean("brier"), harness=True, compare=True),
+    M("entropy", "Entropy", 0, percent=False, compute=lambda s: s.mean("entropy"),
+      harness=True, compare=True),
+    M("refinement_auroc", "Refinement AUROC", +1,
+      compute=lambda s: st.auroc_from_runs(*s.correct_runs()), samples=True, harness=True),
+    M("ks_error", "KS error", -1, compute=_ks, samples=True),
+    M("smooth_ece", "Smooth ECE", -1, compute=lambda s: s.smooth(), samples=True),
+    M("rms_ce", "RMS calibration error", -1, compute=lambda s: st.rms_from_sums(s.sums(), s.n)),
+    M("debiased_rms_ce", "Debiased RMS calibration error", -1,
+      compute=lambda s: st.rms_from_sums(s.sums(), s.n, debias=True)),
+    M("aurc", "AURC", -1, compute=lambda s: st.aurc_from_runs(*s.correct_runs()),
+      samples=True),
+    M("optimal_ece", "Optimal ECE", -1),
+    M("mean_confidence", "Mean confidence", 0, compute=lambda s: s.sums()[:, 1].sum(-1) / s.n),
+    M("gap", "Confidence − accuracy", 0, compute=_gap),
+    M("overconfident", "Over-confidence", 0,
+      compute=lambda s: st.over_under_from_sums(s.sums(), s.n)[0]),
+    M("underconfident", "Under-confidence", 0,
+      compute=lambda s: st.over_under_from_sums(s.sums(), s.n)[1]),
+    M("ood_auroc", "OOD AUROC", +1),
+    M("ood_fpr95", "OOD FPR95", -1),
+    M("ood_aupr", "OOD AUPR-In", +1),
+)  # fmt: skip
+
+
 _BY_NAME = {m.name: m for m in METRICS_TABLE}
 
 #: what :func:`~calibkit.metrics.evaluate` reports, in order (OOD ones need OOD scores)
 METRICS = tuple(m.name for m in METRICS_TABLE if not m.name.startswith("ood_"))
 OOD_METRICS = ("ood_auroc", "ood_fpr95", "ood_aupr")
 #: what a bench run stores per split and calibrator, and ``compare``'s columns
-HARNESS = METRICS[:9]
-COMPARE = METRICS[:8]
+HARNESS = tuple(m.name for m in METRICS_TABLE if m.harness)
+COMPARE = tuple(m.name for m in METRICS_TABLE if m.compare)
+#: the metrics that need every sample (ranks, ties), not only bin sums
+SAMPLE_METRICS = tuple(m.name for m in METRICS_TABLE if m.samples)
+#: the metrics computed from :class:`Statistics`, in report order
+COMPUTED = tuple(m for m in METRICS_TABLE if m.compute is not None)
 
 
 def info(name: str) -> MetricInfo:

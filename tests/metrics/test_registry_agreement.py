@@ -1,0 +1,51 @@
+"""Every metric of the registry (metrics/table.py) agrees across the four ways calibkit
+computes it: the functional API, ``evaluate``, the streaming meter (fed in batches) and the
+bootstrap's weighted path (all weights one is the sample itself)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import calibkit.metrics as M
+from calibkit.metrics.evaluate import _metric_vectors
+from calibkit.metrics.inputs import prepare
+from calibkit.metrics.table import COMPUTED, SAMPLE_METRICS
+from tests.conftest import make_logits
+
+#: the functional API's way to each metric that has no function of its own
+FUNCTIONAL = {
+    "debiased_rms_ce": lambda z, y: M.rms_ce(z, y, debias=True),
+    "mean_confidence": lambda z, y: M.ece_decomposition(z, y)["mean_confidence"],
+    "gap": lambda z, y: M.ece_decomposition(z, y)["gap"],
+    "overconfident": lambda z, y: M.ece_decomposition(z, y)["overconfident"],
+    "underconfident": lambda z, y: M.ece_decomposition(z, y)["underconfident"],
+}
+
+
+@pytest.mark.parametrize("binary", ["top-label", "positive"])
+def test_every_metric_agrees_across_functional_evaluate_meter_and_bootstrap(binary):
+    k = 2 if binary == "positive" else 6
+    z, y = make_logits(900, k, 4)
+    z = np.round(z, 1)  # ties, so that the rank-based metrics meet tie runs
+    want = M.evaluate(z, y, binary=binary).metrics
+    meter = M.CalibrationMeter(k, binary=binary)
+    for part in np.array_split(np.arange(len(y)), 4):
+        meter.update(z[part], y[part])
+    streamed = meter.compute()
+    weighted = _metric_vectors(prepare(z, y, binary=binary), "calibkit", 15,
+                               torch.ones(1, len(y), dtype=torch.float64), smooth=True)  # fmt: skip
+    for m in COMPUTED:
+        name = m.name
+        assert streamed[name] == pytest.approx(want[name], rel=1e-9, abs=1e-12), name
+        assert float(weighted[name][0]) == pytest.approx(want[name], rel=1e-9, abs=1e-12), name
+        if binary == "top-label":
+            func = FUNCTIONAL.get(name) or getattr(M, name)
+            assert func(z, y) == pytest.approx(want[name], rel=1e-9, abs=1e-12), name
+
+
+def test_a_meter_without_samples_gives_every_metric_but_the_rank_based():
+    z, y = make_logits(300, 4, 1)
+    meter = M.CalibrationMeter(4, keep_samples=False).update(z, y)
+    assert set(meter.compute()) == {m.name for m in COMPUTED} - set(SAMPLE_METRICS)
