@@ -32,8 +32,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from ..metrics import CalibrationMeter
-from ..metrics.table import SAMPLE_METRICS
-from ..metrics.table import METRICS
+from ..metrics.table import METRICS, SAMPLE_METRICS
 
 DEFAULT_METRICS = ("ece", "aece", "nll", "brier", "refinement_auroc")
 _STREAMED = tuple(m for m in METRICS if m != "optimal_ece")

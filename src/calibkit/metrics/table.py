@@ -154,7 +154,7 @@ _BY_NAME = {m.name: m for m in METRICS_TABLE}
 
 #: what :func:`~calibkit.metrics.evaluate` reports, in order (OOD ones need OOD scores)
 METRICS = tuple(m.name for m in METRICS_TABLE if not m.name.startswith("ood_"))
-OOD_METRICS = ("ood_auroc", "ood_fpr95", "ood_aupr")
+OOD_METRICS = tuple(m.name for m in METRICS_TABLE if m.name.startswith("ood_"))
 #: what a bench run stores per split and calibrator, and ``compare``'s columns
 HARNESS = tuple(m.name for m in METRICS_TABLE if m.harness)
 COMPARE = tuple(m.name for m in METRICS_TABLE if m.compare)
