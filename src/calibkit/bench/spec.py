@@ -234,6 +234,23 @@ def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str) -> str:
         raise _fail(lines, path, str(err).splitlines()[0]) from None
 
 
+def _check_data(spec: Any, lines: _Lines, path: str) -> str:
+    """A dataset spec checked as far as it can be without loading files: by signature, its
+    ``root`` folder present, and a dataset without files (digits, the Gaussian toy) built,
+    which is cheap and runs its own checks of every value."""
+    checked = _check_spec(data.REGISTRY, spec, lines, path)
+    parsed = data.REGISTRY.check(checked)
+    root = parsed.kwargs.get("root")
+    try:
+        if root is not None and not Path(str(root)).expanduser().exists():
+            raise ValueError(f"root: {root} does not exist")
+        if "root" not in data.REGISTRY.parameters(parsed.name):
+            data.create(checked)
+    except (ValueError, TypeError) as err:
+        raise _fail(lines, path, str(err).splitlines()[0]) from None
+    return checked
+
+
 def _list(raw: dict, key: str, lines: _Lines, default: Any = None, at: str = "") -> list:
     path = f"{at}.{key}" if at else key
     value = raw.get(key, default)
@@ -399,9 +416,9 @@ def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]]
     else:
         if "calibration_fraction" in d:
             raise _fail(lines, f"{where}.calibration_fraction", "belongs to a logits entry")
-        dataset = _check_spec(data.REGISTRY, d["data"], lines, f"{where}.data")
+        dataset = _check_data(d["data"], lines, f"{where}.data")
         splits = tuple(
-            _check_spec(data.REGISTRY, s, lines, f"{where}.splits[{j}]")
+            _check_data(s, lines, f"{where}.splits[{j}]")
             for j, s in enumerate(d.get("splits") or [])
         )
         if "models" not in d:
