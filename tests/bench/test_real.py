@@ -129,7 +129,8 @@ def test_the_real_kinds_of_run_on_the_one_harness(tmp_path, capsys):
     md = doc.read_text()
     for title in ("### Verdicts", "### Average ranks over every network (3;",
                   "### Per network", "### Refinement (Dark Side)", "### Calibrators on resnet20",
-                  "### Evaluation splits", "### Methods on resnet20", "### Anomalies"):  # fmt: skip
+                  "### Evaluation splits", "### Methods on resnet20", "### Anomalies",
+                  "### Fit objective by epoch on resnet20"):  # fmt: skip
         assert title in md, title
     assert "Kull et al. 2019" in md and "networks (logits files)" in md
     assert "BSCE-GRA" not in md  # no line for a claim whose sides the sweep lacks

@@ -216,6 +216,29 @@ def _objective(history: list[dict]) -> str:
     return f"{v[0]:.4f} → {v[-1]:.4f} ({100 * (v[-1] - v[-2]) / abs(v[-2]):+.2f} %)"
 
 
+def history_table(res: Results, column: Column) -> Table | None:
+    """The per-epoch objective and temperature of every iterative fit (Neural Clamping) of
+    the baseline's runs in ``column``: the curve that shows whether a fit has flattened."""
+    keys = {k: r["seed"] for k, r in res.runs.items()
+            if r["method"] == res.baseline and (r["dataset"], r["model"]) == column}  # fmt: skip
+    fits = [(f"{_label(cal)} (seed {keys[k]})", data)
+            for k, _, cal, data in res.store.curves("fit_history") if k in keys]  # fmt: skip
+    if not fits:
+        return None
+    head = ["epoch"] + [f"{name}: {what}" for name, _ in fits for what in ("objective", "T")]
+    rows = [head]
+    for e in range(max(len(h) for _, h in fits)):
+        row = [str(e + 1)]
+        for _, h in fits:
+            row += (
+                [f"{h[e]['objective']:.5f}", f"{h[e]['temperature']:.4f}"]
+                if e < len(h)
+                else ["", ""]
+            )
+        rows.append(row)
+    return rows
+
+
 def split_names(res: Results, column: Column) -> list[str]:
     """The evaluation splits stored for ``column`` (test first)."""
     keys = {k for k, r in res.runs.items() if (r["dataset"], r["model"]) == column}
@@ -310,6 +333,10 @@ def given_sections(res: Results) -> list[tuple[str, Table]]:
                 calibrator_table(res, c),
             )
         )
+    for c in nets:
+        curve = history_table(res, c)
+        if curve is not None:
+            out.append((f"Fit objective by epoch on {c[1]} ({short(c[0])})", curve))
     shifted = [c for c in nets if len(split_names(res, c)) > 1]
     if shifted:
         out.append(
