@@ -22,7 +22,7 @@ import torch
 from .. import data, models
 from ..registry import parse_spec
 from ..training.throughput import flops_per_image
-from .spec import BenchSpec
+from .runspec import BenchSpec
 
 #: settings that only skip work an estimate does not need (decoding, channel statistics)
 _LIGHT = {"in_memory": False, "mean": 0.5, "std": 0.25}

@@ -28,7 +28,7 @@ from ..training import train
 from ..training.runs import calibrate_run, pretrained_run, run_evidence
 from ..training.throughput import training_rate
 from .anomalies import check_calibrated
-from .spec import RunSpec
+from .runspec import RunSpec
 from .store import ALL
 
 

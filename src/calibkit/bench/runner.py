@@ -29,7 +29,7 @@ import torch
 from ..allocator import retain_freed_memory
 from ..io import file_lock
 from .execute import execute
-from .spec import BenchSpec, RunSpec
+from .runspec import BenchSpec, RunSpec
 from .store import Store
 
 RETRIES = 2

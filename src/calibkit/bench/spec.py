@@ -24,26 +24,18 @@ A spec (the ``default`` preset is ``calibkit/bench/presets/default.yaml``)::
     calibration_sizes: [all, 100]          # Rethinking Fig. 3
     record: true                           # learned epochs and gradient norms
 
-Every training run is one (dataset, model, method, seed); post-hoc methods and calibration
-sizes are evaluated inside it on its logits. Networks trained elsewhere are given by a
-checkpoint (stage 1 evaluates it) or by a logits file (split per class into calibration and
-test halves with the run's seed); an entry's ``methods``, ``posthoc`` and ``seeds`` narrow or
-extend the spec's lists for its networks (docs/bench.md). ``stage2`` names a registered calibration
-method (``calibkit methods``) fitted on the stage-1 run into the run that the post-hoc
-methods then calibrate: MaC-Cal's head retraining, or any other. A method's ``seed`` that a
-spec leaves unset is the run's seed. Each run is keyed by a hash of its resolved
-settings, so changing anything that shapes a run makes a new key and nothing else does.
-Every name and parameter is checked against the registries first; an error names its place
-in the file (``spec.yaml:14: methods[1].loss: ...``).
+A run is one (dataset, model, method, seed); post-hoc methods and calibration sizes are
+evaluated inside it. Networks trained elsewhere come as checkpoints or logits files; an
+entry's ``methods``, ``posthoc`` and ``seeds`` narrow or extend the spec's lists
+(docs/bench.md). ``stage2`` is any registered method fitted on the stage-1 run (MaC-Cal's
+head retraining, or another); a method's unset ``seed`` is the run's. Every name and value
+is checked first, and an error names its place (``spec.yaml:14: methods[1].loss: ...``).
 """
 
 from __future__ import annotations
 
 import glob
-import hashlib
-import json
 import math
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +44,7 @@ import yaml
 from .. import data, losses, models, posthoc
 from ..registry import Registry
 from ..training.trainer import TrainConfig
+from .runspec import BenchSpec, RunSpec
 
 PRESETS = Path(__file__).parent / "presets"
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule")
@@ -68,11 +61,6 @@ TOP_KEYS = (
 )
 
 
-def _hash(settings: dict[str, Any]) -> str:
-    text = json.dumps(settings, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 #: the keys of one entry of ``methods``; ``posthoc`` adds post-hoc methods to this method's
 #: runs only (Neural Clamping on the CE networks), after the spec's shared list
 METHOD_KEYS = ("name", "loss", "mixup", "stage2", "posthoc")
@@ -86,74 +74,6 @@ ENTRY_KEYS = ("data", "models", "splits", "logits", "calibration_fraction", "met
 
 class SpecError(ValueError):
     """A spec that cannot run, with its place in the file (one line)."""
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One training run of a sweep, fully resolved."""
-
-    dataset: str
-    model: str
-    method: str
-    loss: str
-    mixup: float
-    stage2: str | None
-    seed: int
-    train: dict[str, Any]
-    splits: tuple[str, ...]
-    posthoc: tuple[str, ...]
-    calibration_sizes: tuple[int | None, ...]
-    record: bool
-    #: a given network instead of a trained one: a pretrained checkpoint (stage 1 evaluates
-    #: it on the dataset's splits), or a logits file split into calibration and test halves
-    #: (``calibration_fraction`` of each class, drawn with the run's seed)
-    checkpoint: str | None = None
-    logits: str | None = None
-    calibration_fraction: float | None = None
-
-    def _settings(self, fields: tuple[str, ...] | None = None) -> dict[str, Any]:
-        # the given-network fields enter the hash only when set: the keys of trained runs
-        # (and so every existing store) do not change
-        values = asdict(self) if fields is None else {k: getattr(self, k) for k in fields}
-        return {k: v for k, v in values.items() if k not in GIVEN or v is not None}
-
-    @property
-    def key(self) -> str:
-        """Hash of everything that shapes the run's numbers (16 hex digits)."""
-        return _hash(self._settings())
-
-    @property
-    def training_key(self) -> str:
-        """Hash of what shapes the stage-1 network alone: runs that differ only in their
-        name, stage 2 or post-hoc methods share one trained network."""
-        fields = ("dataset", "model", "loss", "mixup", "seed", "train", "splits", "record")
-        return _hash(self._settings(fields + GIVEN))
-
-    @property
-    def trained(self) -> bool:
-        """Whether stage 1 trains a network (not a checkpoint or a logits file)."""
-        return self.checkpoint is None and self.logits is None
-
-    def train_config(self) -> TrainConfig:
-        return TrainConfig(
-            data=self.dataset, model=self.model, loss=self.loss, mixup=self.mixup, seed=self.seed,
-            extra=list(self.splits), record_learned_epochs=self.record and self.trained,
-            record_grad_norms=[self.train["epochs"]] if self.record and self.trained else [],
-            checkpoint=self.checkpoint, **self.train,
-        )  # fmt: skip
-
-
-#: the RunSpec fields of a given (not trained) network
-GIVEN = ("checkpoint", "logits", "calibration_fraction")
-
-
-@dataclass
-class BenchSpec:
-    name: str
-    runs: list[RunSpec] = field(default_factory=list)
-    source: str = ""
-    methods: list[str] = field(default_factory=list)  # names, in spec order
-    baseline: str = ""
 
 
 class _Lines:
