@@ -258,6 +258,24 @@ def load_split(
     return load_scores(path, **split_keys(path, split, logits_key, labels_key))
 
 
+def has_both_splits(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds a calibration split and a test split (``logits_val``,
+    ``logits_test``)."""
+    val, test = split_keys(path, "val"), split_keys(path, "test")
+    return val["logits_key"] == "logits_val" and test["logits_key"] == "logits_test"
+
+
+def check_distinct_splits(val: str | os.PathLike, test: str | os.PathLike) -> None:
+    """Refuse a calibration split that is the test split (the same rows of the same file):
+    every number would be measured in-sample."""
+    keys = split_keys(val, "val")
+    if Path(val).resolve() == Path(test).resolve() and keys == split_keys(test, "test"):
+        raise FileFormatError(
+            f"{val} holds one split ({keys['logits_key']}): fitting and testing on the same rows "
+            "measures nothing; pass --split 0.5 to calibrate on half and test on the rest"
+        )
+
+
 def _umask() -> int:
     """The process's umask, read without changing it where the OS allows (Linux)."""
     try:

@@ -175,29 +175,6 @@ def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
     return evidence.model, evidence.inputs("test", torch.arange(2))
 
 
-def _has_both_splits(path: str) -> bool:
-    from ..io import split_keys
-
-    return split_keys(path, "val")["logits_key"] == "logits_val" and (
-        split_keys(path, "test")["logits_key"] == "logits_test"
-    )
-
-
-def _check_distinct(val: str, test: str) -> None:
-    """Refuse a calibration split that is the test split (the same rows of the same file):
-    every number would be measured in-sample."""
-    from ..io import split_keys
-
-    if Path(val).resolve() == Path(test).resolve() and split_keys(val, "val") == split_keys(
-        test, "test"
-    ):
-        keys = split_keys(val, "val")
-        raise click.UsageError(
-            f"{val} holds one split ({keys['logits_key']}): fitting and testing on the same rows "
-            "measures nothing; pass --split 0.5 to calibrate on half and test on the rest"
-        )
-
-
 def _apply_file(cal, file, split, logits_key, labels_key, output) -> dict:
     from .._checks import as_labels
     from ..io import load_scores, save_npz, split_keys
@@ -260,7 +237,7 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
       calibkit compare --file cifar10_resnet20.npz --split 0.5 --seeds 5 --methods ts,vector
     """
     from .. import posthoc
-    from ..io import load_split
+    from ..io import check_distinct_splits, has_both_splits, load_split
     from ..posthoc.compare import (
         COLUMNS,
         best_per_column,
@@ -272,7 +249,7 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
 
     if fraction is not None and (val or test or not both):
         raise click.UsageError("--split divides one file: pass --file FILE, not --val/--test")
-    if fraction is not None and _has_both_splits(both):
+    if fraction is not None and has_both_splits(both):
         raise click.UsageError(
             f"{both} already holds a calibration split (logits_val) and a test split; drop "
             "--split to use them, or pass a file with one split"
@@ -294,7 +271,7 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     with progress(len(specs or []) or 12, "fitting", not as_json) as tick:
         ticks = (lambda _m: tick(1)) if tick else None
         if fraction is None:
-            _check_distinct(val, test)
+            check_distinct_splits(val, test)
             zv, yv = load_split(val, "val")
             zt, yt = load_split(test, "test")
             results = compare_methods(
