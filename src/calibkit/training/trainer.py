@@ -33,7 +33,7 @@ import platform
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -46,112 +46,12 @@ from ..io import atomic_write, save_npz, write_text
 from ..metrics import evaluate
 from ..registry import parse_spec
 from .augment import crop_flip, mixup
+from .checkpoints import resume_state, save_checkpoint
+from .config import TrainConfig, TrainingError, TrainResult, pick_device
 from .recorders import EpochTotals, LearnedEpochs, grad_norms
-from .schedule import lr_at, milestones
+from .schedule import lr_at
 
 CHECKPOINT = "checkpoint.pt"
-
-
-class TrainingError(ValueError):
-    """Training cannot go on (diverged loss, a resume that does not match): one line."""
-
-
-@dataclass
-class TrainConfig:
-    """Everything that determines a run. Specs are the registries' spec strings."""
-
-    data: str = field(default="digits", metadata={"help": "Dataset spec."})
-    model: str = field(default="cnn", metadata={"help": "Model spec."})
-    loss: str = field(default="ce", metadata={"help": "Loss spec, e.g. focal:gamma=3."})
-    epochs: int = field(default=30, metadata={"help": "Training epochs."})
-    batch_size: int = field(default=128, metadata={"help": "Mini-batch size."})
-    lr: float = field(default=0.1, metadata={"help": "Initial learning rate."})
-    momentum: float = field(default=0.9, metadata={"help": "SGD momentum."})
-    weight_decay: float = field(default=5e-4, metadata={"help": "L2 weight decay."})
-    schedule: str = field(
-        default="cifar",
-        metadata={"help": "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G."},
-    )
-    mixup: float = field(default=0.0, metadata={"help": "Mixup alpha (0: off)."})
-    seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
-    extra: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Extra evaluation split (dataset spec); repeat for more."},
-    )
-    record_learned_epochs: bool = field(
-        default=False, metadata={"help": "Record learned epochs and final max logits."}
-    )
-    record_grad_norms: list[int] = field(
-        default_factory=list,
-        metadata={"help": "Epoch at which to record per-sample gradient norms and Brier "
-                          "scores; repeat for more."},
-    )  # fmt: skip
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda or cuda:N."})
-    checkpoint: str | None = field(
-        default=None,
-        metadata={"help": "Pretrained weights to start from (torch or safetensors); with "
-                          "--stage2 they are stage 1 (no training)."},
-    )  # fmt: skip
-
-    def check(self) -> TrainConfig:
-        """Validate every field, building nothing heavy; returns self."""
-        for name in ("epochs", "batch_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-        for name in ("lr", "momentum", "weight_decay", "mixup"):
-            v = getattr(self, name)
-            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr: expected a learning rate > 0, got {self.lr!r}")
-        if self.momentum >= 1:
-            raise ValueError(f"momentum: expected a value in [0, 1), got {self.momentum!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
-        if self.seed >= 2**63:
-            raise ValueError(f"seed: expected an integer below 2**63, got {self.seed}")
-        pick_device(self.device)
-        if self.checkpoint is not None and not Path(self.checkpoint).is_file():
-            raise ValueError(f"checkpoint: no such file {self.checkpoint}")
-        milestones(self.schedule, self.epochs)
-        losses.create(self.loss)
-        models.REGISTRY.check(self.model)  # by signature: nothing is built or read
-        data.REGISTRY.check(self.data)
-        bad = [e for e in self.record_grad_norms if not 1 <= e <= self.epochs]
-        if bad:
-            raise ValueError(f"record_grad_norms: epochs must lie in 1..{self.epochs}, got {bad}")
-        return self
-
-
-@dataclass
-class TrainResult:
-    """What a finished run produced: its folder, per-epoch history and the final model."""
-
-    out: Path
-    history: list[dict[str, float]]
-    model: nn.Module
-    input_shape: tuple[int, ...] = ()  # of one input, as the model takes it
-    train_images: int = 0  # images in the training split (one epoch)
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ValueError(
-            f"device: {name!r} is not a device; expected auto, cpu, cuda or cuda:N"
-        ) from None
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device: {name!r} cannot train or calibrate; expected auto, cpu, "
-                         "cuda, cuda:N or mps")  # fmt: skip
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {name!r} requested but CUDA is not available")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device: {name!r} requested but MPS is not available")
-    return device
 
 
 def _generator(seed: int, epoch: int, stream: int) -> torch.Generator:
@@ -302,7 +202,7 @@ def train(
     history: list[dict[str, float]] = []
     start = 0
     if resume:
-        start, history = _resume(out / CHECKPOINT, config, model, opt, learned, analysis)
+        start, history = resume_state(out / CHECKPOINT, config, model, opt, learned, analysis)
     elif (out / CHECKPOINT).exists() or (out / "history.json").exists():
         raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
     steps_per_epoch = math.ceil(len(train_split) / config.batch_size)
@@ -365,7 +265,9 @@ def train(
         }
         history.append(record)
         if dist.main:
-            _checkpoint(out / CHECKPOINT, config, model, opt, epoch + 1, history, learned, analysis)
+            save_checkpoint(
+                out / CHECKPOINT, config, model, opt, epoch + 1, history, learned, analysis
+            )
         if progress is not None:
             progress((epoch + 1) * steps_per_epoch, total, record)
     if dist.main:
@@ -396,65 +298,6 @@ def _grad_norm_record(
         f"grad_norm_epoch{epoch}": torch.cat(norms).numpy(),
         f"brier_epoch{epoch}": torch.cat(briers).numpy(),
     }
-
-
-def _checkpoint(
-    path: Path,
-    config: TrainConfig,
-    model: nn.Module,
-    opt: torch.optim.Optimizer,
-    epoch: int,
-    history: list[dict[str, float]],
-    learned: LearnedEpochs | None,
-    analysis: dict[str, np.ndarray],
-) -> None:
-    state = {
-        "config": json.dumps(asdict(config), sort_keys=True),
-        "epoch": epoch,
-        "model": model.state_dict(),
-        "optimizer": opt.state_dict(),
-        "history": json.dumps(history),
-        "learned": learned.state_dict() if learned is not None else {},
-        "analysis": {k: torch.from_numpy(v) for k, v in analysis.items()},
-    }
-    atomic_write(path, lambda tmp: torch.save(state, tmp))
-
-
-def _resume(
-    path: Path,
-    config: TrainConfig,
-    model: nn.Module,
-    opt: torch.optim.Optimizer,
-    learned: LearnedEpochs | None,
-    analysis: dict[str, np.ndarray],
-) -> tuple[int, list[dict[str, float]]]:
-    if not path.exists():
-        return 0, []  # killed before the first epoch ended: start over
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # any unreadable checkpoint gets the same message
-        raise TrainingError(f"{path}: not a readable calibkit checkpoint ({err})") from None
-    keys = ("config", "epoch", "model", "optimizer", "history", "learned", "analysis")
-    if not isinstance(state, dict) or any(k not in state for k in keys):
-        raise TrainingError(f"{path}: not a calibkit checkpoint (expected a mapping of "
-                            f"{', '.join(keys)})")  # fmt: skip
-    if state["config"] != json.dumps(asdict(config), sort_keys=True):
-        raise TrainingError(
-            f"{path} was written by a run with another configuration; resume with the same "
-            "options or start a new output folder"
-        )
-    try:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        if learned is not None:
-            learned.load_state_dict(state["learned"])
-        analysis.update({k: v.numpy() for k, v in state["analysis"].items()})
-        return int(state["epoch"]), json.loads(state["history"])
-    except (RuntimeError, ValueError, TypeError, KeyError, AttributeError) as err:
-        first = (str(err).splitlines() or [type(err).__name__])[0]
-        raise TrainingError(
-            f"{path}: the checkpoint does not fit this run ({first}); delete it to start over"
-        ) from None
 
 
 def provenance(config: TrainConfig, device: torch.device, augment: str | None) -> dict[str, Any]:

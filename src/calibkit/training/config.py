@@ -1,0 +1,116 @@
+"""A training run's configuration (:class:`TrainConfig`, checked before anything heavy is
+built), its result, the device it runs on and the error it stops with."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .. import data, losses, models
+from .schedule import milestones
+
+
+class TrainingError(ValueError):
+    """Training cannot go on (diverged loss, a resume that does not match): one line."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that determines a run. Specs are the registries' spec strings."""
+
+    data: str = field(default="digits", metadata={"help": "Dataset spec."})
+    model: str = field(default="cnn", metadata={"help": "Model spec."})
+    loss: str = field(default="ce", metadata={"help": "Loss spec, e.g. focal:gamma=3."})
+    epochs: int = field(default=30, metadata={"help": "Training epochs."})
+    batch_size: int = field(default=128, metadata={"help": "Mini-batch size."})
+    lr: float = field(default=0.1, metadata={"help": "Initial learning rate."})
+    momentum: float = field(default=0.9, metadata={"help": "SGD momentum."})
+    weight_decay: float = field(default=5e-4, metadata={"help": "L2 weight decay."})
+    schedule: str = field(
+        default="cifar",
+        metadata={"help": "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G."},
+    )
+    mixup: float = field(default=0.0, metadata={"help": "Mixup alpha (0: off)."})
+    seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
+    extra: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Extra evaluation split (dataset spec); repeat for more."},
+    )
+    record_learned_epochs: bool = field(
+        default=False, metadata={"help": "Record learned epochs and final max logits."}
+    )
+    record_grad_norms: list[int] = field(
+        default_factory=list,
+        metadata={"help": "Epoch at which to record per-sample gradient norms and Brier "
+                          "scores; repeat for more."},
+    )  # fmt: skip
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda or cuda:N."})
+    checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "Pretrained weights to start from (torch or safetensors); with "
+                          "--stage2 they are stage 1 (no training)."},
+    )  # fmt: skip
+
+    def check(self) -> TrainConfig:
+        """Validate every field, building nothing heavy; returns self."""
+        for name in ("epochs", "batch_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        for name in ("lr", "momentum", "weight_decay", "mixup"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+        if self.lr <= 0:
+            raise ValueError(f"lr: expected a learning rate > 0, got {self.lr!r}")
+        if self.momentum >= 1:
+            raise ValueError(f"momentum: expected a value in [0, 1), got {self.momentum!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
+        if self.seed >= 2**63:
+            raise ValueError(f"seed: expected an integer below 2**63, got {self.seed}")
+        pick_device(self.device)
+        if self.checkpoint is not None and not Path(self.checkpoint).is_file():
+            raise ValueError(f"checkpoint: no such file {self.checkpoint}")
+        milestones(self.schedule, self.epochs)
+        losses.create(self.loss)
+        models.REGISTRY.check(self.model)  # by signature: nothing is built or read
+        data.REGISTRY.check(self.data)
+        bad = [e for e in self.record_grad_norms if not 1 <= e <= self.epochs]
+        if bad:
+            raise ValueError(f"record_grad_norms: epochs must lie in 1..{self.epochs}, got {bad}")
+        return self
+
+
+@dataclass
+class TrainResult:
+    """What a finished run produced: its folder, per-epoch history and the final model."""
+
+    out: Path
+    history: list[dict[str, float]]
+    model: nn.Module
+    input_shape: tuple[int, ...] = ()  # of one input, as the model takes it
+    train_images: int = 0  # images in the training split (one epoch)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device: {name!r} is not a device; expected auto, cpu, cuda or cuda:N"
+        ) from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device: {name!r} cannot train or calibrate; expected auto, cpu, "
+                         "cuda, cuda:N or mps")  # fmt: skip
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {name!r} requested but CUDA is not available")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device: {name!r} requested but MPS is not available")
+    return device
