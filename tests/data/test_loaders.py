@@ -256,7 +256,7 @@ def test_folder_train_size_subsets_the_training_split_after_the_validation_hold_
     rows = {tuple(x.flatten().tolist()) for x in full.train.x}
     assert all(tuple(x.flatten().tolist()) in rows for x in sub.train.x)
     # the normalisation is measured on the images trained on
-    assert sub.mean == data.files.channel_stats(sub.train)[0] != full.mean
+    assert sub.mean == data.channel_stats(sub.train)[0] != full.mean
     again = data.create("folder", root=str(tmp_path), val_size=6, train_size=10, in_memory=True)
     assert torch.equal(again.train.x, sub.train.x)  # seeded by split_seed
     with pytest.raises(ValueError, match=r"train_size: 25 images asked for, .* holds 24"):

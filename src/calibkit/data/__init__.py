@@ -29,18 +29,17 @@ from .exact import exact_images
 from .files import (
     CORRUPTIONS,
     bloodmnist,
-    channel_stats,
     cifar,
     cifar10_1,
     cifar10_2,
     cifar_c,
-    folder,
     idx_dataset,
     read_idx,
     read_python_batch,
     svhn,
     tiny_imagenet,
 )
+from .folders import channel_stats, folder
 
 REGISTRY: Registry[DataBundle] = Registry("dataset")
 REGISTRY.register("digits")(digits)

@@ -18,13 +18,14 @@ import numpy as np
 import torch
 
 from .base import DataBundle, DataFileError, LazyImages, Split
-from .files import _class_tree, _need, _root
+from .files import need_file, root_folder
+from .folders import class_tree
 
 LAYOUT = "test_exact_first1017.npz, test_labels_canonical.npy and test/<class>/<rank>.jpg"
 
 
 def _exact(base: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    path = _need(base / "test_exact_first1017.npz", LAYOUT)
+    path = need_file(base / "test_exact_first1017.npz", LAYOUT)
     try:
         with np.load(path, allow_pickle=False) as f:
             images, labels = f["images"], f["labels"]
@@ -52,13 +53,15 @@ def exact_images(*, root: Any = None, version: str = "exact") -> DataBundle:
     """The byte-exact test images (``version=exact``) or their JPEG versions from the tree
     (``version=jpeg``), the same images in the same order, as one test split. Used as extra
     evaluation splits beside the JPEG tree (``splits:`` in a bench spec)."""
-    base = _root(root)
+    base = root_folder(root)
     if version not in ("exact", "jpeg"):
         raise ValueError(f"version: expected exact or jpeg, got {version!r}")
     x, y = _exact(base)
     if version == "jpeg":
-        canonical = np.load(_need(base / "test_labels_canonical.npy", LAYOUT), allow_pickle=False)
-        _, paths, labels = _class_tree(_need(base / "test", LAYOUT))
+        canonical = np.load(
+            need_file(base / "test_labels_canonical.npy", LAYOUT), allow_pickle=False
+        )
+        _, paths, labels = class_tree(need_file(base / "test", LAYOUT))
         by_class: dict[int, list[Path]] = {}
         for p, c in zip(paths, labels, strict=True):
             by_class.setdefault(c, []).append(p)

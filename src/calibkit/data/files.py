@@ -54,11 +54,9 @@ CORRUPTIONS = (
 )  # fmt: skip
 #: the training augmentations a folder dataset can name (``augment=none``: the images as
 #: they are)
-AUGMENTATIONS = ("crop-flip",)
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
 
 
-def _root(root: Any) -> Path:
+def root_folder(root: Any) -> Path:
     if root is None:
         raise DataFileError("root: this dataset is read from local files; pass root=FOLDER")
     path = Path(str(root)).expanduser()
@@ -67,7 +65,7 @@ def _root(root: Any) -> Path:
     return path
 
 
-def _need(path: Path, layout: str) -> Path:
+def need_file(path: Path, layout: str) -> Path:
     if not path.exists():
         raise DataFileError(f"missing {path}; expected {layout}")
     return path
@@ -142,7 +140,7 @@ def cifar(
     *, root: Any = None, classes: int = 10, val_size: int = 5000, split_seed: int = 0
 ) -> DataBundle:
     """CIFAR-10 or CIFAR-100, python or binary version, whichever is under ``root``."""
-    base = _root(root)
+    base = root_folder(root)
     if classes == 10:
         py, binary = base / "cifar-10-batches-py", base / "cifar-10-batches-bin"
         train_names, test_name, key, label_bytes = (
@@ -156,16 +154,16 @@ def cifar(
         train_names, test_name, key, label_bytes = ["train"], "test", "fine_labels", 2
     if py.is_dir():
         layout = f"the python version: {', '.join(train_names)} and {test_name} in {py}"
-        train = _python_split([_need(py / n, layout) for n in train_names], key)
-        test = _python_split([_need(py / test_name, layout)], key)
+        train = _python_split([need_file(py / n, layout) for n in train_names], key)
+        test = _python_split([need_file(py / test_name, layout)], key)
     elif binary.is_dir():
         layout = (
             f"the binary version: {', '.join(n + '.bin' for n in train_names)} and {test_name}.bin"
         )
         train = _binary_split(
-            [_need(binary / f"{n}.bin", layout) for n in train_names], label_bytes
+            [need_file(binary / f"{n}.bin", layout) for n in train_names], label_bytes
         )
-        test = _binary_split([_need(binary / f"{test_name}.bin", layout)], label_bytes)
+        test = _binary_split([need_file(binary / f"{test_name}.bin", layout)], label_bytes)
     else:
         raise DataFileError(
             f"missing {py} (python version) or {binary} (binary version) under {base}"
@@ -188,34 +186,34 @@ def _svhn_file(path: Path) -> Split:
 
 def svhn(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
     """SVHN's cropped digits (train_32x32.mat, test_32x32.mat)."""
-    base = _root(root)
+    base = root_folder(root)
     layout = "train_32x32.mat and test_32x32.mat (X: 32x32x3xN uint8, y: Nx1 labels 1..10)"
-    train = _svhn_file(_need(base / "train_32x32.mat", layout))
-    test = _svhn_file(_need(base / "test_32x32.mat", layout))
+    train = _svhn_file(need_file(base / "train_32x32.mat", layout))
+    test = _svhn_file(need_file(base / "test_32x32.mat", layout))
     return _with_val("svhn", 10, train, test, SVHN_STATS, val_size, split_seed, augment=None)
 
 
 def tiny_imagenet(*, root: Any = None, val_size: int = 10_000, split_seed: int = 0) -> DataBundle:
     """Tiny-ImageNet (200 classes, 64 x 64): its val folder is the test split."""
-    base = _root(root) / "tiny-imagenet-200"
+    base = root_folder(root) / "tiny-imagenet-200"
     layout = (
         "tiny-imagenet-200/ with wnids.txt, train/<wnid>/images/*, val/images/* and "
         "val/val_annotations.txt"
     )
-    wnids = _need(base / "wnids.txt", layout).read_text().split()
+    wnids = need_file(base / "wnids.txt", layout).read_text().split()
     index = {w: i for i, w in enumerate(wnids)}
     paths, labels = [], []
     for w in wnids:
-        files = sorted((_need(base / "train" / w / "images", layout)).iterdir())
+        files = sorted((need_file(base / "train" / w / "images", layout)).iterdir())
         paths += files
         labels += [index[w]] * len(files)
     train = Split(LazyImages(paths, (64, 64)), torch.tensor(labels))
     test_paths, test_labels = [], []
-    for line in _need(base / "val" / "val_annotations.txt", layout).read_text().splitlines():
+    for line in need_file(base / "val" / "val_annotations.txt", layout).read_text().splitlines():
         parts = line.split("\t")
         if len(parts) < 2 or parts[1] not in index:
             raise DataFileError(f"{base / 'val' / 'val_annotations.txt'}: bad line {line!r}")
-        test_paths.append(_need(base / "val" / "images" / parts[0], layout))
+        test_paths.append(need_file(base / "val" / "images" / parts[0], layout))
         test_labels.append(index[parts[1]])
     test = Split(LazyImages(test_paths, (64, 64)), torch.tensor(test_labels))
     return _with_val("tiny-imagenet", 200, train, test, IMAGENET_STATS, val_size, split_seed)
@@ -231,10 +229,12 @@ def cifar_c(
         )
     if severity not in (1, 2, 3, 4, 5):
         raise ValueError(f"severity: expected 1..5, got {severity!r}")
-    base = _root(root) / f"CIFAR-{classes}-C"
+    base = root_folder(root) / f"CIFAR-{classes}-C"
     layout = f"CIFAR-{classes}-C/<corruption>.npy (5 severities x N x 32 x 32 x 3) and labels.npy"
-    images = np.load(_need(base / f"{corruption}.npy", layout), mmap_mode="r", allow_pickle=False)
-    labels = np.load(_need(base / "labels.npy", layout), allow_pickle=False)
+    images = np.load(
+        need_file(base / f"{corruption}.npy", layout), mmap_mode="r", allow_pickle=False
+    )
+    labels = np.load(need_file(base / "labels.npy", layout), allow_pickle=False)
     n = len(images) // 5
     if len(images) % 5 or len(labels) != len(images):
         raise DataFileError(f"{base}: expected 5 equal severities and one label per image")
@@ -246,12 +246,12 @@ def cifar_c(
 
 def cifar10_1(*, root: Any = None, version: str = "v6") -> DataBundle:
     """CIFAR-10.1 (Recht et al. 2018), test only."""
-    base = _root(root)
+    base = root_folder(root)
     layout = (
         f"cifar10.1_{version}_data.npy (N x 32 x 32 x 3 uint8) and cifar10.1_{version}_labels.npy"
     )
-    x = np.load(_need(base / f"cifar10.1_{version}_data.npy", layout), allow_pickle=False)
-    y = np.load(_need(base / f"cifar10.1_{version}_labels.npy", layout), allow_pickle=False)
+    x = np.load(need_file(base / f"cifar10.1_{version}_data.npy", layout), allow_pickle=False)
+    y = np.load(need_file(base / f"cifar10.1_{version}_labels.npy", layout), allow_pickle=False)
     return DataBundle(
         "cifar10.1",
         10,
@@ -264,8 +264,8 @@ def cifar10_1(*, root: Any = None, version: str = "v6") -> DataBundle:
 
 def cifar10_2(*, root: Any = None) -> DataBundle:
     """CIFAR-10.2 (Lu et al. 2020), its test file."""
-    path = _need(
-        _root(root) / "cifar102_test.npz",
+    path = need_file(
+        root_folder(root) / "cifar102_test.npz",
         "cifar102_test.npz with 'images' (N x 32 x 32 x 3) and 'labels'",
     )
     with np.load(path, allow_pickle=False) as f:
@@ -279,8 +279,8 @@ def cifar10_2(*, root: Any = None) -> DataBundle:
 
 def bloodmnist(*, root: Any = None) -> DataBundle:
     """BloodMNIST (MedMNIST v2, 8 classes, 28 x 28 RGB) with its own train/val/test."""
-    path = _need(
-        _root(root) / "bloodmnist.npz", "bloodmnist.npz with {train,val,test}_{images,labels}"
+    path = need_file(
+        root_folder(root) / "bloodmnist.npz", "bloodmnist.npz with {train,val,test}_{images,labels}"
     )
     splits = {}
     with np.load(path, allow_pickle=False) as f:
@@ -300,163 +300,6 @@ def bloodmnist(*, root: Any = None) -> DataBundle:
         std,
         augment=None,
     )
-
-
-def _class_tree(base: Path) -> tuple[list[str], list[Path], list[int]]:
-    """Class names (numeric names sorted as numbers), image paths and their labels."""
-    classes = [p.name for p in base.iterdir() if p.is_dir()]
-    if not classes:
-        raise DataFileError(f"{base}: expected one sub-folder of images per class, found none")
-    classes.sort(key=lambda c: (0, int(c), c) if c.isdigit() else (1, 0, c))
-    paths, labels = [], []
-    for i, c in enumerate(classes):
-        files = sorted(p for p in (base / c).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-        paths += files
-        labels += [i] * len(files)
-    if not paths:
-        raise DataFileError(
-            f"{base}: no images (suffixes {', '.join(sorted(IMAGE_SUFFIXES))}) in the class folders"
-        )
-    return classes, paths, labels
-
-
-def _tree_split(base: Path, size: int | None) -> tuple[list[str], Split]:
-    """A tree's images, read lazily (decoded by :func:`_decoded` once the subsets are drawn)."""
-    classes, paths, labels = _class_tree(base)
-    return classes, Split(
-        LazyImages(paths, None if size is None else (size, size)), torch.tensor(labels)
-    )
-
-
-def _decoded(split: Split | None, in_memory: bool) -> Split | None:
-    return Split(split.stored(), split.y) if split is not None and in_memory else split
-
-
-def channel_stats(split: Split, chunk: int = 4096) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and standard deviation of a split's uint8 images, in [0, 1] units."""
-    total = torch.zeros(3, dtype=torch.float64)
-    square = torch.zeros(3, dtype=torch.float64)
-    count = 0
-    for start in range(0, len(split), chunk):
-        x = split.x[torch.arange(start, min(start + chunk, len(split)))].double() / 255
-        total += x.sum((0, 2, 3))
-        square += x.square().sum((0, 2, 3))
-        count += x.shape[0] * x.shape[2] * x.shape[3]
-    mean = total / count
-    std = (square / count - mean.square()).clamp_min(0).sqrt()
-    return tuple(mean.tolist()), tuple(std.tolist())
-
-
-def _stats(name: str, value: Any) -> tuple[float, ...] | None:
-    if value is None:
-        return None
-    values = value if isinstance(value, (list, tuple)) else [value]
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        raise ValueError(f"{name}: expected numbers such as 0.485/0.456/0.406, got {value!r}")
-    if len(values) == 1:
-        values = values * 3
-    if len(values) != 3 or (name == "std" and min(values) <= 0):
-        raise ValueError(f"{name}: expected 3 per-channel values (std > 0), got {value!r}")
-    return tuple(float(v) for v in values)
-
-
-def folder(
-    *,
-    root: Any = None,
-    size: int | None = None,
-    mean: Any = None,
-    std: Any = None,
-    val_size: int | None = None,
-    split_seed: int = 0,
-    train_size: int | None = None,
-    test_size: int | None = None,
-    augment: str | None = "crop-flip",
-    in_memory: bool = False,
-    val_from: str = "train",
-) -> DataBundle:
-    """A class-per-folder image tree: either ``root/<class>/<image>`` (every image is the
-    test split, as ImageNet-v2 ships) or ``root/train/<class>/…`` and ``root/test/<class>/…``
-    (both found by themselves; the class folders of the two must agree).
-
-    - ``size``: resize every image to size x size; by default images keep their native
-      resolution (all must share it).
-    - ``mean``, ``std``: the normalisation, per channel in [0, 1] units (e.g.
-      ``mean=[0.485,0.456,0.406]``). By default they are measured on the training split; a
-      test-only tree without them uses ImageNet's.
-    - ``val_size``: images of the training split held out for validation (default 5,000 or a
-      tenth of the split, whichever is smaller; 0 for a test-only tree, where a value holds
-      out part of the test split).
-    - ``train_size``: train on this many images of the training split (a seeded random subset,
-      drawn after the validation images are held out; default all). Learning curves and
-      small-data studies: the calibration split keeps its ``val_size``.
-    - ``test_size``: measure on this many test images (a seeded random subset; default all),
-      for quick checks of a protocol.
-    - ``augment``: the training augmentation, ``crop-flip`` (default: 4-pixel padded random
-      crop and horizontal flip) or ``none``.
-    - ``in_memory``: decode every image once at load (CIFAR-sized trees: 60,000 images are
-      180 MB) instead of at every batch; only the images the splits use are decoded.
-    - ``val_from``: the split the validation images are held out of, ``train`` (default) or
-      ``test``: networks trained elsewhere on the training images (pretrained checkpoints)
-      must be calibrated on images they have not seen. ``test_size`` is then drawn from the
-      test images left.
-    """
-    base = _root(root)
-    mean, std = _stats("mean", mean), _stats("std", std)
-    if (mean is None) != (std is None):
-        raise ValueError("mean, std: give both or neither")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-        raise ValueError(f"size: expected a positive number of pixels, got {size!r}")
-    if augment is not None and augment not in AUGMENTATIONS:
-        raise ValueError(f"augment: expected {', '.join(AUGMENTATIONS)} or none, got {augment!r}")
-    for name, value in (("train_size", train_size), ("test_size", test_size)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{name}: expected a positive number of images, got {value!r}")
-    if val_from not in ("train", "test"):
-        raise ValueError(f"val_from: expected train or test, got {val_from!r}")
-    if (base / "train").is_dir() and (base / "test").is_dir():
-        classes, train = _tree_split(base / "train", size)
-        test_classes, test = _tree_split(base / "test", size)
-        if test_classes != classes:
-            raise DataFileError(
-                f"{base}: train/ and test/ hold different class folders (not in both: "
-                f"{', '.join(sorted(set(classes) ^ set(test_classes))[:3])})"
-            )
-        n_val = min(5000, len(train) // 10) if val_size is None else val_size
-        val = None
-        if n_val and val_from == "test":
-            test, val = hold_out(test, n_val, split_seed)
-        elif n_val:
-            train, val = hold_out(train, n_val, split_seed)
-        if train_size is not None and train_size < len(train):
-            train = hold_out(train, train_size, split_seed)[1]
-        elif train_size is not None and train_size > len(train):
-            raise ValueError(
-                f"train_size: {train_size} images asked for, the training split of {base} "
-                f"holds {len(train)}"
-                + (f" after {n_val} are held out for validation" if val_from == "train" else "")
-            )
-        train, val = _decoded(train, in_memory), _decoded(val, in_memory)
-        if mean is None:  # of the images trained on
-            mean, std = channel_stats(train)
-    else:
-        if train_size is not None:
-            raise ValueError(f"train_size: {base} has no train/ folder to take images from")
-        classes, test = _tree_split(base, size)
-        train = val = None
-        mean, std = (mean, std) if mean is not None else IMAGENET_STATS
-        if val_size:
-            test, val = hold_out(test, val_size, split_seed)
-        val = _decoded(val, in_memory)
-    if test_size is not None and test_size < len(test):
-        test = hold_out(test, test_size, split_seed)[1]
-    test = _decoded(test, in_memory)
-    first = test.x[torch.arange(1)] if isinstance(test.x, LazyImages) else test.x[:1]
-    return DataBundle(
-        base.name, len(classes), tuple(first.shape[1:]), test, train, val, mean, std,
-        augment=augment if train is not None else None,
-    )  # fmt: skip
 
 
 IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -517,7 +360,7 @@ def idx_dataset(
     """MNIST-format IDX files under ``root``: ``train-images-idx3-ubyte``,
     ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``, ``t10k-labels-idx1-ubyte``, raw or
     ``.gz``, with or without a name prefix. The training pair is optional (a test-only set)."""
-    base = _root(root)
+    base = root_folder(root)
     test = _idx_split(base, "t10k")
     if test is None:
         raise DataFileError(
