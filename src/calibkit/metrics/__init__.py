@@ -2,15 +2,8 @@
 streaming, mergeable, distributed meter. Definitions: docs/metrics.md and docs/methods.md §1."""
 
 from .binning import BINNINGS, BinScheme
-from .evaluate import (
-    METRICS,
-    OOD_METRICS,
-    Bins,
-    EvaluationResult,
-    PairedComparison,
-    compare_paired,
-    evaluate,
-)
+from .bins import Bins
+from .evaluate import METRICS, OOD_METRICS, EvaluationResult, evaluate
 from .functional import (
     accuracy,
     aece,
@@ -34,6 +27,7 @@ from .functional import (
     smooth_ece,
 )
 from .meter import CalibrationMeter
+from .paired import PairedComparison, compare_paired
 
 __all__ = [
     "BINNINGS",

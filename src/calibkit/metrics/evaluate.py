@@ -22,37 +22,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_n_bins, check_positive_int
+from .._checks import check_n_bins
 from . import stats as st
 from .binning import BinScheme
+from .bins import Bins, bins_of
 from .functional import _fpr_at_tpr, undefined_auroc_message
 from .functional import ood_score as score_of
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .smooth import smooth_ece_batch
 from .table import COMPUTED, METRICS, OOD_METRICS
 from .temperatures import best_temperature, check_grid
-
-
-@dataclass
-class Bins:
-    """Per-bin data of the equal-width top-label bins (arrays of length ``n_slots``);
-    ``band`` (2, n_slots): the bootstrap interval of each bin's accuracy (NaN for empty
-    bins), when :func:`evaluate` bootstrapped."""
-
-    edges: np.ndarray
-    count: np.ndarray
-    accuracy: np.ndarray
-    confidence: np.ndarray
-    band: np.ndarray | None = None
-
-    def to_dict(self) -> dict[str, list]:
-        """JSON-ready lists; NaN (an empty bin's accuracy and confidence) becomes None."""
-        out = {}
-        for k, v in self.__dict__.items():
-            if v is not None:
-                a = np.asarray(v)
-                out[k] = (np.where(np.isnan(a), None, a) if a.dtype.kind == "f" else a).tolist()
-        return out
 
 
 @dataclass
@@ -307,22 +286,6 @@ def _check_ci(ci: float) -> float:
     return float(ci)
 
 
-def bins_of(sums: Tensor, scheme: BinScheme) -> Bins:
-    """Per-bin data from (1, 3, n_slots) top-label bin sums (count, Σ confidence, Σ correct)."""
-    count, sc, sa = (sums[0, j] for j in range(3))
-    safe = count.clamp_min(1)
-    nan = torch.full_like(count, float("nan"))
-    edges = scheme.edges().numpy().copy()  # the edges tensor is cached
-    if scheme.n_slots > scheme.n_bins:  # torchmetrics' extra bin holds exactly 1.0
-        edges = np.append(edges, 1.0)
-    return Bins(
-        edges=edges,
-        count=count.cpu().numpy().astype(np.int64),
-        accuracy=torch.where(count > 0, sa / safe, nan).cpu().numpy(),
-        confidence=torch.where(count > 0, sc / safe, nan).cpu().numpy(),
-    )
-
-
 def evaluate(
     scores: Any,
     labels: Any,
@@ -419,108 +382,3 @@ def evaluate(
         bins.band = np.array([_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T
         bins.band[:, bins.count == 0] = np.nan
     return EvaluationResult(metrics, bins, p.n, p.k, settings, intervals, notes)
-
-
-@dataclass
-class PairedComparison:
-    """Metrics of two calibrations of the same samples and their bootstrapped difference."""
-
-    a: dict[str, float]
-    b: dict[str, float]
-    diff: dict[str, float]
-    intervals: dict[str, tuple[float, float]]
-    settings: dict[str, Any]
-
-    def significant(self, name: str) -> bool:
-        """True when the interval of ``b - a`` for ``name`` excludes zero."""
-        lo, hi = self.intervals[name]
-        return lo > 0 or hi < 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "settings": self.settings,
-            "metrics": {
-                k: {
-                    "a": _json_float(self.a[k]),
-                    "b": _json_float(self.b[k]),
-                    "diff": _json_float(self.diff[k]),
-                    "interval": [_json_float(x) for x in self.intervals[k]],
-                    "significant": self.significant(k),
-                }
-                for k in self.diff
-            },
-        }
-
-    def table(self) -> str:
-        head = ("metric", "a", "b", "b - a", f"{self.settings['ci']:.0%} CI of b - a")
-        rows = [
-            (
-                k,
-                _fmt(self.a[k]),
-                _fmt(self.b[k]),
-                _fmt(self.diff[k]),
-                f"[{_fmt(self.intervals[k][0])}, {_fmt(self.intervals[k][1])}]"
-                + (" *" if self.significant(k) else ""),
-            )
-            for k in self.diff
-        ]
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
-        lines = [
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]
-        ]
-        lines.insert(1, "-" * len(lines[0]))
-        return "\n".join(x.rstrip() for x in lines) + "\n* interval excludes 0"
-
-    def __str__(self) -> str:
-        return self.table()
-
-
-def compare_paired(
-    scores_a: Any,
-    scores_b: Any,
-    labels: Any,
-    *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
-    bootstrap: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-    smooth: bool = True,
-) -> PairedComparison:
-    """Compare two calibrations (for example before and after a calibrator) of the same samples.
-
-    Both score sets are resampled with the *same* bootstrap draws, so the interval of each
-    metric's difference ``b - a`` accounts for their correlation.
-
-    >>> import torch
-    >>> g = torch.Generator().manual_seed(0)
-    >>> z = 4 * torch.randn(400, 3, generator=g); y = torch.randint(3, (400,), generator=g)
-    >>> c = compare_paired(z, z / 4, y, bootstrap=200, smooth=False)
-    >>> c.diff["ece"] < 0 and c.significant("ece")
-    True
-    """
-    check_positive_int(bootstrap, "bootstrap")
-    ci = _check_ci(ci)
-    pa = prepare(scores_a, labels, probs=probs, binary=binary)
-    pb = prepare(scores_b, labels, probs=probs, binary=binary)
-    if pa.k != pb.k:
-        raise ValueError(f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match")
-    BinScheme.make(n_bins, binning, pa.scores.dtype)  # validates the settings
-    va = {
-        k: float(v[0]) for k, v in _metric_vectors(pa, binning, n_bins, None, smooth=smooth).items()
-    }
-    vb = {
-        k: float(v[0]) for k, v in _metric_vectors(pb, binning, n_bins, None, smooth=smooth).items()
-    }
-    ba, bb = _bootstrap_vectors([pa, pb], binning, n_bins, bootstrap, seed, smooth=smooth)
-    intervals = {k: _interval(bb[k] - ba[k], ci) for k in va}
-    settings = {
-        "n_bins": n_bins,
-        "binning": binning,
-        "bootstrap": bootstrap,
-        "seed": seed,
-        "ci": ci,
-    }
-    return PairedComparison(va, vb, {k: vb[k] - va[k] for k in va}, intervals, settings)

@@ -33,7 +33,8 @@ from torch import Tensor
 from .._checks import check_choice, check_n_bins, check_positive_int
 from . import stats as st
 from .binning import BINNINGS, BinScheme
-from .evaluate import METRICS, Bins, bins_of
+from .bins import Bins, bins_of
+from .evaluate import METRICS
 from .inputs import BINARY_MODES, Runs, prepare
 from .smooth import smooth_ece_batch
 from .table import COMPUTED
