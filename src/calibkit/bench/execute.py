@@ -19,7 +19,7 @@ import torch
 from .. import posthoc
 from ..io import file_lock, load_split, write_text
 from ..metrics import EvaluationResult, evaluate
-from ..metrics.functional import ood_auroc, ood_fpr95
+from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.compare import stratified_split

@@ -16,10 +16,6 @@ from .functional import (
     ks_error,
     mce,
     nll,
-    ood_aupr,
-    ood_auroc,
-    ood_fpr95,
-    ood_score,
     optimal_ece,
     refinement_auroc,
     rms_ce,
@@ -27,6 +23,7 @@ from .functional import (
     smooth_ece,
 )
 from .meter import CalibrationMeter
+from .ood import ood_aupr, ood_auroc, ood_fpr95, ood_score
 from .paired import PairedComparison, compare_paired
 
 __all__ = [

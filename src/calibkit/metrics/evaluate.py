@@ -26,9 +26,10 @@ from .._checks import check_n_bins
 from . import stats as st
 from .binning import BinScheme
 from .bins import Bins, bins_of
-from .functional import _fpr_at_tpr, undefined_auroc_message
-from .functional import ood_score as score_of
+from .functional import undefined_auroc_message
 from .inputs import Prepared, Runs, prepare, prepare_scores
+from .ood import _fpr_at_tpr
+from .ood import ood_score as score_of
 from .smooth import smooth_ece_batch
 from .table import COMPUTED, METRICS, OOD_METRICS
 from .temperatures import best_temperature, check_grid
@@ -308,7 +309,7 @@ def evaluate(
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
     ``ood_scores`` (M, K) adds OOD AUROC, FPR95 and AUPR-In of the score ``ood_score``
-    (:data:`~calibkit.metrics.functional.OOD_SCORES`; default the maximum softmax probability,
+    (:data:`~calibkit.metrics.ood.OOD_SCORES`; default the maximum softmax probability,
     in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
     ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds percentile intervals at level
     ``ci`` from B resamples drawn with ``seed`` (OOD samples are resampled separately);
