@@ -215,7 +215,7 @@ def test_spec_file_errors_name_the_file(tmp_path):
 
 
 def test_gradient_figure_compares_losses_not_runs_sharing_a_stage_1(tmp_path):
-    from calibkit.bench.report import _gradient_runs, build_figures
+    from calibkit.bench.figures import _gradient_runs, build_figures
 
     store = Store(tmp_path / "g.sqlite")
     curve = [("train", "uncalibrated", "grad_norm", {"grad_norm": [1.0], "brier": [0.1]})]
