@@ -21,7 +21,7 @@ import torch
 from ..metrics import evaluate, table
 from ..registry import parse_spec
 from . import REGISTRY, create, names
-from .base import check_fit_data
+from .checks import check_fit_data
 
 #: Columns of the comparison, in order (the metrics table's ``COMPARE``); a column whose
 #: metric has no direction (entropy: Neural Clamping's "Entropy ↑") is shown, not ranked.
