@@ -26,7 +26,7 @@ import torch
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 
-from calibkit.posthoc.affine import FINAL_TOL, fit_affine
+from calibkit.posthoc.affine_fit import FINAL_TOL, fit_affine
 
 #: (name, matrix, dirichlet features, regulariser, λ, μ)
 METHODS = [

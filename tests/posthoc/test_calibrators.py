@@ -13,7 +13,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from calibkit import posthoc
 from calibkit.metrics import ece
-from calibkit.posthoc.affine import _penalty
+from calibkit.posthoc.affine_fit import _penalty
 from tests.conftest import make_logits
 
 FAST = {  # single grid points keep the cross-validated methods quick in tests
@@ -295,7 +295,7 @@ def test_isotonic_maps_of_different_lengths_equal_scikit_learn():
 @pytest.mark.parametrize("matrix", [True, False])
 @pytest.mark.parametrize("reg", [None, "odir", "l2"])
 def test_affine_closed_form_gradient_equals_autograd(matrix, reg):
-    from calibkit.posthoc.affine import _penalty, _penalty_grad, nll_and_grad
+    from calibkit.posthoc.affine_fit import _penalty, _penalty_grad, nll_and_grad
 
     g = torch.Generator().manual_seed(1)
     x = torch.randn(300, 6, generator=g, dtype=torch.float64) * 3
@@ -322,7 +322,7 @@ def test_affine_closed_form_gradient_equals_autograd(matrix, reg):
 def test_preconditioned_fit_reaches_the_optimum_of_scipy(reg, matrix, warm):
     """The fit on K-FAC-preconditioned parameters reaches scipy's optimum of the same
     objective, on Dirichlet features (log-probabilities: correlated, far from 0)."""
-    from calibkit.posthoc.affine import _penalty, fit_affine
+    from calibkit.posthoc.affine_fit import _penalty, fit_affine
 
     g = torch.Generator().manual_seed(3)
     k = 6
