@@ -104,3 +104,17 @@ def test_grad_norms_equal_per_sample_autograd_on_the_head():
             assert float(norms[i]) == pytest.approx(float(g.norm()), rel=1e-10)
         p = torch.softmax(model(x), 1)
         assert torch.allclose(brier, ((p - torch.nn.functional.one_hot(y, 4)) ** 2).sum(1))
+
+
+def test_schedules_are_a_registry_built_once_per_run(tmp_path, monkeypatch):
+    from calibkit.training import TrainConfig, schedule, train
+
+    assert schedule.REGISTRY.names() == ["cifar", "constant", "step", "tiny-imagenet"]
+    assert schedule.REGISTRY.parameters("step") == ["milestones", "gamma"]
+    built = []
+    real = schedule.create
+    monkeypatch.setattr(schedule, "create", lambda spec: built.append(spec) or real(spec))
+    result = train(TrainConfig(epochs=3, schedule="step:milestones=[1],gamma=0.5"), tmp_path)
+    # checked once with the configuration, built once for the run: not once per epoch
+    assert built == ["step:milestones=[1],gamma=0.5"] * 2
+    assert [h["lr"] for h in result.history] == pytest.approx([0.1, 0.05, 0.05])

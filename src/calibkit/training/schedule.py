@@ -1,52 +1,91 @@
-"""Step learning-rate schedules, with the papers' presets (docs/methods.md §7).
+"""Step learning-rate schedules, one registry like the other families, with the papers'
+presets (docs/methods.md §7).
 
 A schedule is a spec: ``cifar`` (× 0.1 at 150 and 250 of 350 epochs), ``tiny-imagenet``
 (× 0.1 at 40 and 60 of 100), ``constant``, or ``step:milestones=[30,60],gamma=0.1``. The
 presets' milestones are fractions of their paper length, so ``cifar`` over 30 epochs drops
-at 13 and 21 (150/350 and 250/350 of the run, rounded).
+at 13 and 21 (150/350 and 250/350 of the run, rounded). A run builds its schedule once
+(:func:`create`) and asks it for each epoch's rate.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
-from ..registry import parse_spec
+from ..registry import Registry
 
-PRESETS = {"cifar": ((150 / 350, 250 / 350), 0.1), "tiny-imagenet": ((40 / 100, 60 / 100), 0.1)}
+
+@dataclass(frozen=True)
+class Schedule:
+    """The rate is multiplied by ``gamma`` after each milestone: epochs given as such
+    (``fractions=False``) or as fractions of the run's length."""
+
+    points: tuple[float, ...]
+    gamma: float
+    fractions: bool = False
+
+    def milestones(self, epochs: int) -> list[int]:
+        """The epochs after which the rate drops, for a run of ``epochs``."""
+        if self.fractions:
+            return [round(f * epochs) for f in self.points]
+        return sorted(int(p) for p in self.points)
+
+    def lr(self, base_lr: float, epoch: int, epochs: int) -> float:
+        """Learning rate of (0-based) ``epoch`` of a run of ``epochs``."""
+        return base_lr * self.gamma ** sum(epoch >= m for m in self.milestones(epochs))
+
+
+REGISTRY: Registry[Schedule] = Registry("schedule")
+
+
+@REGISTRY.register("cifar")
+def _cifar() -> Schedule:
+    return Schedule((150 / 350, 250 / 350), 0.1, fractions=True)
+
+
+@REGISTRY.register("tiny-imagenet")
+def _tiny_imagenet() -> Schedule:
+    return Schedule((40 / 100, 60 / 100), 0.1, fractions=True)
+
+
+@REGISTRY.register("constant")
+def _constant() -> Schedule:
+    return Schedule((), 1.0)
+
+
+def _step_settings(milestones: Any = (), gamma: Any = 0.1) -> tuple[tuple[int, ...], float]:
+    ms = [milestones] if isinstance(milestones, int) else milestones
+    if isinstance(ms, str) or not all(
+        isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in ms
+    ):
+        raise ValueError(f"milestones must be positive integers, got {milestones!r}")
+    if not (isinstance(gamma, int | float) and math.isfinite(gamma) and gamma > 0):
+        raise ValueError(f"gamma must be a finite number > 0, got {gamma!r}")
+    return tuple(sorted(ms)), float(gamma)
+
+
+@REGISTRY.register("step")
+def _step(*, milestones: Any = (), gamma: Any = 0.1) -> Schedule:
+    return Schedule(*_step_settings(milestones, gamma))
+
+
+_step.check_settings = _step_settings  # type: ignore[attr-defined]
+
+
+def create(spec: str) -> Schedule:
+    """The schedule a spec names; one-line errors (ValueError) for unknown names and bad
+    values."""
+    return REGISTRY.create(spec)
 
 
 def milestones(spec: str, epochs: int) -> tuple[list[int], float]:
     """(epochs after which the rate is multiplied by gamma, gamma) for a schedule spec."""
-    parsed = parse_spec(spec)
-    name, kw = parsed.name, parsed.kwargs
-    if name in PRESETS:
-        if kw:
-            raise ValueError(f"schedule {name!r} takes no parameters; use step:milestones=...")
-        fracs, gamma = PRESETS[name]
-        return [round(f * epochs) for f in fracs], gamma
-    if name == "constant" and not kw:
-        return [], 1.0
-    if name == "step":
-        bad = set(kw) - {"milestones", "gamma"}
-        if bad:
-            raise ValueError(
-                f"schedule 'step' has no parameter {sorted(bad)[0]!r}; valid: milestones, gamma"
-            )
-        ms = kw.get("milestones", [])
-        ms = [ms] if isinstance(ms, int) else list(ms)
-        gamma = kw.get("gamma", 0.1)
-        if not all(isinstance(m, int) and m > 0 for m in ms) or not (
-            isinstance(gamma, int | float) and math.isfinite(gamma) and gamma > 0
-        ):
-            raise ValueError(f"schedule {spec!r}: milestones must be positive integers, gamma > 0")
-        return sorted(ms), float(gamma)
-    raise ValueError(
-        f"unknown schedule {spec!r}; choose one of: "
-        f"{', '.join(PRESETS)}, constant, step:milestones=[A,B]"
-    )
+    schedule = create(spec)
+    return schedule.milestones(epochs), schedule.gamma
 
 
 def lr_at(spec: str, base_lr: float, epoch: int, epochs: int) -> float:
-    """Learning rate of (0-based) ``epoch``."""
-    ms, gamma = milestones(spec, epochs)
-    return base_lr * gamma ** sum(epoch >= m for m in ms)
+    """Learning rate of (0-based) ``epoch`` (builds the schedule; a run builds it once)."""
+    return create(spec).lr(base_lr, epoch, epochs)

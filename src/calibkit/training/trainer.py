@@ -45,11 +45,11 @@ from .. import __version__, data, losses, models
 from ..io import atomic_write, save_npz, write_text
 from ..metrics import evaluate
 from ..registry import parse_spec
+from . import schedule as schedules
 from .augment import crop_flip, mixup
 from .checkpoints import resume_state, save_checkpoint
 from .config import TrainConfig, TrainingError, TrainResult, pick_device
 from .recorders import EpochTotals, LearnedEpochs, grad_norms
-from .schedule import lr_at
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -207,9 +207,10 @@ def train(
         raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
     steps_per_epoch = math.ceil(len(train_split) / config.batch_size)
     total = steps_per_epoch * config.epochs
+    schedule = schedules.create(config.schedule)  # built once, asked every epoch
     for epoch in range(start, config.epochs):
         began = time.perf_counter()
-        lr = lr_at(config.schedule, config.lr, epoch, config.epochs)
+        lr = schedule.lr(config.lr, epoch, config.epochs)
         for group in opt.param_groups:
             group["lr"] = lr
         wrapped.train()
