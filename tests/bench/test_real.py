@@ -135,6 +135,9 @@ def test_the_real_kinds_of_run_on_the_one_harness(tmp_path, capsys):
     assert "Kull et al. 2019" in md and "networks (logits files)" in md
     assert "BSCE-GRA" not in md  # no line for a claim whose sides the sweep lacks
     assert "### Training rate" not in md  # nothing was trained
+    report = (out / "report.md").read_text()  # the report has the same tables
+    assert "## Average ranks over every network" in report
+    assert "## Calibrators on resnet20" in report
     capsys.readouterr()
     main(["bench", str(path), "-o", str(out), "--workers", "1", "--json"])  # resume: nothing
     assert '"skipped": 9' in capsys.readouterr().out

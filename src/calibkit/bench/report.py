@@ -43,6 +43,7 @@ from ..io import write_text
 from ..metrics import table as metric_table
 from ..metrics.table import mean_std
 from .figures import build_figures
+from .given import given_sections
 from .results import Results, compare, short
 from .store import ALL, Store
 from .verdicts import premises_text, verdict_table
@@ -185,8 +186,6 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     res = Results(store)
     if not res.runs or not res.values:
         raise ValueError(f"{db}: the store holds no finished run with results; nothing to report")
-    if not res.runs:
-        raise ValueError(f"{db}: the store holds no finished run yet; nothing to report")
     out = Path(out)
     try:
         (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -214,7 +213,9 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
         ("Anomalies", f"{len(anomalies) - 1} flagged by the runs' checks"
          + (": these numbers are not results to trust." if len(anomalies) > 1 else "."),
          anomalies if len(anomalies) > 1 else None),
-    ] + [(title, "", table) for title, table in tables.items()]  # fmt: skip
+    ] + [(title, "", table) for title, table in tables.items()] + [
+        (title, "", table) for title, table in given_sections(res)  # networks trained elsewhere
+    ]  # fmt: skip
     md = ["# Calibration benchmark", "", intro, ""]
     page = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Calibration benchmark</title>"
