@@ -59,6 +59,7 @@ def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_js
       calibkit bench my-sweep.yaml --workers 2 -o results/
       calibkit bench paper-cifar --engine ray --address auto
       calibkit bench real -o real-results --doc docs/real.md   # real networks and images
+      calibkit bench nc-cifar -o nc --doc docs/real.md   # Neural Clamping at 5,000 images
       calibkit bench train-cifar -o study/ --doc docs/real.md   # the training study
       calibkit bench train-cifar-paper --estimate     # how long it would take here
     """
