@@ -194,3 +194,21 @@ def test_given_network_entries_are_checked_before_running(tmp_path, change, mess
     change(spec)
     with pytest.raises(SpecError, match=message):
         load_spec(write_spec(tmp_path, spec))
+
+
+def test_a_logits_entry_reads_any_score_file_and_records_its_classes(tmp_path):
+    """A CSV holds its labels as floats: the run checks them like every fit does, and records
+    the number of classes, so that reports need not open the file again."""
+    from calibkit.bench.execute import execute
+    from calibkit.bench.spec import resolve
+
+    z, y = make_logits(200, 4, 3)
+    header = ",".join(f"c{i}" for i in range(4)) + ",labels"
+    rows = "\n".join(",".join(map(str, r)) + f",{t}" for r, t in zip(z, y, strict=True))
+    (tmp_path / "toy_net.csv").write_text(header + "\n" + rows + "\n")
+    spec = resolve({"seeds": [1], "methods": [{"name": "Pretrained"}], "posthoc": ["ts"],
+                    "datasets": [{"logits": str(tmp_path / "toy_net.csv")}]})  # fmt: skip
+    result = execute(spec.runs[0], tmp_path / "out")
+    assert result["run"]["provenance"]["n_classes"] == 4
+    assert (result["run"]["dataset"], result["run"]["model"]) == ("toy", "net")
+    assert any(cal == "ts" and m == "ece" for _, cal, _, m, _ in result["metrics"])

@@ -22,6 +22,7 @@ from ..metrics import EvaluationResult, evaluate
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
 from ..posthoc.base import Evidence, FitDivergedError
+from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
 from ..registry import Spec
 from ..training import train
@@ -211,14 +212,15 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
 def _file_evidence(path: str, fraction: float, seed: int) -> tuple[Evidence, dict[str, Any]]:
     """A logits file's rows split per class into calibration (``val``) and ``test`` halves
     (``fraction`` of each class calibrates; the same split as ``calibkit compare --split``)."""
-    z, y = load_split(path, "test")
-    cal, test = stratified_split(y, fraction, seed)
-    logits, labels = torch.from_numpy(np.asarray(z)).double(), torch.from_numpy(y).long()
+    logits, labels = check_fit_data(*load_split(path, "test"))  # CSV labels, bad rows: checked
+    logits, labels = logits.cpu(), labels.cpu()
+    cal, test = stratified_split(labels.numpy(), fraction, seed)
     evidence = Evidence(
         logits={"val": logits[cal], "test": logits[test]},
         labels={"val": labels[cal], "test": labels[test]},
     )
-    return evidence, {"logits": str(Path(path).resolve()), "calibration_fraction": fraction}
+    info = {"logits": str(Path(path).resolve()), "calibration_fraction": fraction}
+    return evidence, info | {"n_classes": logits.shape[1]}
 
 
 def _json(path: Path) -> list:

@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
+from ..io import load_split
 from ..metrics.table import info, mean_std
 from ..registry import parse_spec
 from .results import Results, short
@@ -306,7 +307,8 @@ def given_sections(res: Results) -> list[tuple[str, Table]]:
     out: list[tuple[str, Table]] = []
     if len(files) >= 2:
         groups = {"every network": files}
-        few = [c for c in files if _classes(res, c) <= 10]
+        provenance = res.store.provenance()
+        few = [c for c in files if _classes(res, c, provenance) <= 10]
         if 2 <= len(few) < len(files):
             groups["the networks with 10 classes or fewer"] = few
         for label, cols in groups.items():
@@ -357,11 +359,11 @@ def given_sections(res: Results) -> list[tuple[str, Table]]:
     return out
 
 
-def _classes(res: Results, column: Column) -> int:
-    """The number of classes of a logits-file column (from its stored classwise bins)."""
-    for r in res.runs.values():
+def _classes(res: Results, column: Column, provenance: dict[str, dict]) -> int:
+    """The number of classes of a logits-file column, as its runs recorded it (a store
+    written before they did: read from the file)."""
+    for key, r in res.runs.items():
         if (r["dataset"], r["model"]) == column and r["spec"].get("logits"):
-            with np.load(r["spec"]["logits"]) as f:
-                key = "logits" if "logits" in f.files else "logits_test"
-                return int(f[key].shape[1])
+            k = provenance.get(key, {}).get("n_classes")
+            return int(k) if k else load_split(r["spec"]["logits"], "test")[0].shape[1]
     return 0

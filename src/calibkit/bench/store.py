@@ -275,13 +275,19 @@ class Store:
             out.append(d)
         return out
 
+    def provenance(self) -> dict[str, dict[str, Any]]:
+        """Each finished run's provenance (configuration, versions, phases, training rate,
+        and what a run given by a logits file read), by run key."""
+        rows = self._read("SELECT key, provenance FROM runs WHERE status = 'done'")
+        return {key: json.loads(prov or "{}") or {} for key, prov in rows}
+
     def phase_seconds(self, keys: Iterable[str]) -> dict[str, float]:
         """Seconds spent in each phase (``provenance["phases"]``), summed over the finished
         runs ``keys``; runs written before phases were recorded add nothing."""
         wanted = set(keys)
         total: dict[str, float] = {}
-        for key, prov in self._read("SELECT key, provenance FROM runs WHERE status = 'done'"):
-            phases = (json.loads(prov) or {}).get("phases", {}) if key in wanted else {}
+        for key, prov in self.provenance().items():
+            phases = prov.get("phases", {}) if key in wanted else {}
             for name, seconds in phases.items():
                 total[name] = total.get(name, 0.0) + seconds
         return total

@@ -17,7 +17,6 @@ t-interval (Student's t with n − 1 degrees of freedom: wide at 2 seeds, and ho
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Iterable
@@ -114,8 +113,7 @@ def rate_table(store: Store, res: Results) -> Table:
     that share a stage 1 (MaC-Cal on CE) count it once, under the method that trains it."""
     rows = [["method", "networks", "seconds per network", "images/s", "training GFLOP/s",
              "matmul GFLOP/s", "ratio"]]  # fmt: skip
-    provenance = {k: json.loads(p or "{}") for k, p in store._read(
-        "SELECT key, provenance FROM runs WHERE status = 'done'")}  # fmt: skip
+    provenance = store.provenance()
     for method in res.methods:
         keys = [
             k for k, r in res.runs.items() if r["method"] == method and not r["spec"].get("stage2")

@@ -31,7 +31,7 @@ from .inputs import Prepared, Runs, prepare, prepare_scores
 from .ood import _fpr_at_tpr
 from .ood import ood_score as score_of
 from .smooth import smooth_ece_batch
-from .table import COMPUTED, METRICS, OOD_METRICS
+from .table import COMPUTED, METRICS, OOD_METRICS, Memo
 from .temperatures import best_temperature, check_grid
 
 
@@ -142,18 +142,13 @@ def _metric_vectors(
     return out
 
 
-class _BatchStatistics:
+class _BatchStatistics(Memo):
     """:class:`~calibkit.metrics.table.Statistics` of prepared scores under B weighted
     resamples (``weights`` None: the sample itself), each computed once, when asked."""
 
     def __init__(self, p: Prepared, scheme: BinScheme, weights: Tensor | None, n_bins: int):
+        super().__init__()
         self.p, self.scheme, self.weights, self.n, self.n_bins = p, scheme, weights, p.n, n_bins
-        self._done: dict[str, Any] = {}
-
-    def _once(self, key: str, make: Callable[[], Any]) -> Any:
-        if key not in self._done:
-            self._done[key] = make()
-        return self._done[key]
 
     def sums(self) -> Tensor:
         return self._once("sums", lambda: st.topbin_sums(self.p, self.scheme, self.weights))

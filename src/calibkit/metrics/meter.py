@@ -37,18 +37,18 @@ from .bins import Bins, bins_of
 from .evaluate import METRICS
 from .inputs import BINARY_MODES, Runs, prepare
 from .smooth import smooth_ece_batch
-from .table import COMPUTED
+from .table import COMPUTED, Memo
 
 _SCALARS = ("correct", "nll", "brier", "entropy")
 
 
-class _MeterStatistics:
+class _MeterStatistics(Memo):
     """:class:`~calibkit.metrics.table.Statistics` of a meter's running sums (B = 1) and,
     with ``keep_samples``, of its kept samples."""
 
     def __init__(self, meter: CalibrationMeter) -> None:
+        super().__init__()
         self.meter, self.n, self.n_bins = meter, meter.n, meter.n_bins
-        self._samples: tuple[Tensor, ...] | None = None
 
     def sums(self) -> Tensor:
         return self.meter.top[None]
@@ -60,21 +60,24 @@ class _MeterStatistics:
         return self.meter.classwise[None], self.meter._scheme()
 
     def _kept(self) -> tuple[Tensor, ...]:
-        if self._samples is None:
-            self._samples = self.meter._concat_samples()
-        return self._samples
+        return self._once("kept", self.meter._concat_samples)
 
     def runs(self) -> tuple[Runs, Tensor, Tensor]:
-        conf, outcome, _, _ = self._kept()
-        runs = Runs.from_values(conf, outcome)
-        return runs, runs.sizes[None], runs.positives[None]
+        def make() -> tuple[Runs, Tensor, Tensor]:
+            runs = Runs.from_values(*self._kept()[:2])
+            return runs, runs.sizes[None], runs.positives[None]
+
+        return self._once("runs", make)
 
     def correct_runs(self) -> tuple[Tensor, Tensor]:
         if self.meter.binary == "top-label":
             return self.runs()[1:]
-        _, _, top_conf, correct = self._kept()
-        runs = Runs.from_values(top_conf, correct)
-        return runs.sizes[None], runs.positives[None]
+
+        def make() -> tuple[Tensor, Tensor]:
+            runs = Runs.from_values(*self._kept()[2:])
+            return runs.sizes[None], runs.positives[None]
+
+        return self._once("correct", make)
 
     def smooth(self) -> Tensor:
         conf, outcome, _, _ = self._kept()

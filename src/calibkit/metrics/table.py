@@ -52,6 +52,19 @@ class Statistics(Protocol):
         """(B,) smooth ECE of the calibration pair (needs every sample)."""
 
 
+class Memo:
+    """Each statistic computed once per object: a :class:`Statistics` is built for one
+    evaluation, and several metrics ask for the same tie runs or bin sums."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, Any] = {}
+
+    def _once(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self._done:
+            self._done[key] = make()
+        return self._done[key]
+
+
 @dataclass(frozen=True)
 class MetricInfo:
     """One metric: ``direction`` -1 when lower is better, +1 when higher is, 0 when neither
