@@ -212,3 +212,15 @@ def test_a_logits_entry_reads_any_score_file_and_records_its_classes(tmp_path):
     assert result["run"]["provenance"]["n_classes"] == 4
     assert (result["run"]["dataset"], result["run"]["model"]) == ("toy", "net")
     assert any(cal == "ts" and m == "ece" for _, cal, _, m, _ in result["metrics"])
+
+
+def test_a_bad_logits_file_fails_at_its_line_before_anything_runs(tmp_path):
+    z, y = make_logits(100, 5, 2)
+    y[7] = 9  # a label beyond the 5 classes
+    np.savez(tmp_path / "x_bad.npz", logits=z, labels=y)
+    spec = {"methods": [{"name": "Pretrained"}], "posthoc": ["ts"],
+            "datasets": [{"logits": str(tmp_path / "x_bad.npz")}]}  # fmt: skip
+    with pytest.raises(
+        SpecError, match=r"datasets\[0\]\.logits: .*x_bad\.npz: labels: class index 9"
+    ):
+        load_spec(write_spec(tmp_path, spec))

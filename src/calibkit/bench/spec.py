@@ -42,7 +42,9 @@ from typing import Any
 import yaml
 
 from .. import data, losses, models, posthoc
-from ..registry import Registry
+from ..io import load_split
+from ..posthoc.checks import check_fit_data
+from ..registry import Registry, Spec
 from ..training.trainer import TrainConfig
 from .runspec import BenchSpec, RunSpec
 
@@ -143,23 +145,27 @@ def _fail(lines: _Lines, path: str, message: str) -> SpecError:
     return SpecError(f"{lines.where(path)}: {message}")
 
 
-def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str) -> str:
-    """A registry spec checked by signature (nothing is built, no data is read), in its
-    canonical spelling: two spellings of one setting make one run key."""
+def _checked(registry: Registry, spec: Any, lines: _Lines, path: str) -> Spec:
+    """A registry spec checked by signature (nothing is built, no data is read)."""
     if not isinstance(spec, str):
         raise _fail(lines, path, f"expected a spec string such as 'name:key=value', got {spec!r}")
     try:
-        return str(registry.check(spec))
+        return registry.check(spec)
     except (ValueError, TypeError) as err:
         raise _fail(lines, path, str(err).splitlines()[0]) from None
+
+
+def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str) -> str:
+    """:func:`_checked`, canonically spelt: two spellings of a setting make one run key."""
+    return str(_checked(registry, spec, lines, path))
 
 
 def _check_data(spec: Any, lines: _Lines, path: str) -> str:
     """A dataset spec checked as far as it can be without loading files: by signature, its
     ``root`` folder present, and a dataset without files (digits, the Gaussian toy) built,
     which is cheap and runs its own checks of every value."""
-    checked = _check_spec(data.REGISTRY, spec, lines, path)
-    parsed = data.REGISTRY.check(checked)
+    parsed = _checked(data.REGISTRY, spec, lines, path)
+    checked = str(parsed)
     root = parsed.kwargs.get("root")
     try:
         if root is not None and not Path(str(root)).expanduser().exists():
@@ -268,20 +274,16 @@ def _seeds(raw: dict, lines: _Lines, path: str, default: Any = None) -> list[int
 
 def _logits_files(pattern: Any, lines: _Lines, where: str) -> list[str]:
     """The logits files an entry names (a path or a glob), each checked readable now."""
-    from ..io import load_split
-
     if not isinstance(pattern, str) or not pattern:
         raise _fail(lines, where, f"expected a path or glob of logits files, got {pattern!r}")
     found = sorted(glob.glob(str(Path(pattern).expanduser())))
     if not found:
         raise _fail(lines, where, f"no file matches {pattern!r}")
     for f in found:
-        try:
-            z, y = load_split(f, "test")
-        except ValueError as err:
-            raise _fail(lines, where, str(err).splitlines()[0]) from None
-        if z.ndim != 2 or y is None or y.shape != (len(z),):
-            raise _fail(lines, where, f"{f}: expected logits (N, K) and labels (N,)")
+        try:  # the check every run's fit makes, so that a bad file fails here, not later
+            check_fit_data(*load_split(f, "test"))
+        except (ValueError, TypeError) as err:
+            raise _fail(lines, where, f"{f}: {str(err).splitlines()[0]}") from None
     return found
 
 
