@@ -213,7 +213,6 @@ class Method(nn.Module):
             raise FileFormatError(f"{path}: unknown calibrator {meta['method']!r}")
         try:
             obj = REGISTRY.create(meta["method"], **meta["settings"])
-            obj.checked()
         except (TypeError, ValueError) as err:
             raise FileFormatError(f"{path}: invalid settings ({first_line(err)})") from None
         if obj.level == "model":
