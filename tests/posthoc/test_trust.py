@@ -192,9 +192,28 @@ def test_nll_offers_scikit_learns_clipped_convention(real_logits):
     probs = posthoc.create("isotonic:mode=one-vs-rest").fit(zv, yv).predict_proba(zt)
     ours, theirs = nll(probs, yt, probs=True), log_loss(yt, probs.numpy(), labels=range(10))
     assert ours > 1.0 > 0.2 > theirs - 0.1  # the floor's 708 per zero, against sklearn's 36
-    assert nll(probs, yt, probs=True, clip="sklearn") == pytest.approx(theirs, rel=1e-12)
+    assert nll(probs, yt, probs=True, clip="sklearn-1.2") == pytest.approx(theirs, rel=1e-12)
     with pytest.raises(ValueError, match="clip: expected"):
         nll(probs, yt, probs=True, clip="keras")
+    with pytest.raises(ValueError, match="depended on the input's dtype"):
+        nll(probs, yt, probs=True, clip="sklearn")
+
+
+def test_nll_clip_is_independent_of_the_dtype_and_gives_the_published_value(real_logits):
+    """Issue 31.1: clip="sklearn" clipped float32 input at 1.2e-7 and gave 0.354854; Kull
+    et al. 2019 print 0.358274 (scikit-learn's eps=1e-15) for the uncalibrated ResNet-110."""
+    from calibkit.metrics import nll
+
+    _, _, zt, yt = real_logits
+    for clip in (1e-15, "sklearn-1.2"):
+        ours32, ours64 = nll(zt, yt, clip=clip), nll(zt.astype(np.float64), yt, clip=clip)
+        assert round(ours32, 6) == round(ours64, 6) == 0.358274
+    # a hand-worked case: p_y = 0 in float32 scores −log ε for either ε, not −log 1.19e-7
+    probs = np.array([[1.0, 0.0], [0.5, 0.5]], dtype=np.float32)
+    got = nll(probs, [1, 0], probs=True, clip=1e-15)
+    assert got == pytest.approx((-math.log(1e-15) + math.log(2)) / 2, rel=1e-12)
+    got = nll(probs, [1, 0], probs=True, clip="sklearn-1.2")
+    assert got == pytest.approx((-math.log(2.220446049250313e-16) + math.log(2)) / 2, rel=1e-12)
 
 
 def test_kull_classwise_ece_reproduces_their_published_value(real_logits):

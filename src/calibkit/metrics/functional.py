@@ -152,6 +152,28 @@ def classwise_ece(
 sce = classwise_ece
 
 
+#: Named ``clip`` conventions of :func:`nll` and the ε each clips at.
+NLL_CLIPS = {"sklearn-1.2": float(torch.finfo(torch.float64).eps)}
+
+
+def nll_clip_eps(clip: str | float) -> float:
+    """The ε of a ``clip`` convention of :func:`nll` (a name in ``NLL_CLIPS``, or a number)."""
+    if isinstance(clip, str) and clip in NLL_CLIPS:
+        return NLL_CLIPS[clip]
+    if isinstance(clip, int | float) and not isinstance(clip, bool) and 0 < clip < 0.5:
+        return float(clip)
+    hint = (
+        " ('sklearn' depended on the input's dtype: use 1e-15 for scikit-learn up to 1.1 "
+        "and the published tables, or 'sklearn-1.2')"
+        if clip == "sklearn"
+        else ""
+    )
+    raise ValueError(
+        f"clip: expected None, a number in (0, 0.5) or one of {sorted(NLL_CLIPS)}, "
+        f"got {clip!r}{hint}"
+    )
+
+
 def nll(
     scores: Any,
     labels: Any,
@@ -163,22 +185,25 @@ def nll(
     """Mean negative log-likelihood −log p_y (natural log), from log-softmax of the logits.
 
     With ``probs=True`` a true-class probability of exactly 0 gives ``inf`` (the correct
-    value). ``clip`` reproduces tools that clip first: ``"sklearn"`` is scikit-learn's
-    ``log_loss`` (p_y clipped to [eps, 1 − eps], eps of the scores' dtype; a calibrator that
-    outputs exact zeros then scores −log 2.2e-16 = 36 per such sample in float64 instead of
-    infinity, or 708 at calibkit's floor); a number clips p_y to [clip, 1 − clip].
+    value). ``clip`` reproduces tools that clip p_y to [ε, 1 − ε] first, with the same ε
+    whatever the input's dtype:
+
+    * a number ε in (0, 0.5): ``clip=1e-15`` is scikit-learn's ``log_loss`` up to 1.1
+      (its default ``eps=1e-15``), which Kull et al. 2019's tables use: 0.358274 for the
+      uncalibrated ResNet-110 on CIFAR-10 (tested);
+    * ``"sklearn-1.2"``: scikit-learn's ``log_loss`` from 1.2 on (``eps="auto"``), which
+      clips at the machine epsilon of its input's dtype; calibkit fixes it at float64's,
+      2.22e-16, the dtype its probabilities are scored in (float32 input would otherwise
+      be clipped at 1.19e-7 and score −log 1.19e-7 = 15.9 per zero instead of 36.0).
+
+    Without ``clip`` a calibrator that outputs exact zeros scores 708 per zero (calibkit's
+    floor, −log 2.2e-308). scikit-learn also clips the other classes and renormalises the
+    row; that moves the result by at most K·ε relative, below any printed digit.
     """
     p = prepare(scores, labels, probs=probs, validate=validate)
     logp = p.label_logp
     if clip is not None:
-        if clip == "sklearn":
-            eps = torch.finfo(p.scores.dtype).eps
-        elif isinstance(clip, int | float) and not isinstance(clip, bool) and 0 < clip < 0.5:
-            eps = float(clip)
-        else:
-            raise ValueError(
-                f"clip: expected None, 'sklearn' or a number in (0, 0.5), got {clip!r}"
-            )
+        eps = nll_clip_eps(clip)
         logp = logp.clamp(math.log(eps), math.log1p(-eps))
     return _f(st.mean_stat(-logp, None, p.n))
 
