@@ -82,7 +82,7 @@ class BinScheme:
         binary search over the edges; above, it is computed arithmetically and then
         corrected against the actual edges, which is exact and up to twice as fast there.
         """
-        v = values.double()
+        v = values.double().contiguous()
         if self.convention == "netcal":
             v = self._clip(v)
         return self._index(v, search=v.numel() <= SEARCH_BELOW), v

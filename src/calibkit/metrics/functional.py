@@ -5,7 +5,8 @@ column) and integer ``labels`` of shape (N,), as NumPy arrays or tensors on any 
 Scores are logits unless ``probs=True``: nothing is guessed from the value range. Results
 are Python floats. Binned metrics take ``n_bins`` (default 15) and ``binning`` (see
 :mod:`calibkit.metrics.binning`). ``binary="positive"`` measures a K = 2 problem on
-P(class 1) against 1[y = 1] instead of on the top label. ``validate=False`` skips the input
+P(class 1) against 1[y = 1] instead of on the top label; ``"pooled"`` and ``"top-<r>"``
+are the named reductions of :mod:`calibkit.metrics.pairs`. ``validate=False`` skips the input
 checks for trusted input (see :func:`calibkit.metrics.inputs.prepare`): the same numbers
 for valid input, less time per call.
 
@@ -29,10 +30,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_n_bins
+from .._checks import check_choice, check_n_bins
 from . import stats as st
 from .binning import BinScheme
-from .inputs import Prepared, prepare, prepare_scores
+from .inputs import Prepared, Runs, prepare, prepare_scores
+from .pairs import joint_cell_gaps, prepare_pair
 from .smooth import smooth_ece_batch
 from .temperatures import best_temperature, check_grid
 
@@ -68,7 +70,7 @@ def ece(
 
     ECE = Σ_m |B_m|/N · |acc(B_m) − conf(B_m)|, empty bins adding 0 (Dark Side eq. 3).
     """
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
     return _f(st.ece_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning)), p.n))
 
 
@@ -88,7 +90,7 @@ def rms_ce(
     Kumar et al. (2019, "Verified uncertainty calibration", §5)'s debiased estimator, which
     subtracts each bin's sampling variance acc(1 − acc)/(|B_m| − 1) from its squared gap
     before the root (clipped at 0)."""
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
     sums = st.topbin_sums(p, _scheme(p, n_bins, binning))
     return _f(st.rms_from_sums(sums, p.n, debias=debias))
 
@@ -104,7 +106,7 @@ def mce(
     validate: bool = True,
 ) -> float:
     """Maximum calibration error: max over non-empty bins of |acc − conf|."""
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
     return _f(st.mce_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning))))
 
 
@@ -124,7 +126,7 @@ def aece(
     edge equals the smallest confidence, which its (lo, hi] bins then exclude).
     """
     check_n_bins(n_bins)
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
     size, pos = st.run_sums(p.runs, None)
     return _f(st.aece_from_runs(p.runs, size, pos, p.n, n_bins))
 
@@ -136,6 +138,7 @@ def classwise_ece(
     probs: bool = False,
     n_bins: int = 15,
     binning: str = "calibkit",
+    cells: str = "marginal",
     validate: bool = True,
 ) -> float:
     """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
@@ -143,9 +146,35 @@ def classwise_ece(
     For each class k, equal-width bins over p_k of all N samples; acc = fraction with
     y = k, conf = mean p_k; CE_k = Σ_m |B_mk|/N · |acc − conf|; the result is mean_k CE_k
     (Σ_k CE_k with ``binning="kull"``, as Kull et al. 2019 report it).
+
+    Named conventions (docs/metrics.md, "Conventions of published tables"):
+
+    * ``binning="equal-mass"``: per class, ``n_bins`` bins of N/M samples each over p_k
+      (a run of tied probabilities is never split, as in :func:`aece`): the equal-mass
+      classwise ECE, Nixon et al. 2019's adaptive calibration error (ACE) weighted by bin
+      size (their bins all hold N/M samples, so the two agree up to ties).
+    * ``cells="joint"``: the cells are the joint bins of all K probabilities of a sample
+      (its K bin indices together), and CE_k sums over those cells. With
+      ``binning="kull"`` this is Kull et al. 2019's ECE_FULL (``full_ECE`` in their
+      ``utility/evaluation.py``).
     """
+    check_choice(cells, "cells", ("marginal", "joint"))
     p = prepare(scores, labels, probs=probs, validate=validate)
+    if binning == "equal-mass":
+        if cells == "joint":
+            raise ValueError(
+                "cells='joint' needs equal-width bins; binning='equal-mass' is per class"
+            )
+        check_n_bins(n_bins)
+        per_class = []
+        for k in range(p.k):
+            runs = Runs.from_values(p.probs[:, k], p.labels == k)
+            per_class.append(st.aece_from_runs(runs, *st.run_sums(runs, None), p.n, n_bins))
+        return _f(torch.stack(per_class).mean(0))
     scheme = _scheme(p, n_bins, binning)
+    if cells == "joint":
+        gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0]) / p.n
+        return float(gaps.sum() if binning == "kull" else gaps.mean())
     return _f(st.classwise_ece_from_sums(st.classwise_sums(p, scheme), p.n, scheme))
 
 
@@ -301,7 +330,7 @@ def ks_error(
     confidences so that the result does not depend on the order of tied samples (Gupta
     et al.'s code takes it after every sorted sample; without ties the two agree).
     """
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
     return _f(st.ks_from_runs(p.runs, *st.run_sums(p.runs, None), p.n))
 
 
@@ -320,7 +349,7 @@ def smooth_ece(
     """
     if sigma is not None and not (isinstance(sigma, float | int) and 0 < sigma <= 1):
         raise ValueError(f"sigma: expected a bandwidth in (0, 1], got {sigma!r}")
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
     conf, outcome = p.cal_pair
     return _f(smooth_ece_batch(conf, outcome, sigma=sigma)[0])
 

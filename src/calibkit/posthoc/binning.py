@@ -112,25 +112,39 @@ class HistogramBinning(_ConfidenceMap):
     """Confidence → accuracy of its bin on the calibration split (Zadrozny & Elkan 2001).
 
     ``strategy="uniform"``: ``n_bins`` equal-width bins, (lo, hi] as in the metrics;
-    ``"quantile"``: equal-mass edges from the calibration confidences. An empty bin keeps
-    the input confidence.
+    ``"quantile"``: equal-mass edges from the calibration confidences.
+
+    ``empty`` says what a bin that held no calibration sample maps to:
+
+    * ``"keep"`` (calibkit's default): the input confidence, unchanged. Nothing was
+      learned there, so nothing is changed; the prediction of a top-label map is kept.
+    * ``"zero"``: probability 0, the convention of the code behind the published tables
+      (Kängsepp's ``HistogramBinning`` in markus93/NN_calibration, used by Kull et al.
+      2019): its empty bins return an accuracy of 0. In one-vs-rest mode a class whose
+      bins are all empty for a row then loses that row, which can change the prediction.
     """
 
-    nan_means_empty = ("values_",)  # an empty bin keeps the confidence
+    nan_means_empty = ("values_",)  # an empty bin: NaN, resolved by ``empty`` when applied
 
     name = "hist-binning"
 
     def __init__(
-        self, *, n_bins: int = 15, strategy: str = "uniform", mode: str = "top-label"
+        self,
+        *,
+        n_bins: int = 15,
+        strategy: str = "uniform",
+        mode: str = "top-label",
+        empty: str = "keep",
     ) -> None:
         super().__init__(mode=mode)
-        self.n_bins, self.strategy = n_bins, strategy
+        self.n_bins, self.strategy, self.empty = n_bins, strategy, empty
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
         return super()._check(s) | {
             "n_bins": check_positive_int(s["n_bins"], "n_bins"),
             "strategy": check_choice(s["strategy"], "strategy", ("uniform", "quantile")),
+            "empty": check_choice(s["empty"], "empty", ("keep", "zero")),
         }
 
     def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
@@ -151,7 +165,7 @@ class HistogramBinning(_ConfidenceMap):
     def _apply_map(self, column: int, values: Tensor) -> Tensor:
         e, v = self.edges_[column].to(values.device), self.values_[column].to(values.device)
         mapped = v[torch.bucketize(values.contiguous(), e[1:-1].contiguous())]
-        return torch.where(torch.isnan(mapped), values, mapped)
+        return torch.where(torch.isnan(mapped), 0.0 if self.empty == "zero" else values, mapped)
 
 
 class IsotonicCalibration(_ConfidenceMap):

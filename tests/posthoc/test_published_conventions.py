@@ -1,0 +1,49 @@
+"""Issue 31: histogram binning's empty-bin convention and matrix scaling's default cap,
+on the real ResNet-110 CIFAR-10 logits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from calibkit import posthoc
+from calibkit.metrics import accuracy, ece, mce
+
+
+def test_hist_binning_empty_zero_reproduces_the_published_numbers(real_logits):
+    """markus93/NN_calibration's HistogramBinning (one-vs-rest, 15 bins, empty bins 0):
+    6.59 % error, ECE 0.012508, MCE 0.444502 (issue 31.4)."""
+    zv, yv, zt, yt = real_logits
+    cal = posthoc.create("hist-binning:mode=one-vs-rest,empty=zero").fit(zv, yv)
+    p = cal.predict_proba(zt).double()
+    assert round(100 * (1 - accuracy(p, yt, probs=True)), 2) == 6.59
+    assert round(ece(p, yt, probs=True), 6) == 0.012508
+    assert round(mce(p, yt, probs=True), 6) == 0.444502
+    keep = posthoc.create("hist-binning:mode=one-vs-rest").fit(zv, yv).predict_proba(zt)
+    assert not torch.allclose(keep.double(), p)  # the default keeps empty bins' inputs
+
+
+def test_hist_binning_empty_zero_maps_an_empty_bin_to_zero():
+    conf = np.array([0.95, 0.95, 0.96, 0.97])  # only the top bin of 15 is filled
+    z = np.log(np.stack([conf, 1 - conf], 1))
+    y = np.array([0, 0, 0, 1])
+    keep = posthoc.create("hist-binning:mode=one-vs-rest").fit(z, y)
+    zero = posthoc.create("hist-binning:mode=one-vs-rest,empty=zero").fit(z, y)
+    probe = np.log(np.array([[0.5, 0.5]]))  # both classes' 0.5 falls in an empty bin
+    assert torch.allclose(keep.predict_proba(probe).double(), torch.tensor([[0.5, 0.5]]).double())
+    # both maps give 0: the row is all zero, which the one-vs-rest renormalisation keeps as p
+    assert torch.allclose(zero.predict_proba(probe).double(), torch.tensor([[0.5, 0.5]]).double())
+    # class 0's map at 0.5 (an empty bin) and at 0.96 (the filled top bin, accuracy 3/4)
+    at = torch.tensor([0.5, 0.96], dtype=torch.float64)
+    assert zero._apply_map(0, at).tolist() == [0.0, 0.75]
+    assert keep._apply_map(0, at).tolist() == [0.5, 0.75]
+    with pytest.raises(ValueError, match="empty"):
+        posthoc.create("hist-binning:empty=nan")
+
+
+def test_matrix_scaling_converges_at_its_defaults(real_logits):
+    """Issue 31.3: at max_iter 500 it stopped NOT converged on these logits (655 needed)."""
+    zv, yv, _, _ = real_logits
+    report = posthoc.create("matrix").fit(zv, yv).fit_report_
+    assert report.converged, report
