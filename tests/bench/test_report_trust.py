@@ -11,12 +11,12 @@ import pytest
 import torch
 from scipy import stats
 
-from calibkit.bench.anomalies import check_calibrated
 from calibkit.bench.report import build_tables, write_report
 from calibkit.bench.results import Results, compare
 from calibkit.bench.spec import SpecError, resolve
 from calibkit.bench.store import ALL, Store, StoreError
 from calibkit.bench.verdicts import CLAIMS, judge
+from calibkit.posthoc.anomalies import check_calibrated
 
 CE = {1: 0.10, 2: 0.20, 3: 0.30}
 FOCAL = {1: 0.111, 2: 0.212, 3: 0.309}  # CE + a steady 1 point: paired p small, Welch large

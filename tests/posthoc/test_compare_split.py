@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from calibkit.cli import main
-from calibkit.posthoc.compare import compare_methods, compare_resplit, stratified_split
+from calibkit.posthoc.compare import (
+    anomaly_lines,
+    compare_methods,
+    compare_resplit,
+    default_methods,
+    left_out_note,
+    stratified_split,
+)
 from tests.conftest import make_logits
 
 
@@ -29,12 +36,14 @@ def test_the_split_is_stratified_disjoint_and_seeded():
 def test_each_seed_fits_on_its_own_split():
     z, y = make_logits(400, 5, 0)
     out = compare_resplit(z, y, ["ts", "uncalibrated"], fraction=0.5, seeds=3, bootstrap=0)
+    out = out["methods"]
     assert out["ts"]["seeds"] == out["uncalibrated"]["seeds"] == 3
     # seed 1's numbers are those of a plain comparison on seed 1's split
     cal, test = stratified_split(y, 0.5, 1)
-    one = compare_methods((z[cal], y[cal]), (z[test], y[test]), ["ts"], bootstrap=0)
-    three = [compare_methods((z[c], y[c]), (z[t], y[t]), ["ts"], bootstrap=0)["ts"]["metrics"]
+    one = compare_methods((z[cal], y[cal]), (z[test], y[test]), ["ts"], bootstrap=0)["methods"]
+    three = [compare_methods((z[c], y[c]), (z[t], y[t]), ["ts"], bootstrap=0)["methods"]["ts"]
              for c, t in (stratified_split(y, 0.5, s) for s in range(3))]  # fmt: skip
+    three = [r["metrics"] for r in three]
     assert one["ts"]["metrics"]["ece"] == three[1]["ece"]
     assert out["ts"]["metrics"]["ece"] == pytest.approx(np.mean([m["ece"] for m in three]))
     assert out["ts"]["std"]["ece"] == pytest.approx(np.std([m["ece"] for m in three], ddof=1))
@@ -54,3 +63,38 @@ def test_the_cli_splits_one_file_and_refuses_two(tmp_path, capsys):
         main(["compare", "--val", str(tmp_path / "t.npz"), "--test", str(tmp_path / "t.npz"),
               "--split", "0.5"])  # fmt: skip
     assert e.value.code == 2 and "--split divides one file" in capsys.readouterr().err
+
+
+def test_every_seed_is_checked_and_reported():
+    """Issue 31.5: compare keeps every seed's fit report and flags what bench flags."""
+    z, y = make_logits(400, 5, 0)
+    out = compare_resplit(z, y, ["ts", "hist-binning:mode=one-vs-rest,n_bins=50"],
+                          fraction=0.5, seeds=3, bootstrap=0)["methods"]  # fmt: skip
+    assert [f["seed"] for f in out["ts"]["fit"]] == [0, 1, 2]
+    assert all("temperature" in f for f in out["ts"]["fit"])
+    assert out["ts"]["anomalies"] == []
+    # 50 one-vs-rest bins on 200 rows: coarse probabilities, and exact zeros' NLL
+    kinds = {a["kind"] for a in out["hist-binning:mode=one-vs-rest,n_bins=50"]["anomalies"]}
+    assert "worse-nll" in kinds
+    lines = anomaly_lines(out)
+    assert lines and lines[0].startswith(
+        "hist-binning:mode=one-vs-rest,n_bins=50: worse-nll on 3 of 3 seeds (NLL"
+    )
+
+
+def test_the_default_set_leaves_out_maps_with_more_parameters_than_a_tenth_of_the_rows():
+    kept, left = default_methods(rows=5000, k=100)
+    assert left == ["matrix", "ms-odir", "dir-l2", "dir-odir"] or set(left) == {
+        "matrix",
+        "ms-odir",
+        "dir-l2",
+        "dir-odir",
+    }
+    assert "vector" in kept and "ts" in kept  # 200 parameters <= 500
+    assert default_methods(rows=5000, k=10)[1] == []  # 110 parameters <= 500
+    note = left_out_note(left, 5000, 100)
+    assert "ms-odir (10,100 parameters) for 100 classes" in note and "--methods" in note
+    z, y = make_logits(300, 8, 2)  # 72 parameters > 15 = a tenth of 150 rows
+    out = compare_resplit(z, y, None, fraction=0.5, seeds=1, bootstrap=0)
+    assert "matrix" not in out["methods"] and "matrix" in out["left_out"]
+    assert "vector" not in out["methods"]  # 16 > 15

@@ -21,6 +21,7 @@ from ..io import file_lock, load_split, write_text
 from ..metrics import EvaluationResult, evaluate
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
+from ..posthoc.anomalies import check_calibrated
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
@@ -28,7 +29,6 @@ from ..registry import Spec
 from ..training import train
 from ..training.runs import calibrate_run, pretrained_run, run_evidence
 from ..training.throughput import training_rate
-from .anomalies import check_calibrated
 from .runspec import RunSpec
 from .store import ALL
 

@@ -9,7 +9,7 @@ names the test. Bold marks the best value of a column only where the metric has 
 
 First the verdicts (one line per headline claim of the papers that the sweep can test, see
 :mod:`calibkit.bench.verdicts`) and the anomalies the runs' checks flagged
-(:mod:`calibkit.bench.anomalies`); ⚠ marks a table cell whose runs have one. Then the
+(:mod:`calibkit.posthoc.anomalies`); ⚠ marks a table cell whose runs have one. Then the
 tables (mean ± std over seeds, per (dataset, model) column):
 
 - test ECE of every training method, uncalibrated (the headline);

@@ -6,7 +6,7 @@ run, split, calibrator, calibration-set size and metric), ``history`` (per-epoch
 stage 1 and stage 2), ``curves`` (JSON data behind the report's figures) and ``anomalies``
 (what the run's checks flagged: a diverged or unconverged fit, an insane temperature, an
 argmax-preserving calibrator that changed predictions, a calibration far worse than none, a
-non-finite value; see :mod:`calibkit.bench.anomalies`). ``meta`` also keeps the last
+non-finite value; see :mod:`calibkit.posthoc.anomalies`). ``meta`` also keeps the last
 sweep's method order and baseline, which the report follows. A run's rows are
 written in a single transaction, so a process killed while writing leaves either the whole
 run or nothing; several processes may write at once (SQLite serialises them; each waits up

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 
 from scipy import stats
 
+from ..posthoc.anomalies import SANE_TEMPERATURE
 from ..registry import parse_spec
-from .anomalies import SANE_TEMPERATURE
 from .store import ALL
 
 if TYPE_CHECKING:

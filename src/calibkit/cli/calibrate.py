@@ -240,10 +240,12 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     from ..io import check_distinct_splits, has_both_splits, load_split
     from ..posthoc.compare import (
         COLUMNS,
+        anomaly_lines,
         best_per_column,
         cell,
         compare_methods,
         compare_resplit,
+        default_methods,
     )
     from ..registry import split_specs
 
@@ -268,23 +270,24 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     for m in specs or []:  # every spec is checked before any data is read or fitted
         if m != "uncalibrated":
             posthoc.create(m)
-    with progress(len(specs or []) or 12, "fitting", not as_json) as tick:
+    with progress(len(specs or []) or len(default_methods()[0]), "fitting", not as_json) as tick:
         ticks = (lambda _m: tick(1)) if tick else None
         if fraction is None:
             check_distinct_splits(val, test)
             zv, yv = load_split(val, "val")
             zt, yt = load_split(test, "test")
-            results = compare_methods(
+            found = compare_methods(
                 (zv, yv), (zt, yt), specs, seeds=seeds, bootstrap=bootstrap, progress=ticks
             )
             title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
         else:
             z, y = load_split(both, "test")
-            results = compare_resplit(z, y, specs, fraction=fraction, seeds=seeds,
-                                      bootstrap=bootstrap, progress=ticks)  # fmt: skip
+            found = compare_resplit(z, y, specs, fraction=fraction, seeds=seeds,
+                                    bootstrap=bootstrap, progress=ticks)  # fmt: skip
             n_cal = round(fraction * len(y))
             title = (f"{seeds} stratified splits of {len(y)} samples: fitted on about {n_cal}, "
                      f"tested on the other {len(y) - n_cal}")  # fmt: skip
+    results = found["methods"]
     if as_json:
         echo_json(
             {
@@ -294,6 +297,8 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
                 "seeds": seeds,
                 "bootstrap": bootstrap,
                 "methods": results,
+                "left_out": found["left_out"],
+                "note": found["note"],
             }
         )
         return
@@ -316,6 +321,13 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
         "* best in column; ± std over "
         + ("the splits" if fraction is not None else "seeds for methods with randomness")
     )
+    flagged = anomaly_lines(results)
+    if flagged:
+        out.print(f"[bold red]flagged[/] ({len(flagged)}): checks as in bench (docs/bench.md)")
+        for line in flagged:
+            out.print(f"  {line}", markup=False)
+    if found["note"]:
+        out.print(found["note"], markup=False)
 
 
 @cli.command(context_settings=CONTEXT)

@@ -179,8 +179,7 @@ class AffineCalibrator(Calibrator):
             )
             self.weight_, self.bias_ = w[None], b[None]
         after = float(torch.nn.functional.cross_entropy(self._transform(z.cpu()), y))
-        k = z.shape[1]
-        n_params = k * k + k if self.matrix else 2 * k
+        n_params = self.n_parameters(z.shape[1])
         if self.reg is None and len(y) < SAMPLES_PER_PARAMETER * n_params:
             better = "dir-odir or ms-odir" if self.matrix else "ts"
             details["warning"] = (
@@ -190,6 +189,11 @@ class AffineCalibrator(Calibrator):
             )
             warnings.warn(f"{self.name}: {details['warning']}", stacklevel=3)
         return FitReport("nll", before, after, iters, ok, details=details)
+
+    @classmethod
+    def n_parameters(cls, k: int) -> int:
+        """Parameters of the map for K classes: K² + K (matrix) or 2K (vector)."""
+        return k * k + k if cls.matrix else 2 * k
 
     def _nll(self, x: Tensor, y: Tensor, w: Tensor, b: Tensor) -> Tensor:
         out = x @ w.T + b if self.matrix else x * w + b

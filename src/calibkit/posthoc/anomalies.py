@@ -1,6 +1,7 @@
-"""Checks run on every calibrator of every bench run; what they flag is stored beside the
-numbers, shown in the report and in ``calibkit bench``'s closing summary, so that a result
-that went wrong is never printed as if it were fine.
+"""Checks run on every calibrator of every bench run and of every ``compare`` fit; what
+they flag is stored beside the numbers, shown in the report, in ``calibkit bench``'s
+closing summary and under ``calibkit compare``'s table, so that a result that went wrong
+is never printed as if it were fine.
 
 Each check compares the calibrated test split with the uncalibrated one of the same run:
 
@@ -18,6 +19,8 @@ kind                      flagged when
                           doubled
 ``worse-nll``             test NLL rose by more than ``NLL_RISE`` (25 %)
 ``non-finite``            a metric or a calibrated logit is NaN or infinite
+``warning``               (``compare`` only) the fit issued a warning, e.g. a map with
+                          fewer than 10 calibration rows per parameter
 ========================  ==============================================================
 """
 
