@@ -4,14 +4,15 @@ each a thin layer over library functions.
 * :mod:`.common`: the group, one-line errors (exit code 2, no traceback), progress bars,
   shared options, options made from configuration dataclasses;
 * :mod:`.measure`: ``evaluate``, ``demo``;
-* :mod:`.calibrate`: ``fit``, ``apply``, ``compare``, ``methods``, ``calibrate``;
+* :mod:`.calibrate`: ``fit``, ``apply``, ``methods``, ``calibrate``;
+* :mod:`.compare`: ``compare``;
 * :mod:`.train`: ``train``;
 * :mod:`.bench`: ``bench``, ``report``.
 """
 
 from __future__ import annotations
 
-from . import bench, calibrate, measure, train  # noqa: F401  (each registers its commands)
+from . import bench, calibrate, compare, measure, train  # noqa: F401  (each registers its commands)
 from .common import cli
 
 

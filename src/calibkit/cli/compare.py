@@ -1,0 +1,146 @@
+"""``compare``: every calibrator side by side on one split or on resplits of one file, with
+the anomaly checks of ``bench`` under the table."""
+
+from __future__ import annotations
+
+import click
+
+from .common import CONTEXT, bootstrap_option, cli, console, echo_json, json_option, progress
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--val", type=click.Path(dir_okay=False), help="Calibration split file.")
+@click.option("--test", type=click.Path(dir_okay=False), help="Test split file.")
+@click.option(
+    "--file",
+    "both",
+    type=click.Path(dir_okay=False),
+    help="One file holding logits_val, labels_val, logits_test, labels_test.",
+)
+@click.option(
+    "--methods", default=None,
+    help="Comma-separated specs (default: every calibrator); a spec's own settings may follow "
+    "its commas: 'dir-odir:folds=5,average_folds=true,ts' is two methods.",
+)  # fmt: skip
+@click.option(
+    "--seeds",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seeds: of methods with randomness, or with --split of the splits (mean ± std).",
+)
+@click.option(
+    "--split",
+    "fraction",
+    default=None,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="For a file with one split: calibrate on this stratified fraction, test on the rest, "
+    "a new split per seed.",
+)
+@bootstrap_option(200)
+@json_option
+def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> None:
+    """Fit every calibrator on the calibration split and compare them on the test split:
+    accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap
+    intervals; the best value per column is marked with *. A file with one split (a
+    network's test logits) is split with --split: stratified calibration and test parts,
+    redrawn for each of --seeds seeds.
+
+    \b
+    Examples:
+      calibkit compare --file resnet110_cifar10.npz
+      calibkit compare --val val.npz --test test.npz --methods ts,ts-grid,dir-odir --seeds 5 --json
+      calibkit compare --file cifar10_resnet20.npz --split 0.5 --seeds 5 --methods ts,vector
+    """
+    from .. import posthoc
+    from ..io import check_distinct_splits, has_both_splits, load_split
+    from ..posthoc.compare import (
+        COLUMNS,
+        anomaly_lines,
+        best_per_column,
+        cell,
+        compare_methods,
+        compare_resplit,
+        default_methods,
+    )
+    from ..registry import split_specs
+
+    if fraction is not None and (val or test or not both):
+        raise click.UsageError("--split divides one file: pass --file FILE, not --val/--test")
+    if fraction is not None and has_both_splits(both):
+        raise click.UsageError(
+            f"{both} already holds a calibration split (logits_val) and a test split; drop "
+            "--split to use them, or pass a file with one split"
+        )
+    if both:
+        val = val or both
+        test = test or both
+    if not val or not test:
+        raise click.UsageError(
+            "pass --val FILE and --test FILE, or --file FILE holding both splits (or one "
+            "split, with --split 0.5)"
+        )
+    specs = split_specs(methods) if methods is not None else None
+    if specs == []:
+        raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
+    for m in specs or []:  # every spec is checked before any data is read or fitted
+        if m != "uncalibrated":
+            posthoc.create(m)
+    with progress(len(specs or []) or len(default_methods()[0]), "fitting", not as_json) as tick:
+        ticks = (lambda _m: tick(1)) if tick else None
+        if fraction is None:
+            check_distinct_splits(val, test)
+            zv, yv = load_split(val, "val")
+            zt, yt = load_split(test, "test")
+            found = compare_methods(
+                (zv, yv), (zt, yt), specs, seeds=seeds, bootstrap=bootstrap, progress=ticks
+            )
+            title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
+        else:
+            z, y = load_split(both, "test")
+            found = compare_resplit(z, y, specs, fraction=fraction, seeds=seeds,
+                                    bootstrap=bootstrap, progress=ticks)  # fmt: skip
+            n_cal = round(fraction * len(y))
+            title = (f"{seeds} stratified splits of {len(y)} samples: fitted on about {n_cal}, "
+                     f"tested on the other {len(y) - n_cal}")  # fmt: skip
+    results = found["methods"]
+    if as_json:
+        echo_json(
+            {
+                "val": str(val),
+                "test": str(test),
+                "split": fraction,
+                "seeds": seeds,
+                "bootstrap": bootstrap,
+                "methods": results,
+                "left_out": found["left_out"],
+                "note": found["note"],
+            }
+        )
+        return
+    from rich.table import Table
+
+    best = best_per_column(results)
+    table = Table(title=title, title_justify="left")
+    table.add_column("method")
+    for c in COLUMNS:
+        table.add_column(c, justify="right")
+    for m, r in results.items():
+        table.add_row(
+            m, *[("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS]
+        )
+    out = console()
+    out.print(table)
+    if bootstrap:
+        out.print("intervals: use --json (95 % bootstrap intervals for every cell)")
+    out.print(
+        "* best in column; ± std over "
+        + ("the splits" if fraction is not None else "seeds for methods with randomness")
+    )
+    flagged = anomaly_lines(results)
+    if flagged:
+        out.print(f"[bold red]flagged[/] ({len(flagged)}): checks as in bench (docs/bench.md)")
+        for line in flagged:
+            out.print(f"  {line}", markup=False)
+    if found["note"]:
+        out.print(found["note"], markup=False)
