@@ -19,7 +19,8 @@ from .common import CONTEXT, bootstrap_option, cli, console, echo_json, json_opt
 )
 @click.option(
     "--methods", default=None,
-    help="Comma-separated specs (default: every calibrator); a spec's own settings may follow "
+    help="Comma-separated specs (default: every calibrator but the maps with more parameters "
+    "than a tenth of the calibration rows); a spec's own settings may follow "
     "its commas: 'dir-odir:folds=5,average_folds=true,ts' is two methods.",
 )  # fmt: skip
 @click.option(
