@@ -174,7 +174,7 @@ def classwise_ece(
     scheme = _scheme(p, n_bins, binning)
     if cells == "joint":
         gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0]) / p.n
-        return float(gaps.sum() if binning == "kull" else gaps.mean())
+        return float(st.over_classes(gaps, scheme))
     return _f(st.classwise_ece_from_sums(st.classwise_sums(p, scheme), p.n, scheme))
 
 

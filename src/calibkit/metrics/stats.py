@@ -209,12 +209,14 @@ def over_under_from_sums(sums: Tensor, n: int) -> tuple[Tensor, Tensor]:
 def classwise_ece_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = None) -> Tensor:
     """(B,) mean over classes of sum_m |B_mk|/N |acc_mk - conf_mk| (sums: (B, 3, K, S));
     the sum over classes under Kull et al.'s convention."""
-    per_class = (sums[:, 2] - sums[:, 1]).abs().sum(-1) / n
-    return (
-        per_class.sum(-1)
-        if scheme is not None and scheme.convention == "kull"
-        else per_class.mean(-1)
-    )
+    return over_classes((sums[:, 2] - sums[:, 1]).abs().sum(-1) / n, scheme)
+
+
+def over_classes(per_class: Tensor, scheme: BinScheme | None) -> Tensor:
+    """Per-class errors (..., K) reduced over classes: the mean, or the sum under Kull et
+    al.'s convention (``binning="kull"``), as they report classwise ECE and ECE_FULL."""
+    kull = scheme is not None and scheme.convention == "kull"
+    return per_class.sum(-1) if kull else per_class.mean(-1)
 
 
 def auroc_from_runs(size: Tensor, pos: Tensor) -> Tensor:

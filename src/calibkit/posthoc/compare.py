@@ -153,7 +153,9 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
     for m in methods:  # validate every spec before fitting anything
         if m != "uncalibrated":
             create(m)
-    plain: dict[int, Any] = {}  # the uncalibrated test metrics of each pair, for the checks
+    # the uncalibrated metrics of each test split, for the checks (one split may serve
+    # several seeds: keyed by the split's object, evaluated once)
+    plain: dict[int, dict[str, float]] = {}
     out: dict[str, dict[str, Any]] = {}
     for spec in methods:
         if progress:
@@ -162,8 +164,8 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
         runs = pairs if every_seed or random else pairs[:1]
         values, first, fits, found = [], None, [], []
         for s, (z_val, y_val), (z_test, y_test) in runs:
-            if s not in plain:
-                plain[s] = _metrics(_evaluate(z_test, y_test, n_bins, 0))
+            if id(z_test) not in plain:
+                plain[id(z_test)] = _metrics(_evaluate(z_test, y_test, n_bins, 0))
             cal = None
             if spec == "uncalibrated":
                 scores = z_test
@@ -184,8 +186,8 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
             first = first or r
             if cal is not None:
                 fits.append({"seed": s, "report": str(cal.fit_report_), **cal.fit_report_.details})
-                found += [{"seed": s, "kind": kind, "detail": detail}
-                          for kind, detail in _check(cal, plain[s], r, z_test, scores)]  # fmt: skip
+                flags = _check(cal, plain[id(z_test)], r, z_test, scores)
+                found += [{"seed": s, "kind": kind, "detail": detail} for kind, detail in flags]
         arr = np.array(values) if values else np.full((1, len(COLUMNS)), np.nan)
         out[spec] = {
             "metrics": dict(zip(COLUMNS, arr.mean(0).tolist(), strict=True)),
