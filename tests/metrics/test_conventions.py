@@ -56,6 +56,8 @@ def test_equal_mass_classwise_by_hand():
     # class 0 mirrors it: |0 - 0.5| + |1 - 1.7| = 1.2
     got = classwise_ece(probs, [0, 1, 1, 1], n_bins=2, binning="equal-mass", **P)
     assert got == pytest.approx(1.2 / 4, abs=1e-12)
+    with pytest.raises(ValueError, match="'kull', 'equal-mass'; got 'equal'"):
+        classwise_ece(probs, [0, 1, 1, 1], binning="equal", **P)
     with pytest.raises(ValueError, match="equal-width"):
         classwise_ece(probs, [0, 1, 1, 1], binning="equal-mass", cells="joint", **P)
 

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from .._checks import check_choice, check_n_bins
 from . import stats as st
-from .binning import BinScheme
+from .binning import BINNINGS, BinScheme
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .pairs import joint_cell_gaps, prepare_pair
 from .smooth import smooth_ece_batch
@@ -159,6 +159,7 @@ def classwise_ece(
       ``utility/evaluation.py``).
     """
     check_choice(cells, "cells", ("marginal", "joint"))
+    check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
     p = prepare(scores, labels, probs=probs, validate=validate)
     if binning == "equal-mass":
         if cells == "joint":
