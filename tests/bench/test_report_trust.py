@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import stat
 
+import numpy as np
 import pytest
 import torch
 from scipy import stats
@@ -15,7 +16,7 @@ from calibkit.bench.report import build_tables, write_report
 from calibkit.bench.results import Results, compare
 from calibkit.bench.spec import SpecError, resolve
 from calibkit.bench.store import ALL, Store, StoreError
-from calibkit.bench.verdicts import CLAIMS, judge
+from calibkit.bench.verdicts import CLAIMS, HOLDS_HERE, INCONCLUSIVE, NESTED, judge, nested_p
 from calibkit.posthoc.anomalies import check_calibrated
 
 CE = {1: 0.10, 2: 0.20, 3: 0.30}
@@ -86,7 +87,7 @@ def test_report_shows_anomalies_and_verdicts_and_never_writes_its_input(tmp_path
     # the calibrator is found whatever its settings (here half TS's ECE on CE's runs)
     assert (
         "lower test ECE than TS | digits / cnn | holds: CE is over-confident: T = 3.00 (seeds "
-        "2.00, 3.00, 4.00), CE's ECE 22.00 → 20.00 after TS | does not hold | 10.00 vs 20.00"
+        "2.00, 3.00, 4.00), CE's ECE 22.00 → 20.00 after TS | inconclusive | 10.00 vs 20.00"
     ) in md
     assert info["anomalies"] == {"temperature": 6}
     mode = stat.S_IMODE((tmp_path / "rep" / "report.html").stat().st_mode)
@@ -143,6 +144,24 @@ def test_verdicts_say_holds_does_not_hold_and_not_testable():
     assert verdict == "does not hold" and "opposite direction" in detail
     assert judge(claim, {1: 0.1}, CE)[0] == "not testable at this scale"
     assert "95 % CI" in judge(claim, {s: v + 0.001 * s for s, v in lower.items()}, CE)[1]
+
+
+def test_verdicts_name_their_test_and_say_inconclusive():
+    """Claimed direction without significance over seeds: "inconclusive", unless the nested
+    bootstrap over test rows finds it, which the verdict then names."""
+    claim = CLAIMS[0]  # lower ECE
+    noisy = {1: CE[1] - 0.03, 2: CE[2] + 0.01, 3: CE[3] - 0.01}  # lower on average, p > 0.05
+    verdict, detail = judge(claim, noisy, CE)
+    assert verdict == INCONCLUSIVE and "claimed direction, not significant" in detail
+    rng = np.random.default_rng(0)
+    reps_ce = {s: list(v + 0.002 * rng.standard_normal(200)) for s, v in CE.items()}
+    reps = {s: list(np.subtract(reps_ce[s], CE[s] - noisy[s])) for s in CE}
+    verdict, detail = judge(claim, noisy, CE, nested=(reps, reps_ce))
+    assert verdict == HOLDS_HERE and f"{NESTED} in 3 seeds, p = 0" in detail
+    # replicates that straddle zero: the nested test does not find it either
+    wide = {s: list(np.add(reps[s], 0.2 * rng.standard_normal(200))) for s in CE}
+    assert judge(claim, noisy, CE, nested=(wide, reps_ce))[0] == INCONCLUSIVE
+    assert nested_p(reps, {}) is None
 
 
 SPEC = {

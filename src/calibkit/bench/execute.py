@@ -19,6 +19,7 @@ import torch
 from .. import posthoc
 from ..io import file_lock, load_split, write_text
 from ..metrics import EvaluationResult, evaluate
+from ..metrics.evaluate import bootstrap_replicates
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.table import HARNESS
 from ..posthoc.anomalies import check_calibrated
@@ -31,6 +32,11 @@ from ..training.runs import calibrate_run, pretrained_run, run_evidence
 from ..training.throughput import training_rate
 from .runspec import RunSpec
 from .store import ALL
+from .verdicts import NESTED_METRICS
+
+#: bootstrap replicates of the test split kept per run and calibrator, for the verdicts'
+#: nested bootstrap over test rows (resample seed 0 for every run: paired across runs)
+REPLICATES = 200
 
 
 def _subset(n: int, size: int | None, seed: int) -> torch.Tensor:
@@ -147,6 +153,10 @@ def execute(run: RunSpec, root: Path) -> dict[str, Any]:
                     test[m] = float(v)
             if first:
                 curves.append(("test", calibrator, "bins", r.bins.to_dict()))
+                reps = bootstrap_replicates(z, labels[split], NESTED_METRICS, REPLICATES,
+                                            validate=False)  # fmt: skip
+                curves.append(("test", calibrator, "bootstrap",
+                               {m: v.tolist() for m, v in reps.items()}))  # fmt: skip
                 if calibrator == "uncalibrated":
                     curves.append(("test", calibrator, "confidence", _densities(z, labels[split])))
         return test

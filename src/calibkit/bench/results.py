@@ -70,6 +70,19 @@ class Results:
               metric: str) -> list[float]:  # fmt: skip
         return list(self.by_seed(method, column, split, cal, size, metric).values())
 
+    def replicates(self, method: str, column: tuple[str, str], cal: str,
+                   metric: str) -> dict[int, list[float]]:  # fmt: skip
+        """Bootstrap replicates of ``metric`` on the test split by seed (runs that stored
+        them: resample seed 0 in every run, so replicate b of two runs is paired)."""
+        if not hasattr(self, "_replicates"):
+            self._replicates = {(k, c): d for k, _, c, d in self.store.curves("bootstrap")}
+        out = {}
+        for k, r in self.runs.items():
+            data = self._replicates.get((k, cal), {})
+            if r["method"] == method and (r["dataset"], r["model"]) == column and metric in data:
+                out[r["seed"]] = data[metric]
+        return out
+
     def flagged(self, method: str, column: tuple[str, str], cal: str, size: int = ALL) -> bool:
         """Whether any run of ``method`` in ``column`` has an anomaly for ``cal``."""
         keys = {k for k, r in self.runs.items()

@@ -5,9 +5,13 @@ claimed-better side against the other, over the seeds they share. The line gives
 means, the difference with its 95 % t-interval, the test (:func:`~calibkit.bench.results.
 compare`: paired over seeds, Welch's otherwise) and the verdict:
 
-- **holds**: the difference is in the claimed direction and significant at 0.05;
-- **does not hold**: it is not (the line says whether the direction was wrong or the
-  difference not significant with this many seeds);
+- **holds**: the difference is in the claimed direction and significant at 0.05 over
+  seeds (the t-test);
+- **holds on these networks**: in the claimed direction and significant only by the nested
+  bootstrap over test rows (:data:`NESTED`): the trained networks differ on this test
+  population, but three seeds cannot say whether retraining would keep the difference;
+- **inconclusive**: in the claimed direction, significant by neither test;
+- **does not hold**: the opposite direction (the line says whether that is significant);
 - **not testable at this scale**: the sweep lacks one side, or has fewer than 2 seeds;
 - **not testable here**: the claim's premise fails (or cannot be measured) in this column.
 
@@ -32,6 +36,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 from scipy import stats
 
 from ..posthoc.anomalies import SANE_TEMPERATURE
@@ -42,6 +47,11 @@ if TYPE_CHECKING:
     from .results import Results
 
 NOT_TESTABLE = "not testable at this scale"
+HOLDS_HERE = "holds on these networks"
+INCONCLUSIVE = "inconclusive"
+#: the second test: test rows bootstrapped within each seed (replicates stored by every
+#: run, paired across runs), the difference averaged over the seeds
+NESTED = "nested bootstrap over test rows"
 NOT_TESTABLE_HERE = "not testable here"
 #: the least TS temperature (in every seed) at which CE counts as over-confident; CIFAR
 #: networks in the papers fit 1.5–2.5
@@ -92,6 +102,10 @@ CLAIMS = (
     Claim("Neural Clamping §4, Table 2", "Neural Clamping has a lower test ECE than TS",
           ("posthoc", "neural-clamping"), ("posthoc", "ts"), "ece"),
 )  # fmt: skip
+
+
+#: the metrics the claims test: every run stores their bootstrap replicates
+NESTED_METRICS = tuple(sorted({c.metric for c in CLAIMS}))
 
 
 @dataclass(frozen=True)
@@ -176,22 +190,41 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
     return None if best is None else best[1]
 
 
-def _side(res: Results, column, side, claim: Claim) -> dict[int, float]:
+def _side(res: Results, column, side, claim: Claim) -> tuple[dict[int, float], dict]:
+    """The side's test values by seed, and its stored bootstrap replicates by seed."""
     method = _method(res, column, side)
     if method is None:
-        return {}
+        return {}, {}
     cal = claim.calibrator
     if side[0] == "posthoc":  # the sweep's spec of that calibrator, settings and all
         cal = res.calibrator(side[1])
         if cal is None:
-            return {}
-    return res.by_seed(method, column, "test", cal, ALL, claim.metric)
+            return {}, {}
+    return (res.by_seed(method, column, "test", cal, ALL, claim.metric),
+            res.replicates(method, column, cal, claim.metric))  # fmt: skip
+
+
+def nested_p(
+    reps_a: dict[int, list[float]], reps_b: dict[int, list[float]]
+) -> tuple[float, int] | None:
+    """(two-sided p-value, seeds) of the nested bootstrap: replicate b's difference a − b
+    averaged over the seeds both sides have; None without paired replicates."""
+    seeds = sorted(set(reps_a) & set(reps_b))
+    if not seeds or len({len(reps_a[s]) for s in seeds} | {len(reps_b[s]) for s in seeds}) != 1:
+        return None
+    d = np.mean([np.subtract(reps_a[s], reps_b[s]) for s in seeds], axis=0)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return None
+    return min(1.0, 2 * min(float(np.mean(d <= 0)), float(np.mean(d >= 0)))), len(seeds)
 
 
 def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
-          unit: str = "seeds") -> tuple[str, str]:  # fmt: skip
-    """(verdict, numbers and test) for the claimed-better values ``a`` against ``b``, paired
-    over ``unit`` (seeds, or networks)."""
+          unit: str = "seeds", nested: tuple[dict, dict] | None = None,
+          ) -> tuple[str, str]:  # fmt: skip
+    """(verdict, numbers and tests) for the claimed-better values ``a`` against ``b``,
+    paired over ``unit`` (seeds, or networks); ``nested``: both sides' bootstrap replicates
+    over test rows by seed, for the second test (:data:`NESTED`)."""
     from .results import compare
 
     if len(a) < 2 or len(b) < 2:
@@ -210,18 +243,25 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
     if test is None:
         return "does not hold", numbers + "); the two sides are identical"
     p, name = test
-    numbers += f"; {name}, n = {len(shared) if paired else f'{len(a)}+{len(b)}'}, p = {p:.3g})"
+    numbers += f"; {name}, n = {len(shared) if paired else f'{len(a)}+{len(b)}'}, p = {p:.3g}"
+    rows = None if nested is None else nested_p(*nested)
+    q = 1.0 if rows is None else rows[0]
+    if rows is not None:
+        numbers += f"; {NESTED} in {rows[1]} seeds, p = {q:.3g}"
+    numbers += ")"
     right = diff < 0 if claim.lower else diff > 0
     if claim.metric == "accuracy" and not claim.lower:  # a "keeps" claim: not lower
         ok = right or p >= 0.05
         return ("holds" if ok else "does not hold"), numbers
     if right and p < 0.05:
         return "holds", numbers
+    if right and q < 0.05:
+        return HOLDS_HERE, f"{numbers}: significant on these networks' test rows, not over {unit}"
     if right:
-        why = f"the claimed direction, not significant with these {unit}"
-    else:
-        why = "the opposite direction" + ("" if p < 0.05 else ", not significant")
-    return "does not hold", f"{numbers}: {why}"
+        return INCONCLUSIVE, f"{numbers}: the claimed direction, not significant"
+    significant = p < 0.05 or q < 0.05
+    return "does not hold", f"{numbers}: the opposite direction" + (
+        "" if significant else ", not significant")  # fmt: skip
 
 
 def check_premise(
@@ -258,9 +298,9 @@ def check_premise(
 
 def verdict(res: Results, claim: Claim, column: tuple[str, str]) -> tuple[str, str, str]:
     """(premise, verdict, numbers and test) of ``claim`` in ``column``."""
-    a = _side(res, column, claim.better, claim)
-    b = _side(res, column, claim.other, claim)
-    verdict, detail = judge(claim, a, b)
+    a, reps_a = _side(res, column, claim.better, claim)
+    b, reps_b = _side(res, column, claim.other, claim)
+    verdict, detail = judge(claim, a, b, nested=(reps_a, reps_b))
     if claim.premise is None:
         return "none", verdict, detail
     holds, premise = check_premise(res, column, claim.premise)

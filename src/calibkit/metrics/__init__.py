@@ -24,7 +24,7 @@ from .functional import (
 )
 from .meter import CalibrationMeter
 from .ood import ood_aupr, ood_auroc, ood_fpr95, ood_score
-from .paired import PairedComparison, compare_paired
+from .paired import PairedComparison, compare_nested, compare_paired
 
 __all__ = [
     "BINNINGS",
@@ -40,6 +40,7 @@ __all__ = [
     "aurc",
     "brier",
     "classwise_ece",
+    "compare_nested",
     "compare_paired",
     "ece",
     "ece_decomposition",

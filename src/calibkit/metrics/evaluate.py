@@ -6,8 +6,9 @@ of bin statistics) and derives every metric of :mod:`calibkit.metrics.functional
 Bootstrap: ``bootstrap=B`` draws B resamples of the N samples with replacement and
 represents each as a row of multiplicities, so every metric of every resample comes from
 the same weighted statistics in a few matrix products (no Python loop over resamples).
-Intervals are percentile intervals at level ``ci``. Optimal ECE is left out of the
-bootstrap: it needs one pass over the logits per candidate temperature per resample.
+Intervals at level ``ci`` are percentile, basic or BCa intervals, chosen per metric
+(:mod:`calibkit.metrics.intervals`). Optimal ECE is left out of the bootstrap: it needs one
+pass over the logits per candidate temperature per resample.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from .binning import BinScheme
 from .bins import Bins, bins_of
 from .functional import undefined_auroc_message
 from .inputs import Prepared, Runs, prepare, prepare_scores
+from .intervals import check_interval, interval, jackknife_groups
 from .ood import _fpr_at_tpr
 from .ood import ood_score as score_of
 from .smooth import smooth_ece_batch
-from .table import COMPUTED, METRICS, OOD_METRICS, Memo
+from .table import COMPUTED, METRICS, OOD_METRICS, Memo, info
 from .temperatures import best_temperature, check_grid
 
 
@@ -46,6 +48,8 @@ class EvaluationResult:
     settings: dict[str, Any]
     intervals: dict[str, tuple[float, float]] | None = None
     notes: list[str] = field(default_factory=list)
+    #: per metric with an interval: the bootstrap's estimate of the bias, mean(θ*) − θ̂
+    bias: dict[str, float] | None = None
 
     def __getitem__(self, name: str) -> float:
         return self.metrics[name]
@@ -60,6 +64,9 @@ class EvaluationResult:
             "intervals": None
             if self.intervals is None
             else {k: [_json_float(a), _json_float(b)] for k, (a, b) in self.intervals.items()},
+            "bias": None
+            if self.bias is None
+            else {k: _json_float(v) for k, v in self.bias.items()},
             "bins": self.bins.to_dict(),
             "notes": self.notes,
         }
@@ -251,13 +258,55 @@ def _bootstrap_vectors(
     return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
 
 
-def _interval(v: Tensor, ci: float) -> tuple[float, float]:
-    v = v[~torch.isnan(v)]
-    if v.numel() == 0:
-        return (math.nan, math.nan)
-    q = torch.tensor([(1 - ci) / 2, (1 + ci) / 2], dtype=torch.float64, device=v.device)
-    lo, hi = torch.quantile(v.double(), q).tolist()
-    return (lo, hi)
+def _jackknife_vectors(
+    p: Prepared, binning: str, n_bins: int, seed: int, *, smooth: bool, only: frozenset[str]
+) -> dict[str, Tensor]:
+    """(G,) values of each metric in ``only`` with each of G groups of samples left out."""
+    parts = []
+    for group in jackknife_groups(p.n, seed):
+        keep = torch.ones(p.n, dtype=torch.bool, device=p.scores.device)
+        keep[group.to(keep.device)] = False
+        sub = Prepared(p.scores[keep], p.labels[keep], p.is_probs, p.binary)
+        parts.append(_metric_vectors(sub, binning, n_bins, None, smooth=smooth, only=only))
+    return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
+
+
+def bootstrap_intervals(
+    estimates: dict[str, float],
+    replicates: dict[str, Tensor],
+    ci: float,
+    method: str,
+    jack: Callable[[frozenset[str]], dict[str, Tensor]] | None = None,
+) -> tuple[dict[str, tuple[float, float]], dict[str, float], list[str]]:
+    """(intervals, bias estimates, notes) of the metrics in ``estimates`` that have
+    ``replicates``. ``method``: one of :data:`~calibkit.metrics.intervals.INTERVALS`
+    ("auto": each metric's own, from :mod:`calibkit.metrics.table`); ``jack(names)``: the
+    delete-a-group jackknife values of those metrics, asked for only where BCa is used."""
+    names = [m for m in estimates if m in replicates]
+    used = {m: info(m).interval if method == "auto" else method for m in names}
+    bca = frozenset(m for m, u in used.items() if u == "bca")
+    jv = jack(bca) if bca and jack is not None else {}
+    intervals, bias, outside = {}, {}, []
+    for m in names:
+        est, rep = estimates[m], replicates[m]
+        intervals[m] = interval(rep, est, ci, used[m], lower_bound=info(m).least, jack=jv.get(m))
+        finite = rep[~torch.isnan(rep)]
+        bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
+        lo, hi = intervals[m]
+        if not lo <= est <= hi and math.isfinite(est) and math.isfinite(lo):
+            outside.append(f"{m} {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}], bias {bias[m]:+.5f}")
+    notes = []
+    if outside:
+        notes.append(
+            "estimate outside its interval (the plug-in estimate is biased at this N; "
+            "the interval is bias-corrected, see docs/metrics.md, 'Do the intervals "
+            "cover?'): " + "; ".join(outside)
+        )
+    return intervals, bias, notes
+
+
+def _percentile(v: Tensor, ci: float) -> tuple[float, float]:
+    return interval(v, 0.0, ci, "percentile")
 
 
 def _check_metrics(metrics: Iterable[str] | None) -> frozenset[str] | None:
@@ -274,6 +323,30 @@ def _check_metrics(metrics: Iterable[str] | None) -> frozenset[str] | None:
             else "metrics: empty; name at least one metric, or pass None for all"
         )
     return frozenset(names)
+
+
+def bootstrap_replicates(
+    scores: Any,
+    labels: Any,
+    metrics: Iterable[str],
+    bootstrap: int,
+    *,
+    seed: int = 0,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    validate: bool = True,
+) -> dict[str, np.ndarray]:
+    """(B,) bootstrap replicates of each of ``metrics`` (not optimal ECE). The resamples
+    depend only on (N, B, ``seed``): two score sets of the same N rows and seed get the
+    same resamples, so their replicates are paired (what the verdicts' nested bootstrap
+    over test rows uses, :func:`~calibkit.metrics.paired.compare_nested`)."""
+    only = _check_metrics(metrics)
+    check_n_bins(n_bins)
+    p = prepare(scores, labels, probs=probs, validate=validate)
+    smooth = only is None or "smooth_ece" in only
+    boot = _bootstrap_vectors([p], binning, n_bins, bootstrap, seed, smooth=smooth, only=only)[0]
+    return {m: boot[m].cpu().numpy() for m in (only or METRICS) if m in boot}
 
 
 def _check_ci(ci: float) -> float:
@@ -297,6 +370,7 @@ def evaluate(
     bootstrap: int = 0,
     seed: int = 0,
     ci: float = 0.95,
+    interval: str = "auto",
     progress: Callable[[int], None] | None = None,
     metrics: Iterable[str] | None = None,
     validate: bool = True,
@@ -306,8 +380,11 @@ def evaluate(
     ``ood_scores`` (M, K) adds OOD AUROC, FPR95 and AUPR-In of the score ``ood_score``
     (:data:`~calibkit.metrics.ood.OOD_SCORES`; default the maximum softmax probability,
     in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
-    ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds percentile intervals at level
-    ``ci`` from B resamples drawn with ``seed`` (OOD samples are resampled separately);
+    ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds intervals at level ``ci`` from B
+    resamples drawn with ``seed`` (OOD samples are resampled separately), by ``interval``
+    (``"auto"``: each metric's own choice, see :mod:`calibkit.metrics.intervals`; or
+    ``"percentile"``, ``"basic"``, ``"bca"`` for all), and each metric's bootstrap bias
+    estimate; a note names every estimate that lies outside its interval;
     ``progress(k)`` is called after each chunk of k resamples. ``metrics`` names the metrics
     wanted (default: all of :data:`METRICS` and, with ``ood_scores``, :data:`OOD_METRICS`);
     only what they need is computed, and each value equals the full evaluation's.
@@ -325,6 +402,7 @@ def evaluate(
     if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
         raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
     ci = _check_ci(ci)
+    interval_method = check_interval(interval)
     only = _check_metrics(metrics)
     p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
     scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
@@ -353,6 +431,7 @@ def evaluate(
         "bootstrap": bootstrap,
         "seed": seed,
         "ci": ci,
+        "interval": interval_method,
     }
     if ood is not None:
         settings["ood_score"] = ood_score
@@ -365,16 +444,20 @@ def evaluate(
         settings["optimal_temperature"] = float(check_grid(None)[best])
     order = [m for m in (*METRICS, *OOD_METRICS) if m in metrics]
     metrics = {m: metrics[m] for m in order}
-    intervals = None
+    intervals = bias = None
     if bootstrap:
         boot = _bootstrap_vectors(
             [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=ood, progress=progress,
             only=only,
         )[0]  # fmt: skip
-        intervals = {m: _interval(boot[m], ci) for m in order if m in boot}
+        intervals, bias, more = bootstrap_intervals(
+            metrics, boot, ci, interval_method,
+            lambda names: _jackknife_vectors(p, binning, n_bins, seed, smooth=smooth, only=names),
+        )  # fmt: skip
+        notes += more
     bins = bins_of(st.topbin_sums(p, scheme), scheme)
     if bootstrap:
         acc = boot["bin_accuracy"]
-        bins.band = np.array([_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T
+        bins.band = np.array([_percentile(acc[:, j], ci) for j in range(acc.shape[1])]).T
         bins.band[:, bins.count == 0] = np.nan
-    return EvaluationResult(metrics, bins, p.n, p.k, settings, intervals, notes)
+    return EvaluationResult(metrics, bins, p.n, p.k, settings, intervals, notes, bias)

@@ -1,33 +1,51 @@
 """Two calibrations of the same samples compared: each one's metrics and the bootstrapped
-difference, resampling the samples once for both (paired), so that what they share cancels."""
+difference, resampling the samples once for both (paired), so that what they share cancels.
+
+:func:`compare_nested` does the same over several seeds (trained networks, calibration
+splits): the test rows are resampled within each seed, paired between the two methods, and
+the difference averaged over the seeds. It treats the seeds as fixed, so it answers "on
+these networks, over this test population" and has far more power than a t-test over three
+seeds, which answers "over the training randomness too" (docs/metrics.md, "Paired tests:
+type-I error and power").
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import torch
+from torch import Tensor
 
 from .._checks import check_positive_int
 from .binning import BinScheme
 from .evaluate import (  # the evaluation's own steps, shared with the paired comparison
     _bootstrap_vectors,
     _check_ci,
+    _check_metrics,
     _fmt,
-    _interval,
     _json_float,
     _metric_vectors,
+    _percentile,
 )
 from .inputs import prepare
 
 
 @dataclass
 class PairedComparison:
-    """Metrics of two calibrations of the same samples and their bootstrapped difference."""
+    """Metrics of two calibrations of the same samples and their bootstrapped difference
+    (means over the seeds for :func:`compare_nested`); ``p_values``: the bootstrap's
+    two-sided p-value of each difference, 2 min(P*(d* <= 0), P*(d* >= 0))."""
 
     a: dict[str, float]
     b: dict[str, float]
     diff: dict[str, float]
     intervals: dict[str, tuple[float, float]]
     settings: dict[str, Any]
+    p_values: dict[str, float] = field(default_factory=dict)
 
     def significant(self, name: str) -> bool:
         """True when the interval of ``b - a`` for ``name`` excludes zero."""
@@ -44,6 +62,7 @@ class PairedComparison:
                     "diff": _json_float(self.diff[k]),
                     "interval": [_json_float(x) for x in self.intervals[k]],
                     "significant": self.significant(k),
+                    "p_value": _json_float(self.p_values.get(k, float("nan"))),
                 }
                 for k in self.diff
             },
@@ -86,11 +105,13 @@ def compare_paired(
     seed: int = 0,
     ci: float = 0.95,
     smooth: bool = True,
+    metrics: Iterable[str] | None = None,
 ) -> PairedComparison:
     """Compare two calibrations (for example before and after a calibrator) of the same samples.
 
     Both score sets are resampled with the *same* bootstrap draws, so the interval of each
-    metric's difference ``b - a`` accounts for their correlation.
+    metric's difference ``b - a`` accounts for their correlation. ``metrics``: the metrics
+    wanted (default: every one). Its type-I error and power: docs/metrics.md.
 
     >>> import torch
     >>> g = torch.Generator().manual_seed(0)
@@ -99,26 +120,76 @@ def compare_paired(
     >>> c.diff["ece"] < 0 and c.significant("ece")
     True
     """
+    return compare_nested(
+        [(scores_a, scores_b, labels)], probs=probs, n_bins=n_bins, binning=binning,
+        binary=binary, bootstrap=bootstrap, seed=seed, ci=ci, smooth=smooth, metrics=metrics,
+    )  # fmt: skip
+
+
+def compare_nested(
+    groups: Sequence[tuple[Any, Any, Any]],
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+    bootstrap: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    smooth: bool = True,
+    metrics: Iterable[str] | None = None,
+) -> PairedComparison:
+    """Two methods compared over seeds: ``groups`` holds one ``(scores_a, scores_b, labels)``
+    per seed. Each bootstrap replicate resamples every seed's test rows (the same draws for
+    both methods; every seed with ``seed``, so seeds that share their test rows share their
+    resamples) and averages the differences b − a over the seeds. ``a``, ``b`` and ``diff``
+    are the means over the seeds. With one group it is :func:`compare_paired`.
+
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> runs = []
+    >>> for s in range(3):
+    ...     z = 4 * torch.randn(300, 3, generator=g); y = torch.randint(3, (300,), generator=g)
+    ...     runs.append((z, z / 4, y))
+    >>> c = compare_nested(runs, bootstrap=200, metrics=["ece"])
+    >>> c.diff["ece"] < 0 and c.significant("ece") and c.p_values["ece"] < 0.05
+    True
+    """
     check_positive_int(bootstrap, "bootstrap")
     ci = _check_ci(ci)
-    pa = prepare(scores_a, labels, probs=probs, binary=binary)
-    pb = prepare(scores_b, labels, probs=probs, binary=binary)
-    if pa.k != pb.k:
-        raise ValueError(f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match")
-    BinScheme.make(n_bins, binning, pa.scores.dtype)  # validates the settings
-    va = {
-        k: float(v[0]) for k, v in _metric_vectors(pa, binning, n_bins, None, smooth=smooth).items()
-    }
-    vb = {
-        k: float(v[0]) for k, v in _metric_vectors(pb, binning, n_bins, None, smooth=smooth).items()
-    }
-    ba, bb = _bootstrap_vectors([pa, pb], binning, n_bins, bootstrap, seed, smooth=smooth)
-    intervals = {k: _interval(bb[k] - ba[k], ci) for k in va}
-    settings = {
-        "n_bins": n_bins,
-        "binning": binning,
-        "bootstrap": bootstrap,
-        "seed": seed,
-        "ci": ci,
-    }
-    return PairedComparison(va, vb, {k: vb[k] - va[k] for k in va}, intervals, settings)
+    only = _check_metrics(metrics)
+    if not groups:
+        raise ValueError("groups: empty; give one (scores_a, scores_b, labels) per seed")
+    est_a, est_b, reps = [], [], []
+    for scores_a, scores_b, labels in groups:
+        pa = prepare(scores_a, labels, probs=probs, binary=binary)
+        pb = prepare(scores_b, labels, probs=probs, binary=binary)
+        if pa.k != pb.k:
+            raise ValueError(
+                f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match"
+            )
+        BinScheme.make(n_bins, binning, pa.scores.dtype)  # validates the settings
+        for est, pr in ((est_a, pa), (est_b, pb)):
+            vec = _metric_vectors(pr, binning, n_bins, None, smooth=smooth, only=only)
+            est.append({k: float(v[0]) for k, v in vec.items()})
+        ba, bb = _bootstrap_vectors(
+            [pa, pb], binning, n_bins, bootstrap, seed, smooth=smooth, only=only
+        )
+        reps.append({k: bb[k] - ba[k] for k in est_a[-1]})
+    names = list(est_a[0])
+    a = {k: statistics.fmean(e[k] for e in est_a) for k in names}
+    b = {k: statistics.fmean(e[k] for e in est_b) for k in names}
+    d = {k: torch.stack([r[k] for r in reps]).mean(0) for k in names}
+    intervals = {k: _percentile(d[k], ci) for k in names}
+    p_values = {k: _p_value(d[k]) for k in names}
+    settings = {"n_bins": n_bins, "binning": binning, "bootstrap": bootstrap, "seed": seed,
+                "ci": ci, "seeds": len(groups)}  # fmt: skip
+    return PairedComparison(a, b, {k: b[k] - a[k] for k in names}, intervals, settings, p_values)
+
+
+def _p_value(d: Tensor) -> float:
+    """Two-sided bootstrap p-value of a difference from its replicates (NaN dropped)."""
+    d = d[~torch.isnan(d)]
+    if d.numel() == 0:
+        return math.nan
+    return min(1.0, 2 * min(float((d <= 0).double().mean()), float((d >= 0).double().mean())))

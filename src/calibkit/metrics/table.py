@@ -72,7 +72,9 @@ class MetricInfo:
     (B,) values from the shared :class:`Statistics` (None where another path computes it:
     optimal ECE's temperature scan, the OOD metrics); ``samples``: it needs every sample
     (ranks or ties), not only bin sums; ``harness``: stored by every bench run;
-    ``compare``: a column of ``calibkit compare``."""
+    ``compare``: a column of ``calibkit compare``; ``interval``: the bootstrap interval
+    ``evaluate`` gives it by default (:mod:`calibkit.metrics.intervals`, chosen by the
+    coverage table in docs/metrics.md); ``least``: its least possible value (None: none)."""
 
     name: str
     label: str
@@ -82,6 +84,8 @@ class MetricInfo:
     samples: bool = False
     harness: bool = False
     compare: bool = False
+    interval: str = "percentile"
+    least: float | None = 0.0
 
     def format(self, value: float, digits: int = 2) -> str:
         """``value`` for a table: × 100 where it is a fraction."""
@@ -152,7 +156,7 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
       samples=True),
     M("optimal_ece", "Optimal ECE", -1),
     M("mean_confidence", "Mean confidence", 0, compute=lambda s: s.sums()[:, 1].sum(-1) / s.n),
-    M("gap", "Confidence − accuracy", 0, compute=_gap),
+    M("gap", "Confidence − accuracy", 0, compute=_gap, least=None),
     M("overconfident", "Over-confidence", 0,
       compute=lambda s: st.over_under_from_sums(s.sums(), s.n)[0]),
     M("underconfident", "Under-confidence", 0,

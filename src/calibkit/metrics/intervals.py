@@ -1,0 +1,94 @@
+"""Bootstrap confidence intervals: percentile, basic and BCa, chosen per metric.
+
+A metric's bootstrap replicates θ*_1..θ*_B (resamples of the N samples) and its estimate θ̂
+give, at level 1 − 2α (Efron & Tibshirani 1993, ch. 13–14; Davison & Hinkley 1997, §5.2–5.3):
+
+``percentile``
+    [q_α, q_{1−α}], the replicates' quantiles. Right when θ̂ is unbiased; when θ̂ is biased
+    upwards (every binned calibration error: resampling adds noise to each bin's gap, and
+    the absolute value turns noise into error) the replicates are biased again, and the
+    interval lies above θ̂, sometimes wholly.
+``basic``
+    [2θ̂ − q_{1−α}, 2θ̂ − q_α]: the replicates' spread around θ̂ taken as the estimate's
+    spread around the truth, so it moves down by the bootstrap's estimate of the bias
+    θ̄* − θ̂. Clipped to the metric's range (a calibration error is at least 0).
+``bca``
+    bias-corrected and accelerated: the quantiles at Φ(z₀ + (z₀ + z)/(1 − â(z₀ + z))), with
+    z₀ = Φ⁻¹(share of replicates below θ̂, ties half) and the acceleration â from a
+    jackknife over :data:`JACKKNIFE_GROUPS` groups of samples (the delete-a-group jackknife,
+    Efron & Tibshirani §11.5; a leave-one-out jackknife would cost N evaluations).
+
+Which one each metric uses (``interval="auto"``) is the ``interval`` field of its row in
+:mod:`calibkit.metrics.table`, chosen by the coverage table of docs/metrics.md ("Do the
+intervals cover?"), measured on :class:`~calibkit.metrics.synthetic.SyntheticClassifier`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from scipy import stats
+from torch import Tensor
+
+INTERVALS = ("auto", "percentile", "basic", "bca")
+#: groups of samples left out in turn to estimate BCa's acceleration
+JACKKNIFE_GROUPS = 20
+
+
+def check_interval(method: str) -> str:
+    if method not in INTERVALS:
+        raise ValueError(f"interval: unknown {method!r}; choose from {', '.join(INTERVALS)}")
+    return method
+
+
+def jackknife_groups(n: int, seed: int) -> list[Tensor]:
+    """:data:`JACKKNIFE_GROUPS` (or n, if fewer) disjoint random groups of the n rows."""
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return [g for g in perm.tensor_split(min(JACKKNIFE_GROUPS, n)) if len(g)]
+
+
+def acceleration(jack: Tensor) -> float:
+    """BCa's â from the delete-a-group jackknife values (G,): Σ d³ / (6 (Σ d²)^{3/2}) with
+    d = mean − θ_(g) (Efron & Tibshirani eq. 14.15); 0 where undefined."""
+    jack = jack[torch.isfinite(jack)].double()
+    if jack.numel() < 2:
+        return 0.0
+    d = jack.mean() - jack
+    den = 6 * float((d * d).sum()) ** 1.5
+    return float((d**3).sum()) / den if den > 0 else 0.0
+
+
+def interval(
+    replicates: Tensor,
+    estimate: float,
+    ci: float,
+    method: str,
+    *,
+    lower_bound: float | None = None,
+    jack: Tensor | None = None,
+) -> tuple[float, float]:
+    """The ``ci`` interval of one metric by ``method`` (``percentile``, ``basic``, ``bca``)
+    from its (B,) ``replicates`` (NaN replicates are dropped) and its ``estimate``;
+    ``lower_bound``: the metric's least possible value (basic intervals are clipped to it);
+    ``jack``: delete-a-group jackknife values, for BCa's acceleration (None: â = 0)."""
+    v = replicates[~torch.isnan(replicates)].double()
+    if v.numel() == 0 or not math.isfinite(estimate):
+        return (math.nan, math.nan)
+    alpha = (1 - ci) / 2
+    if method == "bca":
+        below = float((v < estimate).sum() + 0.5 * (v == estimate).sum()) / v.numel()
+        b = v.numel()
+        z0 = stats.norm.ppf(min(max(below, 1 / (b + 1)), b / (b + 1)))
+        a = 0.0 if jack is None else acceleration(jack)
+        z = stats.norm.ppf([alpha, 1 - alpha])
+        levels = stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
+    else:
+        levels = [alpha, 1 - alpha]
+    q = torch.quantile(v, torch.tensor(levels, dtype=torch.float64, device=v.device)).tolist()
+    if method != "basic":
+        return (q[0], q[1])
+    lo, hi = 2 * estimate - q[1], 2 * estimate - q[0]
+    if lower_bound is not None:
+        lo, hi = max(lo, lower_bound), max(hi, lower_bound)
+    return (lo, hi)
