@@ -162,7 +162,7 @@ def test_report_tables_follow_the_store(swept, tmp_path):
                   "calibratability", "Refinement AUROC", "Post-hoc methods"):  # fmt: skip
         assert title in md
     head, *rows = info["headline"]
-    assert head == ["method", "digits / mlp"] and rows[0][0] == "CE"
+    assert head == ["method", "digits / mlp (± std over seeds)"] and rows[0][0] == "CE"
     store = Store(out / "results.sqlite")
     eces = [
         v for k, s, c, n, m, v in store.metrics() if (s, c, m) == ("test", "uncalibrated", "ece")

@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from ..io import load_split
-from ..metrics.table import info, mean_std
+from ..metrics.table import info, mean_std, spread
 from ..registry import parse_spec
 from .results import Results, short
 from .store import ALL
@@ -110,7 +110,8 @@ def ranks_table(res: Results, columns: list[Column]) -> Table:
 
 def per_network_table(res: Results, columns: list[Column]) -> Table:
     """Per network: accuracy, ECE before and after TS, the best ECE and classwise ECE."""
-    table = [["network", "accuracy", "ECE uncal.", "ECE TS", "best ECE", "best classwise ECE"]]
+    table = [["network", *map(spread, ("accuracy", "ECE uncal.", "ECE TS")), "best ECE",
+              "best classwise ECE"]]  # fmt: skip
     ts = res.calibrator("ts") or "ts"
     for n in columns:
         seeds = lambda cal, m, n=n: res.seeds(res.baseline, n, "test", cal, ALL, m)  # noqa: E731
@@ -184,7 +185,8 @@ def calibrator_table(res: Results, column: Column) -> Table:
     """Every calibrator of the baseline method's runs in ``column`` on the test split; for
     an iterative fit with a history (Neural Clamping), its objective in the first and last
     epoch and the last epoch's change (a fit that has flattened changes by well under 1 %)."""
-    table = [["calibrator", "ECE", "classwise ECE", "NLL", "accuracy", "T", "fit seconds",
+    table = [["calibrator", *map(spread, ("ECE", "classwise ECE", "NLL", "accuracy", "T",
+                                          "fit seconds")),
               "fit objective: first → last epoch (last change)"]]  # fmt: skip
     keys = {k for k, r in res.runs.items()
             if r["method"] == res.baseline and (r["dataset"], r["model"]) == column}  # fmt: skip
@@ -250,7 +252,8 @@ def split_names(res: Results, column: Column) -> list[str]:
 def splits_table(res: Results, columns: list[Column]) -> Table:
     """Per network and split: accuracy, ECE and refinement AUROC, and ECE after TS (%)."""
     ts = res.calibrator("ts") or "ts"
-    table = [["network", "split", "accuracy", "ECE", "refinement AUROC", "ECE after TS"]]
+    table = [["network", "split",
+              *map(spread, ("accuracy", "ECE", "refinement AUROC", "ECE after TS"))]]  # fmt: skip
     for n in columns:
         for split in split_names(res, n):
             get = lambda cal, m, s=split, n=n: res.seeds(res.baseline, n, s, cal, ALL, m)  # noqa: E731
@@ -269,7 +272,7 @@ def splits_table(res: Results, columns: list[Column]) -> Table:
 
 def methods_table(res: Results, column: Column) -> Table:
     """Each method of ``column`` (uncalibrated, test split) and its stage 2's last q."""
-    table = [["method", "seeds", "ECE", "NLL", "accuracy", "final q"]]
+    table = [["method", "seeds", *map(spread, ("ECE", "NLL", "accuracy", "final q"))]]
     for method in res.methods:
         get = lambda m, method=method: res.seeds(method, column, "test", "uncalibrated", ALL, m)  # noqa: E731
         if not get("ece"):

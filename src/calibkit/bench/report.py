@@ -41,7 +41,7 @@ from typing import Any
 
 from ..io import write_text
 from ..metrics import table as metric_table
-from ..metrics.table import mean_std
+from ..metrics.table import mean_std, spread
 from .figures import build_figures
 from .given import given_sections
 from .results import Results, compare, short
@@ -56,7 +56,7 @@ def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = 
     """Rows × columns of ``cell(row, column) -> {seed: value}``. With ``base``, every other
     row is tested against that row (:func:`compare`) and marked † at p < ALPHA; ``flag(row,
     column)`` marks a cell ⚠. Bold: the best mean where the metric has a direction."""
-    header = ["method", *[f"{short(d)} / {m}" for d, m in res.columns]]
+    header = ["method", *[spread(f"{short(d)} / {m}") for d, m in res.columns]]
     body = [[r] for r in rows]
     direction = metric_table.direction(metric) or None  # bold only where a metric has one
     scale = 1.0 if metric == "temperature" else 100.0

@@ -17,6 +17,7 @@ import click
 from .. import __version__
 from ..allocator import retain_freed_memory
 from ..metrics.binning import BINNINGS
+from ..metrics.intervals import INTERVALS, describe
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 USER_ERRORS = (
@@ -148,6 +149,8 @@ def print_result(result, title: str) -> None:
         f"{result.n_samples} samples, {result.n_classes} classes, {s['n_bins']} bins "
         f"({s['binning']}){extra}"
     )
+    if ci:
+        out.print(describe(s["interval"], result.intervals))
     for note in result.notes:
         out.print(f"note: {note}")
 
@@ -170,6 +173,7 @@ def evaluate_and_report(
     plot: str | None,
     as_json: bool,
     extra: dict | None = None,
+    interval: str = "auto",
 ) -> None:
     import warnings
 
@@ -197,6 +201,7 @@ def evaluate_and_report(
             bootstrap=bootstrap,
             seed=seed,
             ci=ci,
+            interval=interval,
             progress=tick,
         )
     if plot is not None:
@@ -283,6 +288,14 @@ METRIC_OPTIONS = [
         show_default=True,
         type=click.FloatRange(0, 1, min_open=True, max_open=True),
         help="Interval level.",
+    ),
+    click.option(
+        "--interval",
+        default="auto",
+        show_default=True,
+        type=click.Choice(INTERVALS),
+        help="Bootstrap interval: auto picks each metric's by the coverage study "
+        "(docs/metrics.md).",
     ),
     click.option("--no-optimal", is_flag=True, help="Skip optimal ECE (1000 temperatures)."),
     click.option("--no-smooth", is_flag=True, help="Skip smooth ECE."),

@@ -124,8 +124,9 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     best = best_per_column(results)
     table = Table(title=title, title_justify="left")
     table.add_column("method")
+    spread_over = "the splits" if fraction is not None else "seeds"
     for c in COLUMNS:
-        table.add_column(c, justify="right")
+        table.add_column(f"{c} (± std over {spread_over})" if seeds > 1 else c, justify="right")
     for m, r in results.items():
         table.add_row(
             m, *[("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS]

@@ -29,7 +29,7 @@ from .binning import BinScheme
 from .bins import Bins, bins_of
 from .functional import undefined_auroc_message
 from .inputs import Prepared, Runs, prepare, prepare_scores
-from .intervals import check_interval, interval, jackknife_groups
+from .intervals import check_interval, describe, interval, jackknife_groups
 from .ood import _fpr_at_tpr
 from .ood import ood_score as score_of
 from .smooth import smooth_ece_batch
@@ -97,6 +97,8 @@ class EvaluationResult:
         lines += [
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
         ]
+        if self.intervals:
+            lines.append(describe(self.settings["interval"], self.intervals))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -298,9 +300,9 @@ def bootstrap_intervals(
     notes = []
     if outside:
         notes.append(
-            "estimate outside its interval (the plug-in estimate is biased at this N; "
-            "the interval is bias-corrected, see docs/metrics.md, 'Do the intervals "
-            "cover?'): " + "; ".join(outside)
+            "estimate outside its interval (a plug-in estimate biased at this N; bias: the "
+            "bootstrap's estimate of it; docs/metrics.md, 'Do the intervals cover?'): "
+            + "; ".join(outside)
         )
     return intervals, bias, notes
 

@@ -42,6 +42,20 @@ def check_interval(method: str) -> str:
     return method
 
 
+def describe(method: str, names) -> str:
+    """One line naming the interval method of each metric in ``names``."""
+    from .table import info
+
+    used: dict[str, list[str]] = {}
+    for m in names:
+        used.setdefault(info(m).interval if method == "auto" else method, []).append(m)
+    if len(used) == 1:
+        return f"intervals: {next(iter(used))} bootstrap"
+    *rest, last = sorted(used.items(), key=lambda kv: len(kv[1]))
+    parts = [f"{kind} for {', '.join(ms)}" for kind, ms in rest]
+    return f"intervals: {'; '.join(parts)}; {last[0]} for the others (docs/metrics.md)"
+
+
 def jackknife_groups(n: int, seed: int) -> list[Tensor]:
     """:data:`JACKKNIFE_GROUPS` (or n, if fewer) disjoint random groups of the n rows."""
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))

@@ -97,6 +97,16 @@ def plus_minus(mean: float, std: float, digits: int) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+#: what every "mean ± std" cell's ± is, for column headers
+SPREAD = "± std over seeds"
+
+
+def spread(label: str) -> str:
+    """``label`` as the header of a column of :func:`mean_std` cells: 'ECE (± std over
+    seeds)'."""
+    return f"{label} ({SPREAD})"
+
+
 def mean_std(values: Iterable[float | None], *, scale: float = 1.0, digits: int = 2) -> str:
     """'mean ± std' (sample std) of the finite ``values`` × ``scale``; the mean alone for one
     value; "—" for none. Every table of calibkit formats spread over seeds with this."""

@@ -1,0 +1,183 @@
+"""Bootstrap intervals (percentile, basic, BCa) against scipy.stats.bootstrap, the synthetic
+classifier's true values against closed forms and large samples, and a small coverage study
+whose tolerance a broken interval cannot pass."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import integrate, special, stats
+
+from calibkit.metrics import compare_nested, compare_paired, evaluate
+from calibkit.metrics.evaluate import bootstrap_replicates
+from calibkit.metrics.intervals import acceleration, describe, interval
+from calibkit.metrics.synthetic import TRUE_METRICS, SyntheticClassifier
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+from interval_coverage import coverage_cell
+
+
+@pytest.mark.parametrize("method", ["percentile", "basic", "bca"])
+def test_intervals_agree_with_scipy_bootstrap(method):
+    """The mean of a skewed sample (confidences from Beta(5, 1)): calibkit's interval of
+    mean_confidence against scipy.stats.bootstrap's of np.mean, 20,000 resamples each (their
+    Monte Carlo error is about 1 % of the width; BCa's acceleration: scipy's leave-one-out
+    jackknife against calibkit's 20 groups)."""
+    probs, labels = SyntheticClassifier(10, gamma=1.5).sample(300, seed=3)
+    conf = probs.max(1)
+    ours = evaluate(probs, labels, probs=True, bootstrap=20_000, interval=method, seed=1,
+                    metrics=["mean_confidence"]).intervals["mean_confidence"]  # fmt: skip
+    ref = stats.bootstrap((conf,), np.mean, n_resamples=20_000, method=method, random_state=2)
+    lo, hi = ref.confidence_interval
+    assert abs(ours[0] - lo) < 0.06 * (hi - lo) and abs(ours[1] - hi) < 0.06 * (hi - lo)
+
+
+def test_basic_interval_is_the_percentile_interval_reflected_and_clipped():
+    reps = torch.tensor([0.30, 0.32, 0.34, 0.36, 0.38, 0.40, 0.42], dtype=torch.float64)
+    q = torch.quantile(reps, torch.tensor([0.05, 0.95], dtype=torch.float64)).tolist()
+    assert interval(reps, 0.3, 0.9, "percentile") == pytest.approx(q)
+    assert interval(reps, 0.3, 0.9, "basic") == pytest.approx([0.6 - q[1], 0.6 - q[0]])
+    # an estimate of 0.2 reflects to [0.0 - ..]: clipped at the metric's least value
+    assert interval(reps, 0.2, 0.9, "basic", lower_bound=0.0) == pytest.approx([0.0, 0.4 - q[0]])
+
+
+def test_bca_without_bias_or_skew_is_the_percentile_interval():
+    """z0 = 0 (half the replicates below the estimate) and a = 0: BCa's levels are α and 1 − α."""
+    reps = torch.linspace(-1, 1, 2000, dtype=torch.float64)
+    assert interval(reps, 0.0, 0.9, "bca") == pytest.approx(interval(reps, 0.0, 0.9, "percentile"))
+    # an estimate above every replicate: z0 is capped, the interval is the top of the range
+    lo, hi = interval(reps, 5.0, 0.9, "bca")
+    assert lo > 0.9 and hi == pytest.approx(1.0)
+    jack = torch.tensor([1.0, 2.0, 4.0, 8.0])
+    d = jack.mean() - jack
+    assert acceleration(jack) == pytest.approx(float((d**3).sum() / (6 * (d**2).sum() ** 1.5)))
+
+
+def test_every_estimate_outside_its_interval_gets_a_note():
+    """The issue's case: classwise ECE of a well-calibrated many-class model is biased up."""
+    probs, labels = SyntheticClassifier(100, gamma=1.0).sample(3000, seed=0)
+    r = evaluate(probs, labels, probs=True, bootstrap=300, interval="percentile",
+                 metrics=["classwise_ece", "accuracy"])  # fmt: skip
+    lo, _ = r.intervals["classwise_ece"]
+    assert r["classwise_ece"] < lo and r.bias["classwise_ece"] > 0
+    assert len(r.notes) == 1 and "classwise_ece" in r.notes[0] and "accuracy" not in r.notes[0]
+    assert r.settings["interval"] == "percentile" and "bias" in r.to_dict()
+    with pytest.raises(ValueError, match="interval: unknown 'bcaa'"):
+        evaluate(probs, labels, probs=True, bootstrap=10, interval="bcaa")
+
+
+def test_describe_names_each_metrics_interval():
+    assert describe("basic", ["ece", "nll"]) == "intervals: basic bootstrap"
+    line = describe("auto", ["ece", "accuracy", "nll", "brier"])
+    assert line.startswith("intervals: ") and "ece" in line
+
+
+def test_synthetic_truth_in_closed_form():
+    """ECE, accuracy and RMS by quadrature of the model's definition, independently of the
+    incomplete-beta closed forms."""
+    k, a, b, g = 10, 5.0, 1.0, 2.0
+    m = SyntheticClassifier(k, a, b, g)
+    pdf = stats.beta(a, b).pdf
+
+    def f(u):
+        return 1 / k + (1 - 1 / k) * u**g
+
+    def c(u):
+        return 1 / k + (1 - 1 / k) * u
+
+    ece = integrate.quad(lambda u: abs(c(u) - f(u)) * pdf(u), 0, 1)[0]
+    acc = integrate.quad(lambda u: f(u) * pdf(u), 0, 1)[0]
+    rms = math.sqrt(integrate.quad(lambda u: (c(u) - f(u)) ** 2 * pdf(u), 0, 1)[0])
+    t = m.truth()
+    assert t["ece"] == pytest.approx(ece, abs=1e-10) == m.continuous_ece()
+    assert t["accuracy"] == pytest.approx(acc, abs=1e-10)
+    assert m.continuous_rms() == pytest.approx(rms, abs=1e-10) and t["rms_ce"] < rms
+    # E[u^g] = B(a + g, b) / B(a, b)
+    moment = math.exp(special.betaln(a + g, b) - special.betaln(a, b))
+    assert t["accuracy"] == pytest.approx(1 / k + 0.9 * moment)
+    assert set(t) == set(TRUE_METRICS)
+
+
+@pytest.mark.parametrize("k, gamma", [(10, 1.5), (4, 0.6)])
+def test_synthetic_truth_matches_a_large_sample(k, gamma):
+    """Each population value against the metric on 300,000 samples. Confidences uniform
+    over [1/K, 1] (a = b = 1), so that every bin holds thousands of samples: MCE, the
+    largest gap of any bin, converges only where the emptiest bin is well filled (under
+    the default Beta(5, 1) the lowest bins hold a 1e-7 share)."""
+    model = SyntheticClassifier(k, a=1.0, b=1.0, gamma=gamma)
+    probs, labels = model.sample(300_000, seed=5)
+    r = evaluate(probs, labels, probs=True, optimal=False)
+    for name, value in model.truth().items():
+        assert abs(r[name] - value) < 0.006, (name, r[name], value)
+
+
+def test_coverage_of_the_chosen_intervals_small_study():
+    """120 replications at N = 500, K = 10, over-confident: every metric's default interval
+    covers its truth at 95 % within 3.5 standard errors (≥ 0.88), and the percentile interval
+    of classwise ECE, the issue's defect, does not (a test that the study can fail)."""
+    cell = coverage_cell(500, 10, 1.5, 120, 300, smooth=False,
+                         metrics=("accuracy", "ece", "nll", "brier", "classwise_ece",
+                                  "debiased_rms_ce", "gap"))  # fmt: skip
+    from calibkit.metrics.table import info
+
+    for name, cov in cell["coverage"].items():
+        assert cov[info(name).interval] >= 0.88, (name, cov)
+    assert cell["coverage"]["classwise_ece"]["percentile"] < 0.5
+
+
+def test_replicates_are_paired_across_score_sets_of_the_same_rows():
+    probs, labels = SyntheticClassifier(10, gamma=1.5).sample(400, seed=0)
+    z = np.log(probs)
+    a = bootstrap_replicates(z, labels, ["ece", "nll"], 50, seed=4)
+    b = bootstrap_replicates(z * 0.8, labels, ["ece", "nll"], 50, seed=4)
+    c = compare_paired(z, z * 0.8, labels, bootstrap=50, seed=4, metrics=["ece", "nll"])
+    d = torch.tensor(b["ece"] - a["ece"], dtype=torch.float64)
+    q = torch.quantile(d, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    assert c.intervals["ece"] == pytest.approx(q)
+
+
+def test_nested_comparison_averages_each_seeds_paired_differences():
+    rng = np.random.default_rng(0)
+    groups = []
+    for s in range(3):
+        probs, labels = SyntheticClassifier(10, gamma=1.5).sample(300 + 50 * s, seed=s)
+        z = np.log(probs) * (1 + 0.1 * rng.random())
+        groups.append((z, z * 0.7, labels))
+    c = compare_nested(groups, bootstrap=100, seed=2, metrics=["ece"])
+    diffs = [bootstrap_replicates(zb, y, ["ece"], 100, seed=2)["ece"]
+             - bootstrap_replicates(za, y, ["ece"], 100, seed=2)["ece"]
+             for za, zb, y in groups]  # fmt: skip
+    mean = torch.tensor(np.mean(diffs, axis=0), dtype=torch.float64)
+    q = torch.quantile(mean, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    assert c.intervals["ece"] == pytest.approx(q)
+    single = [evaluate(zb, y, metrics=["ece"], optimal=False)["ece"]
+              - evaluate(za, y, metrics=["ece"], optimal=False)["ece"]
+              for za, zb, y in groups]  # fmt: skip
+    assert c.diff["ece"] == pytest.approx(np.mean(single))
+    assert c.settings["seeds"] == 3 and 0 <= c.p_values["ece"] <= 1
+    with pytest.raises(ValueError, match="groups: empty"):
+        compare_nested([])
+
+
+def test_paired_test_holds_its_level_and_has_power():
+    """60 replications of two methods equal in truth (independent per-row jitter of the
+    same over-confident logits): compare_paired rejects at most 5 % + 3.5 SE; with B's logits
+    scaled by 0.8 (less over-confident, about 1.5 points lower ECE) in at least 90 %."""
+    rejects, detects = 0, 0
+    for r in range(60):
+        rng = np.random.default_rng(r)
+        probs, labels = SyntheticClassifier(10).sample(1000, seed=r)
+        z = 1.3 * np.log(probs)
+
+        za, zb = (z * np.exp(0.1 * rng.standard_normal(len(z)))[:, None] for _ in range(2))
+        rejects += compare_paired(za, zb, labels, bootstrap=200, seed=r,
+                                  metrics=["ece"]).p_values["ece"] < 0.05  # fmt: skip
+        detects += compare_paired(za, 0.8 * zb, labels, bootstrap=200, seed=r,
+                                  metrics=["ece"]).p_values["ece"] < 0.05  # fmt: skip
+    assert rejects / 60 <= 0.05 + 3.5 * math.sqrt(0.05 * 0.95 / 60)
+    assert detects / 60 >= 0.9
