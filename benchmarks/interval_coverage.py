@@ -9,7 +9,7 @@ one line per finished cell, so a killed run resumes where it stopped.
 
     python benchmarks/interval_coverage.py --out /tmp/coverage.jsonl          # the full grid
     python benchmarks/interval_coverage.py --out /tmp/coverage.jsonl --markdown
-    python benchmarks/interval_coverage.py --out /tmp/c.jsonl --quick        # a minute
+    python benchmarks/interval_coverage.py --out /tmp/c.jsonl --quick        # N <= 5,000
 
 The test suite runs a small version of the same study (tests/metrics/test_coverage.py).
 """
@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from calibkit.metrics.evaluate import (
+from calibkit.metrics.inputs import prepare
+from calibkit.metrics.intervals import interval
+from calibkit.metrics.resample import (
     _bootstrap_vectors,
     _jackknife_vectors,
     _metric_vectors,
 )
-from calibkit.metrics.inputs import prepare
-from calibkit.metrics.intervals import interval
 from calibkit.metrics.synthetic import SyntheticClassifier
 from calibkit.metrics.table import info
 
@@ -140,10 +140,15 @@ def markdown(path: Path) -> str:
                 cells_.append("" if c is None else " / ".join(
                     f"{100 * c['coverage'][m][t]:.0f}" for t in METHODS))  # fmt: skip
             lines.append(f"| `{m}` | " + " | ".join(cells_) + " |")
-        reps = sorted({(c["n"], c["reps"], c["bootstrap"]) for c in got})
+
+        def sizes(smooth: bool, got: list[dict] = got) -> str:
+            reps = sorted({(c["n"], c["reps"], c["bootstrap"]) for c in got
+                           if c["smooth"] == smooth})  # fmt: skip
+            return "; ".join(f"N = {n:,}: R = {r}, B = {b}" for n, r, b in reps)
+
         out.append(f"**{case}** (γ = {CASES[case]}): coverage in % of percentile / basic / "
-                   f"BCa 95 % intervals; replications and resamples per N: "
-                   + ", ".join(f"N={n:,}: R={r}, B={b}" for n, r, b in reps) + "\n\n"
+                   f"BCa 95 % intervals. Replications R and resamples B: {sizes(False)}; "
+                   f"smooth ECE (K = 10 only, its bootstrap is slow): {sizes(True)}.\n\n"
                    + "\n".join(lines))  # fmt: skip
     return "\n\n".join(out)
 

@@ -15,7 +15,7 @@ is over-confident. Under H0 both methods have the same β_X; under H1 method B h
 smaller one (better calibrated). Each regime is replicated R times; the table gives the
 share of replications in which each test rejects at 0.05.
 
-    python benchmarks/paired_tests.py --reps 200     # about 15 minutes
+    python benchmarks/paired_tests.py --reps 200     # the table in docs/metrics.md
     python benchmarks/paired_tests.py --reps 50      # a quick look
 """
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from calibkit import metrics as M
-from calibkit.metrics.evaluate import _metric_vectors
 from calibkit.metrics.inputs import prepare
+from calibkit.metrics.resample import _metric_vectors
 from tests.conftest import make_logits
 
 

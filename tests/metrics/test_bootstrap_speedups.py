@@ -12,7 +12,7 @@ import torch
 from calibkit.metrics import stats as st
 from calibkit.metrics.inputs import Runs
 
-evaluate_module = importlib.import_module("calibkit.metrics.evaluate")
+resample_module = importlib.import_module("calibkit.metrics.resample")
 
 
 def _runs_and_weights(n: int = 3000, b: int = 7, seed: int = 0):
@@ -20,13 +20,13 @@ def _runs_and_weights(n: int = 3000, b: int = 7, seed: int = 0):
     conf = (torch.rand(n, generator=g) * 50).round() / 50  # many ties
     outcome = torch.rand(n, generator=g) < conf
     runs = Runs.from_values(conf.double(), outcome)
-    w = evaluate_module._resample_weights(n, b, g, "cpu")
+    w = resample_module._resample_weights(n, b, g, "cpu")
     return runs, w, n
 
 
 def test_resample_weights_are_the_multiplicities_of_int64_draws():
     n, b = 1000, 9
-    got = evaluate_module._resample_weights(n, b, torch.Generator().manual_seed(4), "cpu")
+    got = resample_module._resample_weights(n, b, torch.Generator().manual_seed(4), "cpu")
     idx = torch.randint(n, (b, n), generator=torch.Generator().manual_seed(4))
     want = torch.zeros(b, n, dtype=torch.float64).scatter_add_(
         1, idx, torch.ones(b, n, dtype=torch.float64)
@@ -103,7 +103,7 @@ def test_classwise_sums_by_a_sparse_product_equal_the_scattered_sums():
     for seed, (n, k) in enumerate([(500, 3), (2000, 10), (1500, 40)]):
         g = torch.Generator().manual_seed(seed)
         z, y = 4 * torch.randn(n, k, generator=g), torch.randint(k, (n,), generator=g)
-        w = evaluate_module._resample_weights(n, 6, g, "cpu")
+        w = resample_module._resample_weights(n, 6, g, "cpu")
         for binning in ("calibkit", "torchmetrics", "kull"):
             p = prepare(z, y)
             scheme = BinScheme.make(15, binning, p.scores.dtype)

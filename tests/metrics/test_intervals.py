@@ -14,8 +14,8 @@ import torch
 from scipy import integrate, special, stats
 
 from calibkit.metrics import compare_nested, compare_paired, evaluate
-from calibkit.metrics.evaluate import bootstrap_replicates
 from calibkit.metrics.intervals import acceleration, describe, interval
+from calibkit.metrics.resample import bootstrap_replicates
 from calibkit.metrics.synthetic import TRUE_METRICS, SyntheticClassifier
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))

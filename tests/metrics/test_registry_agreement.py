@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import calibkit.metrics as M
-from calibkit.metrics.evaluate import _metric_vectors
 from calibkit.metrics.inputs import prepare
+from calibkit.metrics.resample import _metric_vectors
 from calibkit.metrics.table import COMPUTED, SAMPLE_METRICS
 from tests.conftest import make_logits
 

@@ -19,8 +19,8 @@ import torch
 from .. import posthoc
 from ..io import file_lock, load_split, write_text
 from ..metrics import EvaluationResult, evaluate
-from ..metrics.evaluate import bootstrap_replicates
 from ..metrics.ood import ood_auroc, ood_fpr95
+from ..metrics.resample import bootstrap_replicates
 from ..metrics.table import HARNESS
 from ..posthoc.anomalies import check_calibrated
 from ..posthoc.base import Evidence, FitDivergedError

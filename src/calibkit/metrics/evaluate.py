@@ -20,20 +20,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from .._checks import check_n_bins
 from . import stats as st
 from .binning import BinScheme
 from .bins import Bins, bins_of
 from .functional import undefined_auroc_message
-from .inputs import Prepared, Runs, prepare, prepare_scores
-from .intervals import check_interval, describe, interval, jackknife_groups
-from .ood import _fpr_at_tpr
+from .inputs import prepare, prepare_scores
+from .intervals import check_interval, describe
 from .ood import ood_score as score_of
-from .smooth import smooth_ece_batch
-from .table import COMPUTED, METRICS, OOD_METRICS, Memo, info
+from .resample import (
+    _bootstrap_vectors,
+    _check_metrics,
+    _fmt,
+    _jackknife_vectors,
+    _json_float,
+    _metric_vectors,
+    _percentile,
+    bootstrap_intervals,
+)
+from .table import METRICS, OOD_METRICS
 from .temperatures import best_temperature, check_grid
 
 
@@ -104,251 +110,6 @@ class EvaluationResult:
 
     def __str__(self) -> str:
         return self.table()
-
-
-def _fmt(v: float) -> str:
-    return "n/a" if v is None or math.isnan(v) else f"{v:.4f}"
-
-
-def _json_float(v: float) -> float | None:
-    return None if v is None or math.isnan(v) else float(v)
-
-
-def _metric_vectors(
-    p: Prepared,
-    binning: str,
-    n_bins: int,
-    weights: Tensor | None,
-    *,
-    smooth: bool,
-    ood: tuple[Tensor, Tensor, Tensor | None] | None = None,
-    only: frozenset[str] | None = None,
-) -> dict[str, Tensor]:
-    """(B,) tensor per metric for B weighted resamples (weights None: the sample itself);
-    ``only``: the metrics wanted (default every one), each computed from shared statistics
-    that are themselves computed only when a wanted metric needs them."""
-    scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
-
-    def want(*names: str) -> bool:
-        return only is None or not only.isdisjoint(names)
-
-    # one pass over the scores serves every metric
-    p.scan(full=want("brier", "entropy"), classwise=scheme if want("classwise_ece") else None)
-
-    stats = _BatchStatistics(p, scheme, weights, n_bins)
-    out = {
-        m.name: m.compute(stats)
-        for m in COMPUTED
-        if want(m.name) and (smooth or m.name != "smooth_ece")
-    }
-    if ood is not None and want(*OOD_METRICS):
-        s_in, s_out, w_out = ood
-        out.update((k, v) for k, v in _ood_vectors(s_in, s_out, weights, w_out).items() if want(k))
-    if weights is not None:  # (B, S) accuracy per bin, for the reliability diagram's band
-        sums = stats.sums()
-        count = sums[:, 0]
-        out["bin_accuracy"] = torch.where(count > 0, sums[:, 2] / count.clamp_min(1), torch.nan)
-    return out
-
-
-class _BatchStatistics(Memo):
-    """:class:`~calibkit.metrics.table.Statistics` of prepared scores under B weighted
-    resamples (``weights`` None: the sample itself), each computed once, when asked."""
-
-    def __init__(self, p: Prepared, scheme: BinScheme, weights: Tensor | None, n_bins: int):
-        super().__init__()
-        self.p, self.scheme, self.weights, self.n, self.n_bins = p, scheme, weights, p.n, n_bins
-
-    def sums(self) -> Tensor:
-        return self._once("sums", lambda: st.topbin_sums(self.p, self.scheme, self.weights))
-
-    def mean(self, per_sample: str) -> Tensor:
-        p = self.p
-        values = {"correct": lambda: p.correct, "nll": lambda: -p.label_logp,
-                  "brier": lambda: p.brier_per_sample,
-                  "entropy": lambda: p.entropy_per_sample}[per_sample]()  # fmt: skip
-        return st.mean_stat(values, self.weights, self.n)
-
-    def classwise(self) -> tuple[Tensor, BinScheme]:
-        return st.classwise_sums(self.p, self.scheme, self.weights), self.scheme
-
-    def runs(self) -> tuple[Runs, Tensor, Tensor]:
-        return self._once("runs", lambda: (self.p.runs, *st.run_sums(self.p.runs, self.weights)))
-
-    def correct_runs(self) -> tuple[Tensor, Tensor]:
-        if self.p.binary == "top-label":
-            return self.runs()[1:]
-        return self._once("correct", lambda: st.run_sums(_correct_runs(self.p), self.weights))
-
-    def smooth(self) -> Tensor:
-        return smooth_ece_batch(*self.p.cal_pair, self.weights)[0]
-
-
-def _correct_runs(p: Prepared) -> Runs:
-    """Runs of the top-label confidence with correctness (refinement is always top-label)."""
-    if p.binary == "top-label":
-        return p.runs
-    return Runs.from_values(p.confidence.double(), p.correct)
-
-
-def _ood_vectors(s_in: Tensor, s_out: Tensor, w_in: Tensor | None, w_out: Tensor | None):
-    runs = Runs.from_values(
-        torch.cat([s_in, s_out]),
-        torch.cat(
-            [torch.ones_like(s_in, dtype=torch.bool), torch.zeros_like(s_out, dtype=torch.bool)]
-        ),
-    )
-    w = None if w_in is None else torch.cat([w_in, w_out], 1)
-    size, pos = st.run_sums(runs, w)
-    return {
-        "ood_auroc": st.auroc_from_runs(size, pos),
-        "ood_fpr95": _fpr_at_tpr(s_in, s_out, w_in, w_out),
-        "ood_aupr": st.aupr_from_runs(size, pos),
-    }
-
-
-def _resample_weights(n: int, b: int, gen: torch.Generator, device) -> Tensor:
-    """(b, n) float64 multiplicities of b resamples of n samples drawn with replacement."""
-    # int32 draws are the int64 draws (tested) at half the memory
-    idx = torch.randint(n, (b, n), generator=gen, device="cpu", dtype=torch.int32)
-    idx += n * torch.arange(b, dtype=torch.int32)[:, None]  # one histogram over all rows
-    return torch.bincount(idx.reshape(-1), minlength=b * n).reshape(b, n).to(device, torch.float64)
-
-
-def _chunk(n: int) -> int:
-    return max(1, min(256, 4_000_000 // max(n, 1)))  # b * n < 2**31: int32 indices
-
-
-def resample_chunks(n: int, n_boot: int, seed: int, device, extra: int | None = None):
-    """Bootstrap resamples of ``n`` samples as (B, n) multiplicity matrices, a chunk at a time.
-
-    Yields ``(weights, extra_weights)``; with ``extra`` (the size of a second sample that is
-    resampled independently, such as OOD scores) ``extra_weights`` is (B, extra), else None.
-    The same ``seed`` gives the same resamples everywhere.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    for start in range(0, n_boot, _chunk(n)):
-        b = min(_chunk(n), n_boot - start)
-        w = _resample_weights(n, b, gen, device)
-        yield w, (None if extra is None else _resample_weights(extra, b, gen, device))
-
-
-def _bootstrap_vectors(
-    preps: list[Prepared],
-    binning: str,
-    n_bins: int,
-    n_boot: int,
-    seed: int,
-    *,
-    smooth: bool,
-    ood: tuple[Tensor, Tensor] | None = None,
-    progress: Callable[[int], None] | None = None,
-    only: frozenset[str] | None = None,
-) -> list[dict[str, Tensor]]:
-    """Per-resample metric vectors for each of ``preps`` under the same resamples (``ood``:
-    in- and out-of-distribution scores, resampled independently)."""
-    parts: list[list[dict[str, Tensor]]] = [[] for _ in preps]
-    extra = None if ood is None else len(ood[1])
-    for w, w_ood in resample_chunks(preps[0].n, n_boot, seed, preps[0].scores.device, extra):
-        ood_pair = None if ood is None else (*ood, w_ood)
-        for part, p in zip(parts, preps, strict=True):
-            part.append(
-                _metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair, only=only)
-            )
-        if progress is not None:
-            progress(len(w))
-    return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
-
-
-def _jackknife_vectors(
-    p: Prepared, binning: str, n_bins: int, seed: int, *, smooth: bool, only: frozenset[str]
-) -> dict[str, Tensor]:
-    """(G,) values of each metric in ``only`` with each of G groups of samples left out."""
-    parts = []
-    for group in jackknife_groups(p.n, seed):
-        keep = torch.ones(p.n, dtype=torch.bool, device=p.scores.device)
-        keep[group.to(keep.device)] = False
-        sub = Prepared(p.scores[keep], p.labels[keep], p.is_probs, p.binary)
-        parts.append(_metric_vectors(sub, binning, n_bins, None, smooth=smooth, only=only))
-    return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
-
-
-def bootstrap_intervals(
-    estimates: dict[str, float],
-    replicates: dict[str, Tensor],
-    ci: float,
-    method: str,
-    jack: Callable[[frozenset[str]], dict[str, Tensor]] | None = None,
-) -> tuple[dict[str, tuple[float, float]], dict[str, float], list[str]]:
-    """(intervals, bias estimates, notes) of the metrics in ``estimates`` that have
-    ``replicates``. ``method``: one of :data:`~calibkit.metrics.intervals.INTERVALS`
-    ("auto": each metric's own, from :mod:`calibkit.metrics.table`); ``jack(names)``: the
-    delete-a-group jackknife values of those metrics, asked for only where BCa is used."""
-    names = [m for m in estimates if m in replicates]
-    used = {m: info(m).interval if method == "auto" else method for m in names}
-    bca = frozenset(m for m, u in used.items() if u == "bca")
-    jv = jack(bca) if bca and jack is not None else {}
-    intervals, bias, outside = {}, {}, []
-    for m in names:
-        est, rep = estimates[m], replicates[m]
-        intervals[m] = interval(rep, est, ci, used[m], lower_bound=info(m).least, jack=jv.get(m))
-        finite = rep[~torch.isnan(rep)]
-        bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
-        lo, hi = intervals[m]
-        if not lo <= est <= hi and math.isfinite(est) and math.isfinite(lo):
-            outside.append(f"{m} {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}], bias {bias[m]:+.5f}")
-    notes = []
-    if outside:
-        notes.append(
-            "estimate outside its interval (a plug-in estimate biased at this N; bias: the "
-            "bootstrap's estimate of it; docs/metrics.md, 'Do the intervals cover?'): "
-            + "; ".join(outside)
-        )
-    return intervals, bias, notes
-
-
-def _percentile(v: Tensor, ci: float) -> tuple[float, float]:
-    return interval(v, 0.0, ci, "percentile")
-
-
-def _check_metrics(metrics: Iterable[str] | None) -> frozenset[str] | None:
-    """The metric names asked of :func:`evaluate`, checked (None: every metric)."""
-    if metrics is None:
-        return None
-    names = [metrics] if isinstance(metrics, str) else list(metrics)
-    known = (*METRICS, *OOD_METRICS)
-    unknown = [m for m in names if m not in known]
-    if unknown or not names:
-        raise ValueError(
-            f"metrics: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}"
-            if unknown
-            else "metrics: empty; name at least one metric, or pass None for all"
-        )
-    return frozenset(names)
-
-
-def bootstrap_replicates(
-    scores: Any,
-    labels: Any,
-    metrics: Iterable[str],
-    bootstrap: int,
-    *,
-    seed: int = 0,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    validate: bool = True,
-) -> dict[str, np.ndarray]:
-    """(B,) bootstrap replicates of each of ``metrics`` (not optimal ECE). The resamples
-    depend only on (N, B, ``seed``): two score sets of the same N rows and seed get the
-    same resamples, so their replicates are paired (what the verdicts' nested bootstrap
-    over test rows uses, :func:`~calibkit.metrics.paired.compare_nested`)."""
-    only = _check_metrics(metrics)
-    check_n_bins(n_bins)
-    p = prepare(scores, labels, probs=probs, validate=validate)
-    smooth = only is None or "smooth_ece" in only
-    boot = _bootstrap_vectors([p], binning, n_bins, bootstrap, seed, smooth=smooth, only=only)[0]
-    return {m: boot[m].cpu().numpy() for m in (only or METRICS) if m in boot}
 
 
 def _check_ci(ci: float) -> float:

@@ -22,16 +22,16 @@ from torch import Tensor
 
 from .._checks import check_positive_int
 from .binning import BinScheme
-from .evaluate import (  # the evaluation's own steps, shared with the paired comparison
+from .evaluate import _check_ci
+from .inputs import prepare
+from .resample import (  # the evaluation's own steps, shared with the paired comparison
     _bootstrap_vectors,
-    _check_ci,
     _check_metrics,
     _fmt,
     _json_float,
     _metric_vectors,
     _percentile,
 )
-from .inputs import prepare
 
 
 @dataclass
