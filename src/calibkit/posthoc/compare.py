@@ -5,7 +5,8 @@ fitted once per seed and reported as mean ± std over seeds. Data with one split
 test logits, as most published logits come) is divided into stratified calibration and test
 parts, once per seed (:func:`compare_resplit`); there every method is fitted on every
 seed's split and the spread is over splits. The interval of every method is the bootstrap
-interval of its first seed's test metrics.
+interval of its first seed's test metrics; its ``notes`` name every estimate of that seed, and
+every mean over seeds, that lies outside it.
 
 Every fit is checked as ``bench`` checks it (:mod:`calibkit.posthoc.anomalies`: diverged,
 not converged, accuracy lost, worse ECE or NLL, ...); what it flags is kept per method and
@@ -197,11 +198,28 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
             "intervals": {c: list(first.intervals[c]) for c in COLUMNS}
             if bootstrap and first is not None
             else None,
+            "notes": _interval_notes(first, arr.mean(0), len(values)) if bootstrap else [],
             "fit": fits or None,
             "anomalies": found,
             "seeds": len(values),
         }
     return {"methods": out, "left_out": left, "note": left_out_note(left, rows, k)}
+
+
+def _interval_notes(first: Any, means: np.ndarray, seeds: int) -> list[str]:
+    """The first seed's interval notes (an estimate outside its interval), and a note for
+    each mean over seeds outside that interval."""
+    if first is None:
+        return []
+    notes = list(first.notes)
+    outside = [f"{c} {m:.4f} [{first.intervals[c][0]:.4f}, {first.intervals[c][1]:.4f}]"
+               for c, m in zip(COLUMNS, means, strict=True)
+               if not first.intervals[c][0] <= m <= first.intervals[c][1]]  # fmt: skip
+    if seeds > 1 and outside:
+        notes.append("mean over seeds outside the first seed's interval (the interval is "
+                     "the first seed's; the seeds' spread is the ± std): "
+                     + "; ".join(outside))  # fmt: skip
+    return notes
 
 
 def _metrics(result: Any) -> dict[str, float]:
