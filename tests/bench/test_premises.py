@@ -60,7 +60,10 @@ def test_under_confident_ce_makes_every_premised_claim_not_testable(tmp_path):
     premised = [r for r in rows[1:] if r[3] != "none"]
     assert premised and all(r[4] == NOT_TESTABLE_HERE for r in premised)
     assert not any(r[4] == "does not hold" for r in premised)
-    assert "for the record: 15.20 vs 11.00" in _row(rows, CLAIMS[0].text)["numbers (%) and test"]
+    assert (
+        "for the record: BSCE-GRA 15.20 vs CE 11.00"
+        in _row(rows, CLAIMS[0].text)["numbers (%) and test"]
+    )
     md = (tmp_path / "rep").joinpath("report.md")
     write_report(db, tmp_path / "rep")
     assert "Premise 'CE is over-confident'" in md.read_text()

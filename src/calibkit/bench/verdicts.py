@@ -136,6 +136,12 @@ NETWORK_CLAIMS = (
 )  # fmt: skip
 
 
+def _network_names(claim: NetworkClaim) -> tuple[str, str]:
+    """The sides' calibrators, or their splits where the calibrators are the same."""
+    i = 0 if claim.better[1] == claim.other[1] else 1
+    return claim.better[i], claim.other[i]
+
+
 def network_verdict(res: Results, claim: NetworkClaim) -> list[str] | None:
     """The table row of ``claim`` (None where the sweep has fewer than 2 such networks or
     lacks a side)."""
@@ -153,7 +159,8 @@ def network_verdict(res: Results, claim: NetworkClaim) -> list[str] | None:
     shared = set(a) & set(b)
     if len(shared) < 2:
         return None
-    result, detail = judge(claim, {i: a[i] for i in shared}, {i: b[i] for i in shared}, "networks")
+    result, detail = judge(claim, {i: a[i] for i in shared}, {i: b[i] for i in shared},
+                           "networks", names=_network_names(claim))  # fmt: skip
     where = (
         f"{len(shared)} networks ({'logits files' if claim.given == 'logits' else 'pretrained'})"
     )
@@ -221,10 +228,11 @@ def nested_p(
 
 def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
           unit: str = "seeds", nested: tuple[dict, dict] | None = None,
-          ) -> tuple[str, str]:  # fmt: skip
+          names: tuple[str, str] | None = None) -> tuple[str, str]:  # fmt: skip
     """(verdict, numbers and tests) for the claimed-better values ``a`` against ``b``,
     paired over ``unit`` (seeds, or networks); ``nested``: both sides' bootstrap replicates
-    over test rows by seed, for the second test (:data:`NESTED`)."""
+    over test rows by seed, for the second test (:data:`NESTED`); ``names``: the two sides'
+    names, printed before their means (the claimed-better side always first)."""
     from .results import compare
 
     if len(a) < 2 or len(b) < 2:
@@ -235,7 +243,9 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
     diffs = [a[s] - b[s] for s in shared] if paired else []
     mean_a, mean_b = statistics.mean(a.values()), statistics.mean(b.values())
     diff = mean_a - mean_b
-    numbers = f"{mean_a * scale:.2f} vs {mean_b * scale:.2f} (difference {diff * scale:+.2f}"
+    na, nb = (f"{n} " for n in names) if names else ("", "")
+    numbers = (f"{na}{mean_a * scale:.2f} vs {nb}{mean_b * scale:.2f} "
+               f"(difference {diff * scale:+.2f}")  # fmt: skip
     if paired and len(diffs) > 1 and statistics.stdev(diffs) > 0:
         half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
         numbers += f", 95 % CI [{(diff - half) * scale:+.2f}, {(diff + half) * scale:+.2f}]"
@@ -296,11 +306,17 @@ def check_premise(
     return True, f"CE is over-confident: {numbers}"
 
 
+def _name(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str:
+    """What a side is called in a verdict: the post-hoc method, or the training method."""
+    return side[1] if side[0] == "posthoc" else _method(res, column, side) or side[1]
+
+
 def verdict(res: Results, claim: Claim, column: tuple[str, str]) -> tuple[str, str, str]:
     """(premise, verdict, numbers and test) of ``claim`` in ``column``."""
     a, reps_a = _side(res, column, claim.better, claim)
     b, reps_b = _side(res, column, claim.other, claim)
-    verdict, detail = judge(claim, a, b, nested=(reps_a, reps_b))
+    names = (_name(res, column, claim.better), _name(res, column, claim.other))
+    verdict, detail = judge(claim, a, b, nested=(reps_a, reps_b), names=names)
     if claim.premise is None:
         return "none", verdict, detail
     holds, premise = check_premise(res, column, claim.premise)
