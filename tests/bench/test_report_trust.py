@@ -87,7 +87,8 @@ def test_report_shows_anomalies_and_verdicts_and_never_writes_its_input(tmp_path
     # the calibrator is found whatever its settings (here half TS's ECE on CE's runs)
     assert (
         "lower test ECE than TS | digits / cnn | holds: CE is over-confident: T = 3.00 (seeds "
-        "2.00, 3.00, 4.00), CE's ECE 22.00 → 20.00 after TS | inconclusive | neural-clamping 10.00 vs ts 20.00"
+        "2.00, 3.00, 4.00), CE's ECE 22.00 → 20.00 after TS | inconclusive | "
+        "neural-clamping 10.00 vs ts 20.00"
     ) in md
     assert info["anomalies"] == {"temperature": 6}
     mode = stat.S_IMODE((tmp_path / "rep" / "report.html").stat().st_mode)
