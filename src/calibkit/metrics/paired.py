@@ -92,26 +92,13 @@ class PairedComparison:
         return self.table()
 
 
-def compare_paired(
-    scores_a: Any,
-    scores_b: Any,
-    labels: Any,
-    *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
-    bootstrap: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-    smooth: bool = True,
-    metrics: Iterable[str] | None = None,
-) -> PairedComparison:
+def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -> PairedComparison:
     """Compare two calibrations (for example before and after a calibrator) of the same samples.
 
     Both score sets are resampled with the *same* bootstrap draws, so the interval of each
-    metric's difference ``b - a`` accounts for their correlation. ``metrics``: the metrics
-    wanted (default: every one). Its type-I error and power: docs/metrics.md.
+    metric's difference ``b - a`` accounts for their correlation. ``settings``: those of
+    :func:`compare_nested` (``probs``, ``n_bins``, ``binning``, ``binary``, ``bootstrap``,
+    ``seed``, ``ci``, ``smooth``, ``metrics``). Its type-I error and power: docs/metrics.md.
 
     >>> import torch
     >>> g = torch.Generator().manual_seed(0)
@@ -120,10 +107,7 @@ def compare_paired(
     >>> c.diff["ece"] < 0 and c.significant("ece")
     True
     """
-    return compare_nested(
-        [(scores_a, scores_b, labels)], probs=probs, n_bins=n_bins, binning=binning,
-        binary=binary, bootstrap=bootstrap, seed=seed, ci=ci, smooth=smooth, metrics=metrics,
-    )  # fmt: skip
+    return compare_nested([(scores_a, scores_b, labels)], **settings)
 
 
 def compare_nested(
