@@ -117,17 +117,25 @@ def test_synthetic_truth_matches_a_large_sample(k, gamma):
 
 
 def test_coverage_of_the_chosen_intervals_small_study():
-    """120 replications at N = 500, K = 10, over-confident: every metric's default interval
-    covers its truth at 95 % within 3.5 standard errors (≥ 0.88), and the percentile interval
-    of classwise ECE, the issue's defect, does not (a test that the study can fail)."""
-    cell = coverage_cell(500, 10, 1.5, 120, 300, smooth=False,
-                         metrics=("accuracy", "ece", "nll", "brier", "classwise_ece",
-                                  "debiased_rms_ce", "gap"))  # fmt: skip
+    """A small version of benchmarks/interval_coverage.py at N = 500, K = 10, whose full
+    table (docs/metrics.md) gives the expected coverage. Every bound lies 3 or more standard
+    errors (about 3 points at R = 120, 4 at R = 60) from it, so neither luck nor a broken
+    interval passes: means about 95 % (bound 87), over-confident ECE by the basic interval
+    87 % (bound 78), classwise ECE 76 % basic against 0 % percentile; calibrated, KS error
+    88 % basic against 0 % percentile."""
     from calibkit.metrics.table import info
 
-    for name, cov in cell["coverage"].items():
-        assert cov[info(name).interval] >= 0.88, (name, cov)
-    assert cell["coverage"]["classwise_ece"]["percentile"] < 0.5
+    over = coverage_cell(500, 10, 1.5, 120, 300, smooth=False,
+                         metrics=("accuracy", "nll", "brier", "gap", "ece", "classwise_ece",
+                                  "debiased_rms_ce"))  # fmt: skip
+    cov = {m: c[info(m).interval] for m, c in over["coverage"].items()}
+    assert min(cov[m] for m in ("accuracy", "nll", "brier", "gap")) >= 0.87, cov
+    assert cov["ece"] >= 0.78 and cov["debiased_rms_ce"] >= 0.72, cov
+    assert cov["classwise_ece"] >= 0.6 >= 0.1 >= over["coverage"]["classwise_ece"]["percentile"]
+    calibrated = coverage_cell(500, 10, 1.0, 60, 300, smooth=False,
+                               metrics=("ks_error", "overconfident"))  # fmt: skip
+    for m, c in calibrated["coverage"].items():
+        assert c[info(m).interval] >= 0.7 and c["percentile"] <= 0.1, (m, c)
 
 
 def test_replicates_are_paired_across_score_sets_of_the_same_rows():
