@@ -252,3 +252,15 @@ def test_gradient_figure_compares_losses_not_runs_sharing_a_stage_1(tmp_path):
     names = list(build_figures(res))
     assert "gradnorm gaussian-toy mlp" in [n.replace(" cnn", " mlp") for n in names]
     assert not any("n_train" in n for n in names)  # titles and names carry the short name
+
+
+def test_report_command_prints_clean_paths(tmp_path):
+    from click.testing import CliRunner
+
+    from calibkit.cli import cli
+
+    db = tmp_path / "r.sqlite"
+    _store(db)
+    out = CliRunner().invoke(cli, ["report", str(db), "-o", f"{tmp_path}/rep/"])
+    assert out.exit_code == 0 and f"{tmp_path}/rep/report.md" in out.output
+    assert "//" not in out.output

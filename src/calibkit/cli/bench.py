@@ -225,11 +225,11 @@ def report(db, out, as_json) -> None:
     from ..bench.report import write_report
 
     info = write_report(db, out)
+    paths = {"markdown": str(Path(out) / "report.md"), "html": str(Path(out) / "report.html")}
     if as_json:
-        paths = {"markdown": str(Path(out) / "report.md"), "html": str(Path(out) / "report.html")}
         echo_json(info | paths)
         return
     console().print(
         f"{info['runs']} runs: {info['tables']} tables, {info['figures']} figures written to "
-        f"{out}/report.md and {out}/report.html"
+        f"{paths['markdown']} and {paths['html']}"
     )
