@@ -91,6 +91,13 @@ def test_measuring_and_post_hoc_commands(files, capsys):
                        "--bootstrap", "0", "--json"], capsys)  # fmt: skip
     rows = output("methods", ["methods", "--json"], capsys)
     assert {r["name"] for r in rows} >= {"ts", "maccal", "neural-clamping"}
+    ts = next(r for r in rows if r["name"] == "ts")
+    import inspect
+
+    from calibkit.posthoc import REGISTRY
+
+    t_max = inspect.signature(REGISTRY.factory("ts")).parameters["t_max"].default
+    assert ts["defaults"]["t_max"] == repr(t_max) and list(ts["defaults"]) == ts["settings"]
 
 
 def test_training_calibrating_and_bench_commands(tmp_path, capsys):

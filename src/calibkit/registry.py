@@ -224,6 +224,16 @@ class Registry(Generic[T]):
         """The keyword parameters ``name`` accepts."""
         return list(self._signature(name))
 
+    def defaults(self, name: str) -> dict[str, str]:
+        """Each keyword parameter of ``name`` with its default in the spec grammar
+        (``"required"`` where there is none)."""
+        sig = inspect.signature(self.factory(name))
+        return {
+            p.name: "required" if p.default is p.empty else _text(p.default)
+            for p in sig.parameters.values()
+            if p.kind is p.KEYWORD_ONLY
+        }
+
     def _signature(self, name: str) -> dict[str, Any]:
         factory = self.factory(name)
         target = factory.__init__ if inspect.isclass(factory) else factory

@@ -195,7 +195,7 @@ def _apply_file(cal, file, split, logits_key, labels_key, output) -> dict:
 @json_option
 def methods(as_json) -> None:
     """List every calibration method with what it fits on (logits, or a network and its
-    inputs) and its settings.
+    inputs) and its settings with their defaults (spec syntax: ts:t_max=50).
 
     \b
     Examples:
@@ -206,14 +206,15 @@ def methods(as_json) -> None:
 
     rows = [
         {"name": n, "level": posthoc.REGISTRY.factory(n).level,
-         "settings": posthoc.REGISTRY.parameters(n)}
+         "settings": posthoc.REGISTRY.parameters(n), "defaults": posthoc.REGISTRY.defaults(n)}
         for n in posthoc.names()
     ]  # fmt: skip
     if as_json:
         echo_json(rows)
         return
     for r in rows:
-        click.echo(f"{r['name']:<16} {r['level']:<7} {', '.join(r['settings']) or '-'}")
+        shown = ", ".join(f"{k}={v}" for k, v in r["defaults"].items()) or "-"
+        click.echo(f"{r['name']:<16} {r['level']:<7} {shown}")
 
 
 @cli.command(context_settings=CONTEXT)
