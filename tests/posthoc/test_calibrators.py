@@ -353,3 +353,16 @@ def test_preconditioned_fit_reaches_the_optimum_of_scipy(reg, matrix, warm):
     assert converged
     assert loss == pytest.approx(ref.fun, abs=1e-9)
     assert objective(np.r_[w.reshape(-1).numpy(), b.numpy()])[0] == pytest.approx(loss, abs=1e-12)
+
+
+def test_predict_proba_returns_the_inputs_kind():
+    from calibkit import posthoc
+
+    g = torch.Generator().manual_seed(0)
+    z = 3 * torch.randn(200, 4, generator=g)
+    y = torch.randint(4, (200,), generator=g)
+    c = posthoc.create("ts").fit(z, y)
+    as_numpy = c.predict_proba(z.numpy())
+    assert isinstance(as_numpy, np.ndarray) and as_numpy.dtype == np.float64
+    assert isinstance(c.predict_proba(z), torch.Tensor)
+    np.testing.assert_array_equal(as_numpy, c.predict_proba(z).numpy())

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -300,9 +301,11 @@ class Calibrator(Method):
         bumped = torch.where(lost, next_up(low.amax(1, keepdim=True)), low.gather(1, pred))
         return low.scatter(1, pred, bumped)
 
-    def predict_proba(self, logits: Any) -> Tensor:
-        """Calibrated probabilities (N, K); rows sum to one."""
-        return torch.softmax(self.forward(logits).double(), 1)
+    def predict_proba(self, logits: Any) -> Tensor | np.ndarray:
+        """Calibrated float64 probabilities (N, K); rows sum to one. A NumPy array for a
+        NumPy input (as scikit-learn's ``predict_proba``), a tensor otherwise."""
+        p = torch.softmax(self.forward(logits).double(), 1)
+        return p.cpu().numpy() if isinstance(logits, np.ndarray) else p
 
     # ------------------------------------------------------------------ to override
 
