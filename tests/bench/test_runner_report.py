@@ -172,6 +172,26 @@ def test_report_tables_follow_the_store(swept, tmp_path):
     assert json.loads(json.dumps(info["headline"]))
 
 
+def test_every_run_stores_paired_bootstrap_replicates(swept):
+    """The verdicts' nested bootstrap: 200 replicates of each claim metric per run and
+    calibrator on the test split, the resamples shared by runs of the same test rows."""
+    from calibkit.bench.execute import REPLICATES
+    from calibkit.bench.verdicts import NESTED_METRICS
+    from calibkit.metrics.resample import bootstrap_replicates
+
+    _, out, _ = swept
+    store = Store(out / "results.sqlite")
+    reps = store.curves("bootstrap")
+    assert {c for _, _, c, _ in reps} >= {"uncalibrated", "ts"}
+    key, _, _, data = next(r for r in reps if r[2] == "uncalibrated")
+    assert set(data) == set(NESTED_METRICS) and all(len(v) == REPLICATES for v in data.values())
+    with sqlite3.connect(out / "results.sqlite") as con:
+        (artefacts,) = con.execute("SELECT artefacts FROM runs WHERE key = ?", (key,)).fetchone()
+    z = np.load(json.loads(artefacts)["logits"])
+    again = bootstrap_replicates(z["logits_test"], z["labels_test"], ["ece"], REPLICATES)
+    np.testing.assert_allclose(data["ece"], again["ece"], rtol=1e-12)
+
+
 def test_ray_engine_gives_the_numbers_of_the_local_engine(swept, tmp_path):
     """A local Ray cluster of 2 CPUs runs each run as a task; the numbers are the local ones."""
     ray = pytest.importorskip("ray") if not os.environ.get("CI") else __import__("ray")
