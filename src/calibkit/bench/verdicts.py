@@ -213,9 +213,10 @@ def _side(res: Results, column, side, claim: Claim) -> tuple[dict[int, float], d
 
 def nested_p(
     reps_a: dict[int, list[float]], reps_b: dict[int, list[float]]
-) -> tuple[float, int] | None:
-    """(two-sided p-value, seeds) of the nested bootstrap: replicate b's difference a − b
-    averaged over the seeds both sides have; None without paired replicates."""
+) -> tuple[float, int, int] | None:
+    """(two-sided p-value, seeds, replicates) of the nested bootstrap: replicate b's
+    difference a − b averaged over the seeds both sides have; None without paired
+    replicates. With B replicates a p-value below 2/B reads 0."""
     seeds = sorted(set(reps_a) & set(reps_b))
     if not seeds or len({len(reps_a[s]) for s in seeds} | {len(reps_b[s]) for s in seeds}) != 1:
         return None
@@ -223,7 +224,8 @@ def nested_p(
     d = d[np.isfinite(d)]
     if d.size == 0:
         return None
-    return min(1.0, 2 * min(float(np.mean(d <= 0)), float(np.mean(d >= 0)))), len(seeds)
+    p = min(1.0, 2 * min(float(np.mean(d <= 0)), float(np.mean(d >= 0))))
+    return p, len(seeds), d.size
 
 
 def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
@@ -257,7 +259,8 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
     rows = None if nested is None else nested_p(*nested)
     q = 1.0 if rows is None else rows[0]
     if rows is not None:
-        numbers += f"; {NESTED} in {rows[1]} seeds, p = {q:.3g}"
+        shown = f"< {2 / rows[2]:.2g}" if q == 0 else f"= {q:.3g}"
+        numbers += f"; {NESTED} in {rows[1]} seeds, p {shown}"
     numbers += ")"
     right = diff < 0 if claim.lower else diff > 0
     if claim.metric == "accuracy" and not claim.lower:  # a "keeps" claim: not lower
