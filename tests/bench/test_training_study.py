@@ -181,6 +181,12 @@ def test_bench_estimate_prints_and_runs_nothing(tmp_path):
     from tests.test_cli_json import validate
 
     validate("bench-estimate", payload)
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    res = CliRunner().invoke(cli, ["bench", str(spec), "--estimate", "--workers", str(cores),
+                                   "--threads", "2"])  # fmt: skip
+    assert res.exit_code == 0 and f"workers × 2 threads > {cores} cores" in res.output
 
 
 def test_an_unwritable_doc_is_refused_before_the_sweep(tmp_path):

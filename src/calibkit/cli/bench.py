@@ -73,7 +73,11 @@ def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_js
         from ..io import check_writable
 
         check_writable(Path(doc).resolve().parent)
-    workers = workers or max(1, (os.cpu_count() or 1) // threads)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = workers or max(1, (cores or 1) // threads)
+    if engine == "local" and workers * threads > (cores or 1):
+        click.echo(f"warning: {workers} workers × {threads} threads > {cores} cores: runs will "
+                   "wait for each other's cores (docs/performance.md)", err=True)  # fmt: skip
     if estimate:
         _print_estimate(plan, workers, threads, as_json)
         return

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_n_bins
+from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BinScheme
 from .bins import Bins, bins_of
@@ -118,6 +119,7 @@ def _check_ci(ci: float) -> float:
     return float(ci)
 
 
+@sized_by_first_argument
 def evaluate(
     scores: Any,
     labels: Any,

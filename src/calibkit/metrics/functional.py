@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from .._checks import check_choice, check_n_bins
+from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .inputs import Prepared, Runs, prepare, prepare_scores
@@ -50,12 +51,14 @@ def _f(t: Tensor) -> float:
     return float(t.reshape(-1)[0])
 
 
+@sized_by_first_argument
 def accuracy(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
     """Fraction of samples whose argmax (ties: lowest index) equals the label."""
     p = prepare(scores, labels, probs=probs, validate=validate)
     return _f(st.mean_stat(p.correct, None, p.n))
 
 
+@sized_by_first_argument
 def ece(
     scores: Any,
     labels: Any,
@@ -74,6 +77,7 @@ def ece(
     return _f(st.ece_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning)), p.n))
 
 
+@sized_by_first_argument
 def rms_ce(
     scores: Any,
     labels: Any,
@@ -95,6 +99,7 @@ def rms_ce(
     return _f(st.rms_from_sums(sums, p.n, debias=debias))
 
 
+@sized_by_first_argument
 def mce(
     scores: Any,
     labels: Any,
@@ -110,6 +115,7 @@ def mce(
     return _f(st.mce_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning))))
 
 
+@sized_by_first_argument
 def aece(
     scores: Any,
     labels: Any,
@@ -131,6 +137,7 @@ def aece(
     return _f(st.aece_from_runs(p.runs, size, pos, p.n, n_bins))
 
 
+@sized_by_first_argument
 def classwise_ece(
     scores: Any,
     labels: Any,
@@ -204,6 +211,7 @@ def nll_clip_eps(clip: str | float) -> float:
     )
 
 
+@sized_by_first_argument
 def nll(
     scores: Any,
     labels: Any,
@@ -238,12 +246,14 @@ def nll(
     return _f(st.mean_stat(-logp, None, p.n))
 
 
+@sized_by_first_argument
 def brier(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
     """Mean multi-class Brier score Σ_k (p_k − e_yk)², in [0, 2] (papers often print ×100)."""
     p = prepare(scores, labels, probs=probs, validate=validate)
     return _f(st.mean_stat(p.brier_per_sample, None, p.n))
 
 
+@sized_by_first_argument
 def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
     """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used)."""
     if labels is None:
@@ -253,6 +263,7 @@ def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
     return _f(st.mean_stat(p.entropy_per_sample, None, p.n))
 
 
+@sized_by_first_argument
 def refinement_auroc(
     scores: Any, labels: Any, *, probs: bool = False, validate: bool = True
 ) -> float:
@@ -275,6 +286,7 @@ def undefined_auroc_message(n: int, n_correct: int) -> str:
     return f"refinement AUROC is undefined: all {n} predictions are {state}"
 
 
+@sized_by_first_argument
 def ece_decomposition(
     scores: Any,
     labels: Any,
@@ -307,6 +319,7 @@ def _decomposition(p: Prepared, sums: Tensor) -> dict[str, float]:
     }
 
 
+@sized_by_first_argument
 def aurc(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
     """Area under the risk-coverage curve of selective prediction by top-label confidence
     (Geifman et al. 2019): the mean over coverages k/N of the error rate of the k most
@@ -317,6 +330,7 @@ def aurc(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True
     return _f(st.aurc_from_runs(*st.run_sums(p.runs, None)))
 
 
+@sized_by_first_argument
 def ks_error(
     scores: Any,
     labels: Any,
@@ -335,6 +349,7 @@ def ks_error(
     return _f(st.ks_from_runs(p.runs, *st.run_sums(p.runs, None), p.n))
 
 
+@sized_by_first_argument
 def smooth_ece(
     scores: Any,
     labels: Any,
@@ -355,6 +370,7 @@ def smooth_ece(
     return _f(smooth_ece_batch(conf, outcome, sigma=sigma)[0])
 
 
+@sized_by_first_argument
 def optimal_ece(
     scores: Any,
     labels: Any,

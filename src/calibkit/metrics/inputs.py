@@ -29,6 +29,7 @@ from .._checks import (
     to_float,
     to_tensor,
 )
+from ..threads import for_work
 from .binning import BinScheme
 from .scan import RowStats, scan_rows
 
@@ -101,13 +102,14 @@ class Prepared:
             or (classwise is not None and r.classwise != classwise)
         ):
             keep = r is not None and r.classwise is not None and classwise is None
-            self._rows = scan_rows(
-                self.scores,
-                self.is_probs,
-                full=full or (r is not None and r.full),
-                classwise=r.classwise if keep else classwise,
-                labels=self.labels,
-            )
+            with for_work(self.scores.numel()):
+                self._rows = scan_rows(
+                    self.scores,
+                    self.is_probs,
+                    full=full or (r is not None and r.full),
+                    classwise=r.classwise if keep else classwise,
+                    labels=self.labels,
+                )
         return self._rows
 
     @cached_property

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from .._checks import check_positive_int
+from ..threads import sized_by_first_argument
 from .binning import BinScheme
 from .evaluate import _check_ci
 from .inputs import prepare
@@ -110,6 +111,7 @@ def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -
     return compare_nested([(scores_a, scores_b, labels)], **settings)
 
 
+@sized_by_first_argument
 def compare_nested(
     groups: Sequence[tuple[Any, Any, Any]],
     *,

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from .._checks import check_n_bins
+from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BinScheme
 from .inputs import Prepared, Runs, prepare
@@ -249,6 +250,7 @@ def _check_metrics(metrics: Iterable[str] | None) -> frozenset[str] | None:
     return frozenset(names)
 
 
+@sized_by_first_argument
 def bootstrap_replicates(
     scores: Any,
     labels: Any,

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from ..io import FileFormatError
 from ..metrics.inputs import prepare_scores
+from ..threads import for_work
 from .checks import check_fit_data, next_up
 from .files import (
     FORMAT_VERSION,
@@ -266,7 +267,8 @@ class Calibrator(Method):
         z, y = check_fit_data(logits, labels)
         start = time.perf_counter()
         self.n_classes_ = z.shape[1]
-        report = self._fit(z, y)
+        with for_work(z.numel()):
+            report = self._fit(z, y)
         report.seconds = time.perf_counter() - start
         self.fit_report_ = report
         return self
@@ -285,7 +287,9 @@ class Calibrator(Method):
         (float64 for other dtypes). Computed in float64; where rounding to float32 ties the
         predicted class with another, a calibrator that keeps the argmax raises the
         predicted class's entry by one float32 step, so that it still wins."""
-        return self.calibrated(self._check_apply(logits))
+        z = self._check_apply(logits)
+        with for_work(z.numel()):
+            return self.calibrated(z)
 
     def calibrated(self, z: Tensor) -> Tensor:
         """:meth:`forward` without the input checks: the traceable graph that ONNX export
