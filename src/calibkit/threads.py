@@ -3,9 +3,9 @@
 On a machine whose cores are busy with other processes, PyTorch's intra-op threads wait for
 each other at every parallel operation; a descheduled thread stalls the rest, and the many
 small operations of a calibrator's fit (hundreds per fit on 5,000 × 10 logits) each pay it.
-Under a load of 6 on 2 cores a vector-scaling fit took 12 times as long as quiet with
-PyTorch's two threads, and 4.8 times with one (docs/performance.md, which also shows that
-two threads are 35 % faster than one on a quiet machine). So calibkit sizes its threads by
+Under a load of 6 on 2 cores a vector-scaling fit took 23 times its quiet time with
+PyTorch's two threads and 4.3 times with one, while on a quiet machine two threads are
+about 30 % faster than one (docs/performance.md). So calibkit sizes its threads by
 what is free, at the start of each fit or evaluation (:func:`for_work`):
 
 * **spare cores**: the cores this process may use (its CPU affinity) less the threads
@@ -26,7 +26,7 @@ OpenMP's wait policy: GNU OpenMP's threads spin for a while at a barrier before 
 sleep, which burns the time slice a loaded core needs for the thread being waited for: that
 is the cliff. calibkit avoids it by not running a second thread where no core is spare,
 and leaves the policy alone: ``OMP_WAIT_POLICY=PASSIVE`` (set before PyTorch is imported)
-also avoids it for your own PyTorch code, but costs calibkit's fits about 45 % on a quiet
+also avoids it for your own PyTorch code, but costs calibkit's fits 30–50 % on a quiet
 machine (every small parallel operation then wakes a sleeping thread; docs/performance.md).
 """
 
