@@ -124,9 +124,8 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     best = best_per_column(results)
     table = Table(title=title, title_justify="left")
     table.add_column("method")
-    spread_over = "the splits" if fraction is not None else "seeds"
-    for c in COLUMNS:
-        table.add_column(f"{c} (± std over {spread_over})" if seeds > 1 else c, justify="right")
+    for c in COLUMNS:  # what the ± is over: the line under the table
+        table.add_column(f"{c} ± std" if seeds > 1 else c, justify="right")
     for m, r in results.items():
         table.add_row(
             m, *[("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS]
