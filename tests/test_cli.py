@@ -223,3 +223,15 @@ def test_unwritable_output_is_one_line(tmp_path, data, capsys, monkeypatch):
         and err == "error: cannot write run.npz/r.png: a part of run.npz is a file, not a folder\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]
+
+
+def test_evaluate_reads_a_split_as_fit_and_apply_do(tmp_path, data, capsys):
+    z, y = data
+    np.savez(tmp_path / "two.npz", logits_val=z[:100], labels_val=y[:100], logits_test=z[100:],
+             labels_test=y[100:])  # fmt: skip
+    out = run_ok(["evaluate", str(tmp_path / "two.npz"), "--json", "--no-smooth"], capsys)
+    assert json.loads(out)["n_samples"] == 200  # test by default
+    out = run_ok(["evaluate", str(tmp_path / "two.npz"), "--split", "val", "--json"], capsys)
+    assert _json_metrics(out)["ece"] == pytest.approx(M.ece(z[:100], y[:100]))
+    code, _, err = run(["evaluate", str(tmp_path / "two.npz"), "--split", "train"], capsys)
+    assert code == 2 and "logits" in err

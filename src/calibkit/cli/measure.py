@@ -22,10 +22,21 @@ from .common import (
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("labels_file", required=False, type=click.Path(dir_okay=False))
 @click.option(
-    "--logits-key", default="logits", show_default=True, help="Array (or column) of scores."
+    "--logits-key",
+    default=None,
+    help="Array (or column) of scores (default: logits_<split> or logits).",
 )
 @click.option(
-    "--labels-key", default="labels", show_default=True, help="Array (or column) of labels."
+    "--labels-key",
+    default=None,
+    help="Array (or column) of labels (default: labels_<split> or labels).",
+)
+@click.option(
+    "--split",
+    default="test",
+    show_default=True,
+    help="Split whose keys to read from a file that holds several (logits_<split>), as in fit "
+    "and apply.",
 )
 @click.option(
     "--ood",
@@ -42,6 +53,7 @@ def evaluate(
     labels_file,
     logits_key,
     labels_key,
+    split,
     ood,
     ood_key,
     probs,
@@ -67,15 +79,23 @@ def evaluate(
     Examples:
       calibkit evaluate run.npz --bootstrap 1000 --plot reliability.png
       calibkit evaluate logits.npy labels.npy --json
+      calibkit evaluate ../shared/data/logits/resnet110_cifar10.npz --split val
       calibkit evaluate cifar.npz --logits-key logits_test --labels-key labels_test
     """
-    from ..io import load_scores
+    from ..io import load_scores, split_keys
 
-    scores, labels = load_scores(file, labels_file, logits_key=logits_key, labels_key=labels_key)
+    if labels_file is None:
+        keys = split_keys(file, split, logits_key, labels_key)
+        logits_key, labels_key = keys["logits_key"], keys["labels_key"]
+    scores, labels = load_scores(file, labels_file, logits_key=logits_key or "logits",
+                                 labels_key=labels_key or "labels")  # fmt: skip
     ood_scores = None
     if ood is not None:
         ood_scores, _ = load_scores(
-            ood, logits_key=ood_key or logits_key, need_labels=False, scores_option="--ood-key"
+            ood,
+            logits_key=ood_key or logits_key or "logits",
+            need_labels=False,
+            scores_option="--ood-key",
         )
     evaluate_and_report(
         scores,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from torch import Tensor
 
 from .._checks import check_n_bins
 from ..threads import sized_by_first_argument
@@ -119,6 +120,21 @@ def _check_ci(ci: float) -> float:
     return float(ci)
 
 
+#: the note for logits that look like probabilities (nothing is guessed: they stay logits)
+LOOK_LIKE_PROBABILITIES = (
+    "every row of the scores lies in [0, 1] and sums to 1: if they are probabilities, pass "
+    "probs=True (CLI: --probs); they were read as logits"
+)
+
+
+def _look_like_probabilities(scores: Tensor) -> bool:
+    """Whether every row lies in [0, 1] and sums to 1 within 1e-3 (K >= 2 columns)."""
+    if scores.shape[1] < 2 or scores.numel() == 0:
+        return False
+    s = scores.double()
+    return bool(s.min() >= 0 and s.max() <= 1 and (s.sum(1) - 1).abs().max() <= 1e-3)
+
+
 @sized_by_first_argument
 def evaluate(
     scores: Any,
@@ -142,26 +158,27 @@ def evaluate(
 ) -> EvaluationResult:
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
-    ``ood_scores`` (M, K) adds OOD AUROC, FPR95 and AUPR-In of the score ``ood_score``
-    (:data:`~calibkit.metrics.ood.OOD_SCORES`; default the maximum softmax probability,
-    in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
-    ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds intervals at level ``ci`` from B
-    resamples drawn with ``seed`` (OOD samples are resampled separately), by ``interval``
-    (``"auto"``: each metric's own choice, see :mod:`calibkit.metrics.intervals`; or
-    ``"percentile"``, ``"basic"``, ``"bca"`` for all), and each metric's bootstrap bias
-    estimate; a note names every estimate that lies outside its interval;
-    ``progress(k)`` is called after each chunk of k resamples. ``metrics`` names the metrics
-    wanted (default: all of :data:`METRICS` and, with ``ood_scores``, :data:`OOD_METRICS`);
-    only what they need is computed, and each value equals the full evaluation's.
-    ``validate=False`` trusts the input (see :func:`calibkit.metrics.inputs.prepare`).
+        ``ood_scores`` (M, K) adds OOD AUROC, FPR95 and AUPR-In of the score ``ood_score``
+        (:data:`~calibkit.metrics.ood.OOD_SCORES`; default the maximum softmax probability,
+        in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
+        ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds intervals at level ``ci`` from B
+        resamples drawn with ``seed`` (OOD samples are resampled separately), by ``interval``
+        (``"auto"``: each metric's own choice, see :mod:`calibkit.metrics.intervals`; or
+        ``"percentile"``, ``"basic"``, ``"bca"`` for all), and each metric's bootstrap bias
+        estimate; a note names every estimate that lies outside its interval;
+        ``progress(k)`` is called after each chunk of k resamples. ``metrics`` names the metrics
+        wanted (default: all of :data:`METRICS` and, with ``ood_scores``, :data:`OOD_METRICS`);
+        only what they need is computed, and each value equals the full evaluation's.
+        ``validate=False`` trusts the input (see :func:`calibkit.metrics.inputs.prepare`).
 
-    >>> import torch
-    >>> g = torch.Generator().manual_seed(0)
-    >>> logits = 3 * torch.randn(500, 4, generator=g)
-    >>> labels = torch.randint(4, (500,), generator=g)
-    >>> r = evaluate(logits, labels, optimal=False)
-    >>> round(r["accuracy"], 3), int(r.bins.count.sum())
-    (0.244, 500)
+        >>> import torch
+    from torch import Tensor
+        >>> g = torch.Generator().manual_seed(0)
+        >>> logits = 3 * torch.randn(500, 4, generator=g)
+        >>> labels = torch.randint(4, (500,), generator=g)
+        >>> r = evaluate(logits, labels, optimal=False)
+        >>> round(r["accuracy"], 3), int(r.bins.count.sum())
+        (0.244, 500)
     """
     check_n_bins(n_bins)
     if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
@@ -201,6 +218,8 @@ def evaluate(
     if ood is not None:
         settings["ood_score"] = ood_score
     notes = []
+    if not probs and _look_like_probabilities(p.scores):
+        notes.append(LOOK_LIKE_PROBABILITIES)
     if math.isnan(metrics.get("refinement_auroc", 0.0)):
         notes.append(undefined_auroc_message(p.n, int(p.correct.sum())))
         warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)
