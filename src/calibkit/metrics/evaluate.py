@@ -158,27 +158,26 @@ def evaluate(
 ) -> EvaluationResult:
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
-        ``ood_scores`` (M, K) adds OOD AUROC, FPR95 and AUPR-In of the score ``ood_score``
-        (:data:`~calibkit.metrics.ood.OOD_SCORES`; default the maximum softmax probability,
-        in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
-        ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds intervals at level ``ci`` from B
-        resamples drawn with ``seed`` (OOD samples are resampled separately), by ``interval``
-        (``"auto"``: each metric's own choice, see :mod:`calibkit.metrics.intervals`; or
-        ``"percentile"``, ``"basic"``, ``"bca"`` for all), and each metric's bootstrap bias
-        estimate; a note names every estimate that lies outside its interval;
-        ``progress(k)`` is called after each chunk of k resamples. ``metrics`` names the metrics
-        wanted (default: all of :data:`METRICS` and, with ``ood_scores``, :data:`OOD_METRICS`);
-        only what they need is computed, and each value equals the full evaluation's.
-        ``validate=False`` trusts the input (see :func:`calibkit.metrics.inputs.prepare`).
+    ``ood_scores`` (M, K) adds OOD AUROC, FPR95 and AUPR-In of the score ``ood_score``
+    (:data:`~calibkit.metrics.ood.OOD_SCORES`; default the maximum softmax probability,
+    in-distribution positive). ``optimal=False`` skips optimal ECE (1000 temperatures),
+    ``smooth=False`` skips smooth ECE. ``bootstrap=B`` adds intervals at level ``ci`` from B
+    resamples drawn with ``seed`` (OOD samples are resampled separately), by ``interval``
+    (``"auto"``: each metric's own choice, see :mod:`calibkit.metrics.intervals`; or
+    ``"percentile"``, ``"basic"``, ``"bca"`` for all), and each metric's bootstrap bias
+    estimate; a note names every estimate that lies outside its interval;
+    ``progress(k)`` is called after each chunk of k resamples. ``metrics`` names the metrics
+    wanted (default: all of :data:`METRICS` and, with ``ood_scores``, :data:`OOD_METRICS`);
+    only what they need is computed, and each value equals the full evaluation's.
+    ``validate=False`` trusts the input (see :func:`calibkit.metrics.inputs.prepare`).
 
-        >>> import torch
-    from torch import Tensor
-        >>> g = torch.Generator().manual_seed(0)
-        >>> logits = 3 * torch.randn(500, 4, generator=g)
-        >>> labels = torch.randint(4, (500,), generator=g)
-        >>> r = evaluate(logits, labels, optimal=False)
-        >>> round(r["accuracy"], 3), int(r.bins.count.sum())
-        (0.244, 500)
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits = 3 * torch.randn(500, 4, generator=g)
+    >>> labels = torch.randint(4, (500,), generator=g)
+    >>> r = evaluate(logits, labels, optimal=False)
+    >>> round(r["accuracy"], 3), int(r.bins.count.sum())
+    (0.244, 500)
     """
     check_n_bins(n_bins)
     if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
