@@ -110,3 +110,23 @@ def test_sync_across_two_gloo_processes(tmp_path):
         got = torch.load(f"{out}.{rank}", weights_only=True)
         for k, v in want.items():
             assert float(got[k]) == pytest.approx(v, rel=1e-12, abs=1e-14), (rank, k)
+
+
+def test_plot_draws_the_reliability_diagram_of_the_state(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from calibkit.adapters.torchmetrics import ECE
+    from calibkit.metrics import ece
+
+    g = torch.Generator().manual_seed(0)
+    z, y = 3 * torch.randn(400, 5, generator=g), torch.randint(5, (400,), generator=g)
+    m = ECE()
+    with pytest.raises(ValueError, match="no samples yet"):
+        m.plot()
+    m.update(z[:200], y[:200])
+    m.update(z[200:], y[200:])
+    fig, axes = m.plot()
+    assert len(axes) == 2 and f"ECE = {ece(z, y):.4f}" in axes[0].get_title()
+    fig.savefig(tmp_path / "r.png")
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"

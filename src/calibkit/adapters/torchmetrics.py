@@ -64,6 +64,21 @@ class _BinnedCalibration(Metric):
         sums = st.topbin_sums(p, BinScheme.make(self.n_bins, self.binning, p.scores.dtype))
         self.bins += sums[0].to(self.bins)
 
+    def plot(self, val: Any = None, ax: Any = None) -> tuple[Any, Any]:
+        """The reliability diagram of every batch so far (calibkit's
+        :func:`~calibkit.plots.draw_reliability`: accuracy per bin over the diagonal, gaps
+        shaded, the confidence histogram beneath). ``val`` is not used: the diagram needs the
+        bins, which the state holds. ``ax``: a pair of axes (top, bottom) to draw into.
+        Returns (figure, its axes), as torchmetrics' ``plot`` does."""
+        from ..metrics.bins import bins_of
+        from ..plots import draw_reliability
+
+        sums, _ = self._sums()  # refuses an empty state in one line
+        scheme = BinScheme.make(self.n_bins, self.binning, torch.float64)
+        fig = draw_reliability(bins_of(sums.detach().double().cpu(), scheme),
+                               n_bins=self.n_bins, ax=ax)  # fmt: skip
+        return fig, fig.axes
+
     def _sums(self) -> tuple[Tensor, float]:
         n = float(self.bins[0].sum())
         if n == 0:
