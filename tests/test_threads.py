@@ -114,3 +114,15 @@ def test_calibkit_functions_run_under_the_rule(monkeypatch):
     ece(z, y)
     posthoc.create("ts").fit(z, y)
     assert seen and seen[0] == 1 and torch.get_num_threads() == 2
+
+
+def test_importing_calibkit_leaves_openmps_wait_policy_alone():
+    """The policy costs small fits 30–50 % on a quiet machine (docs/performance.md): it is
+    the user's choice, never set by an import."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", "import calibkit, os; "
+                          "print(os.environ.get('OMP_WAIT_POLICY'))"],
+                         env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == "None"

@@ -3,12 +3,6 @@
 Logits and integer labels are the currency between layers; see docs/ (docs/architecture.md first).
 """
 
-import os
-import sys
-
-if "torch" not in sys.modules:  # read once, when PyTorch loads OpenMP (calibkit/threads.py)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 from . import metrics
 from .metrics import CalibrationMeter, compare_paired, evaluate
 
