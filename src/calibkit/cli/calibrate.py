@@ -21,6 +21,7 @@ from .common import (
     pretrained_options,
     pretrained_or_run,
     progress,
+    split_option,
 )
 
 
@@ -96,9 +97,7 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
 @click.argument("calibrator", type=click.Path())
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @key_options
-@click.option(
-    "--split", default="test", show_default=True, help="Split whose keys to read (logits_<split>)."
-)
+@split_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help=".npz to write (with FILE).")
 @click.option(
     "--onnx",

@@ -358,12 +358,24 @@ def metric_options(f):
 
 KEY_OPTIONS = [
     click.option(
-        "--logits-key", default=None, help="Array of logits (default: logits_<split> or logits)."
+        "--logits-key",
+        default=None,
+        help="Array (or CSV column) of logits (default: logits_<split> or logits).",
     ),
     click.option(
-        "--labels-key", default=None, help="Array of labels (default: labels_<split> or labels)."
+        "--labels-key",
+        default=None,
+        help="Array (or CSV column) of labels (default: labels_<split> or labels).",
     ),
 ]
+
+#: the split whose keys apply and evaluate read (fit reads the calibration split, val)
+split_option = click.option(
+    "--split",
+    default="test",
+    show_default=True,
+    help="Split whose keys to read from a file that holds several (logits_<split>).",
+)
 
 
 def key_options(f):

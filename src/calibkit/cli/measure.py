@@ -14,30 +14,17 @@ from .common import (
     console,
     evaluate_and_report,
     json_option,
+    key_options,
     metric_options,
+    split_option,
 )
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("labels_file", required=False, type=click.Path(dir_okay=False))
-@click.option(
-    "--logits-key",
-    default=None,
-    help="Array (or column) of scores (default: logits_<split> or logits).",
-)
-@click.option(
-    "--labels-key",
-    default=None,
-    help="Array (or column) of labels (default: labels_<split> or labels).",
-)
-@click.option(
-    "--split",
-    default="test",
-    show_default=True,
-    help="Split whose keys to read from a file that holds several (logits_<split>), as in fit "
-    "and apply.",
-)
+@key_options
+@split_option
 @click.option(
     "--ood",
     type=click.Path(dir_okay=False),
@@ -82,13 +69,12 @@ def evaluate(
       calibkit evaluate ../shared/data/logits/resnet110_cifar10.npz --split val
       calibkit evaluate cifar.npz --logits-key logits_test --labels-key labels_test
     """
-    from ..io import load_scores, split_keys
+    from ..io import load_scores, load_split
 
     if labels_file is None:
-        keys = split_keys(file, split, logits_key, labels_key)
-        logits_key, labels_key = keys["logits_key"], keys["labels_key"]
-    scores, labels = load_scores(file, labels_file, logits_key=logits_key or "logits",
-                                 labels_key=labels_key or "labels")  # fmt: skip
+        scores, labels = load_split(file, split, logits_key=logits_key, labels_key=labels_key)
+    else:
+        scores, labels = load_scores(file, labels_file)
     ood_scores = None
     if ood is not None:
         ood_scores, _ = load_scores(
