@@ -1,5 +1,5 @@
 """Every command's --json output is strict JSON (no NaN or Infinity tokens) and matches its
-JSON Schema in docs/schemas/, on real runs of the commands."""
+JSON Schema in calibkit/schemas/, on real runs of the commands."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calibkit import schemas
 from calibkit.cli.common import strict_json
 from tests.bench.test_runner_report import SPEC
 from tests.conftest import make_logits
@@ -17,7 +18,7 @@ from tests.test_cli import run_ok
 jsonschema = pytest.importorskip("jsonschema")
 referencing = pytest.importorskip("referencing")
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "docs" / "schemas"
+SCHEMAS = schemas.HERE
 
 
 def _registry():
@@ -33,7 +34,7 @@ REGISTRY = _registry()
 
 
 def validate(command: str, payload) -> None:
-    """Raise unless ``payload`` matches docs/schemas/<command>.schema.json."""
+    """Raise unless ``payload`` matches calibkit/schemas/<command>.schema.json."""
     schema = json.loads((SCHEMAS / f"{command}.schema.json").read_text())
     jsonschema.Draft202012Validator(schema, registry=REGISTRY).validate(payload)
 
@@ -48,6 +49,7 @@ def strict_loads(text: str):
 def output(command: str, argv: list[str], capsys):
     payload = strict_loads(run_ok(argv, capsys))
     validate(command, payload)
+    assert payload["schema_version"] == schemas.SCHEMA_VERSION
     return payload
 
 
@@ -89,7 +91,7 @@ def test_measuring_and_post_hoc_commands(files, capsys):
                        "--json"], capsys)  # fmt: skip
     output("compare", ["compare", "--file", f"{d}/test.npz", "--split", "0.5", "--methods", "ts",
                        "--bootstrap", "0", "--json"], capsys)  # fmt: skip
-    rows = output("methods", ["methods", "--json"], capsys)
+    rows = output("methods", ["methods", "--json"], capsys)["methods"]
     assert {r["name"] for r in rows} >= {"ts", "maccal", "neural-clamping"}
     ts = next(r for r in rows if r["name"] == "ts")
     import inspect
@@ -123,4 +125,14 @@ def test_strict_json_writes_null_for_non_finite_numbers():
     with pytest.raises(jsonschema.ValidationError):  # the schemas are not vacuous
         validate("fit", {"method": "ts", "file": "x", "fit": {}, "before": {}, "after": {}})
     with pytest.raises(jsonschema.ValidationError):
-        validate("methods", [{"name": "ts", "level": "logits", "settings": [], "extra": 1}])
+        validate(
+            "methods",
+            {
+                "schema_version": 1,
+                "methods": [
+                    {"name": "ts", "level": "logits", "settings": [], "defaults": {}, "extra": 1}
+                ],
+            },
+        )
+    with pytest.raises(jsonschema.ValidationError):  # the version is required
+        validate("methods", {"methods": []})

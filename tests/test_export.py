@@ -158,7 +158,10 @@ def test_apply_exports_a_calibrator_file_and_a_calibrated_run(tmp_path, capsys):
             "-o", str(tmp_path / "ts.calib")], capsys)  # fmt: skip
     out = json.loads(run_ok(["apply", str(tmp_path / "ts.calib"), "--onnx",
                              str(tmp_path / "ts.onnx"), "--json"], capsys))  # fmt: skip
-    assert out == {"onnx": {"path": str(tmp_path / "ts.onnx"), "output": "logits", "checked": True}}
+    assert out == {
+        "schema_version": 1,
+        "onnx": {"path": str(tmp_path / "ts.onnx"), "output": "logits", "checked": True},
+    }
     cal = posthoc.load(tmp_path / "ts.calib")
     assert np.array_equal(run_onnx(tmp_path / "ts.onnx", z), cal(torch.from_numpy(z)).numpy())
 

@@ -154,6 +154,19 @@ def test_bench_and_report_commands_fail_with_one_line(tmp_path, capsys, monkeypa
     assert code == 2 and "bad.yaml" in err and len(err.strip().splitlines()) == 1
 
 
+def test_missing_data_files_fail_once_before_any_run(tmp_path, capsys):
+    """Issue 30.4: a root folder without the dataset's files is one line, exit code 2, and
+    no run is tried (not every run failing with the same error)."""
+    (tmp_path / "data").mkdir()
+    spec = SPEC.replace("data: digits", f"data: cifar10:root={tmp_path / 'data'}")
+    (tmp_path / "cifar.yaml").write_text(spec.replace("models: [mlp]", "models: [resnet20]"))
+    code, _, err = run(["bench", str(tmp_path / "cifar.yaml"), "-o", str(tmp_path / "o")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: data cifar10:root={tmp_path / 'data'}: missing ") and (
+        "nothing has run" in err)  # fmt: skip
+    assert Store(tmp_path / "o" / "results.sqlite").done() == set()
+
+
 def test_report_tables_follow_the_store(swept, tmp_path):
     _, out, _ = swept
     info = write_report(out / "results.sqlite", tmp_path)

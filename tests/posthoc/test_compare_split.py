@@ -71,7 +71,7 @@ def test_every_seed_is_checked_and_reported():
     out = compare_resplit(z, y, ["ts", "hist-binning:mode=one-vs-rest,n_bins=50"],
                           fraction=0.5, seeds=3, bootstrap=0)["methods"]  # fmt: skip
     assert [f["seed"] for f in out["ts"]["fit"]] == [0, 1, 2]
-    assert all("temperature" in f for f in out["ts"]["fit"])
+    assert all("temperature" in f["report"]["details"] for f in out["ts"]["fit"])
     assert out["ts"]["anomalies"] == []
     # 50 one-vs-rest bins on 200 rows: coarse probabilities, and exact zeros' NLL
     kinds = {a["kind"] for a in out["hist-binning:mode=one-vs-rest,n_bins=50"]["anomalies"]}

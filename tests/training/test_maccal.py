@@ -106,7 +106,9 @@ def test_eta_schedule_is_eq_13_and_q_follows_eq_12(stage1):
 
 @pytest.mark.parametrize("row", list(ABLATIONS))
 def test_every_table5_row_runs_with_deterministic_inference(stage1, row):
-    cal = fitted(stage1, **ABLATIONS[row], epochs=2)
+    # the 3-epoch stage 1 is near chance: 2 epochs of batch 16 at lr 0.1 do not lower the
+    # loss on its features, 128 (the paper-scale batch) does
+    cal = fitted(stage1, **ABLATIONS[row], epochs=2, batch_size=128)
     assert len(cal.history()) == 2 and isinstance(cal.head_, MaskedHead) and not cal.head_.training
     x = torch.randn(4, 1, 8, 8)
     assert torch.equal(cal(x), cal(x))
@@ -186,6 +188,7 @@ def test_bad_settings_and_models_fail_clearly(stage1):
         ("maccal:gamma=1", r"gamma: expected a value in \(0, 1\)"),
         ("maccal:head=wide", "head: expected one of linear, bottleneck"),
         ("maccal:mask=1", "has no parameter 'mask'"),
+        ("maccal:batch_size=abc", "batch_size: expected an integer >= 1 or auto, got 'abc'"),
     ]:
         with pytest.raises(ValueError, match=message):
             posthoc.REGISTRY.check(spec)
@@ -222,3 +225,25 @@ def test_calibrating_a_run_into_itself_is_refused_and_leaves_it_whole(stage1):
     with pytest.raises(TrainingError, match="the output folder is the source run"):
         calibrate_run(stage1, "ts", stage1 / ".", device="cpu")
     assert {p.name: p.read_bytes() for p in stage1.iterdir() if p.is_file()} == before
+
+
+def test_the_default_batch_keeps_accuracy_on_a_small_training_split(tmp_path):
+    """Issue 30.1: the README's digits stage 2 lost 26 accuracy points at a batch of 128
+    (8 steps an epoch); ``batch_size=auto`` picks 16 there, and the fit checks flag a loss."""
+    import warnings
+
+    from calibkit.metrics.resample import metric_values
+    from calibkit.posthoc.anomalies import CalibrationWarning
+
+    stage1 = tmp_path / "stage1"  # the README's network: the digits CNN after 30 epochs
+    train(TrainConfig(data="digits", model="cnn", epochs=30), stage1)
+    evidence, _ = run_evidence(stage1, "cpu")
+    plain = metric_values(evidence.logits["test"], evidence.labels["test"], ["accuracy"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibrationWarning)  # no accuracy lost: no warning
+        cal = calibrate_run(stage1, "maccal", tmp_path / "auto", device="cpu")
+    assert cal.fit_report_.details["batch_size"] == 16 and cal.fit_report_.anomalies == []
+    with pytest.warns(CalibrationWarning, match="maccal: accuracy on the test split"):
+        big = calibrate_run(stage1, "maccal:batch_size=128", tmp_path / "big", device="cpu")
+    after = metric_values(big.apply_on(evidence)["test"], evidence.labels["test"], ["accuracy"])
+    assert after["accuracy"] < plain["accuracy"] - 0.02

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from .. import data
 from ..allocator import retain_freed_memory
 from ..io import file_lock
 from .execute import execute
@@ -127,12 +128,31 @@ def run_bench(
         return _sweep(spec, out, ray, workers, address, db, threads, progress)
 
 
+def check_data(runs: list[RunSpec]) -> None:
+    """Build every distinct dataset read from files (a spec with ``root``) of ``runs`` once,
+    before any run starts, so that a missing or unreadable file is one error naming the
+    dataset (``ValueError``: the CLI's one line, exit code 2) instead of a failure of every
+    run that reads it. The spec check has already seen each root folder exist; this reads
+    what is inside it."""
+    specs = dict.fromkeys(s for r in runs if r.logits is None for s in (r.dataset, *r.splits))
+    for spec in specs:
+        if "root" not in data.REGISTRY.check(spec).kwargs:
+            continue  # built from nothing (digits, the Gaussian toy): checked with the spec
+        try:
+            data.create(spec)
+        except (ValueError, OSError) as err:
+            first = (str(err).splitlines() or [type(err).__name__])[0]
+            raise ValueError(f"data {spec}: {first}; nothing has run") from None
+
+
 def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | None,
            db: str | Path | None, threads: int, progress: Any) -> dict[str, int]:  # fmt: skip
     store = Store(db or out / "results.sqlite")
     store.set_sweep(spec.methods, spec.baseline)
     finished = store.done()
     todo = [r for r in spec.runs if r.key not in finished]
+    if address is None:  # on a cluster the files are the workers' to read
+        check_data(todo)
     # Longest first (two-stage runs, then the rest in spec order), so that parallel workers
     # do not end with one long run each while the others idle.
     todo.sort(key=lambda r: r.stage2 is None)

@@ -209,7 +209,7 @@ def methods(as_json) -> None:
         for n in posthoc.names()
     ]  # fmt: skip
     if as_json:
-        echo_json(rows)
+        echo_json({"methods": rows})
         return
     for r in rows:
         shown = ", ".join(f"{k}={v}" for k, v in r["defaults"].items()) or "-"

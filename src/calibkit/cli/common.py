@@ -8,6 +8,7 @@ import math
 import sys
 import time
 import typing
+import warnings
 from contextlib import contextmanager
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -38,6 +39,11 @@ class CalibkitGroup(click.Group):
 
     def main(self, *args, **kwargs):  # type: ignore[override]
         kwargs["standalone_mode"] = False
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line_warning
+            return self._main(*args, **kwargs)
+
+    def _main(self, *args, **kwargs):
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as e:
@@ -59,6 +65,14 @@ class CalibkitGroup(click.Group):
         except OSError as e:
             click.echo(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), err=True)
             sys.exit(2)
+
+
+def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Show a warning as one ``warning: ...`` line on stderr, without its source line (a
+    :class:`~calibkit.posthoc.anomalies.CalibrationWarning` names the method and what went
+    wrong; any other warning its first line)."""
+    text = str(message).strip().splitlines() or [category.__name__]
+    click.echo(f"warning: {text[0]}", err=True)
 
 
 @click.group(cls=CalibkitGroup, context_settings=CONTEXT)
@@ -289,10 +303,13 @@ def strict_json(value: Any) -> Any:
     return str(value)
 
 
-def echo_json(value: Any) -> None:
-    """Print a command's ``--json`` output: strict JSON (see :func:`strict_json`), indented;
-    its shape is documented by a JSON Schema in docs/schemas/."""
-    click.echo(json.dumps(strict_json(value), indent=2, allow_nan=False))
+def echo_json(value: dict[str, Any]) -> None:
+    """Print a command's ``--json`` output: strict JSON (see :func:`strict_json`), indented,
+    with ``schema_version`` first; its shape is the JSON Schema :mod:`calibkit.schemas` ships."""
+    from ..schemas import SCHEMA_VERSION
+
+    document = {"schema_version": SCHEMA_VERSION} | value
+    click.echo(json.dumps(strict_json(document), indent=2, allow_nan=False))
 
 
 #: a seed: a whole number that NumPy's and torch's generators both take

@@ -251,6 +251,33 @@ def _check_metrics(metrics: Iterable[str] | None) -> frozenset[str] | None:
 
 
 @sized_by_first_argument
+def metric_values(
+    scores: Any,
+    labels: Any,
+    metrics: Iterable[str],
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    validate: bool = True,
+) -> dict[str, float]:
+    """The value of each of ``metrics`` (names of :data:`METRICS`, not optimal ECE) on the
+    sample, from one pass over the scores and no resampling: the cheap call for a few
+    metrics (the fit checks of :mod:`calibkit.posthoc.anomalies` use it).
+
+    >>> import torch
+    >>> z = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    >>> metric_values(z, torch.tensor([0, 1, 1]), ["accuracy"])
+    {'accuracy': 0.6666666666666666}
+    """
+    only = _check_metrics(metrics)
+    check_n_bins(n_bins)
+    p = prepare(scores, labels, probs=probs, validate=validate)
+    smooth = only is None or "smooth_ece" in only
+    values = _metric_vectors(p, "calibkit", n_bins, None, smooth=smooth, only=only)
+    return {m: float(values[m].reshape(-1)[0]) for m in METRICS if m in values}
+
+
+@sized_by_first_argument
 def bootstrap_replicates(
     scores: Any,
     labels: Any,

@@ -1,9 +1,17 @@
-"""Checks run on every calibrator of every bench run and of every ``compare`` fit; what
-they flag is stored beside the numbers, shown in the report, in ``calibkit bench``'s
-closing summary and under ``calibkit compare``'s table, so that a result that went wrong
-is never printed as if it were fine.
+"""Checks run on every fit, so that a result that went wrong is never printed as if it
+were fine:
 
-Each check compares the calibrated test split with the uncalibrated one of the same run:
+* every ``Calibrator.fit`` (Python, ``calibkit fit``) checks its calibration split;
+* :func:`calibkit.training.runs.calibrate_run` (``calibkit calibrate``, ``train --stage2``)
+  checks the run's test split (the validation split when the test split has no labels);
+* ``bench`` and ``compare`` check the test split of every run and seed.
+
+What they flag is kept in ``fit_report_.anomalies`` (and in ``--json``'s ``fit``), issued
+as one :class:`CalibrationWarning` per fit (a ``UserWarning`` users can filter, as
+scikit-learn's ``ConvergenceWarning``; the CLI prints it as one ``warning:`` line), stored
+beside the bench's numbers and shown in its report and under ``compare``'s table.
+
+Each check compares the calibrated split with the uncalibrated one:
 
 ========================  ==============================================================
 kind                      flagged when
@@ -27,9 +35,13 @@ kind                      flagged when
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
+from typing import Any
 
 import torch
+
+from ..metrics.resample import metric_values
 
 SANE_TEMPERATURE = (0.05, 20.0)
 ACCURACY_DROP = 0.02
@@ -38,6 +50,18 @@ NLL_RISE = 0.25
 
 KINDS = ("diverged", "not-converged", "temperature", "argmax", "accuracy", "worse-ece",
          "worse-nll", "non-finite")  # fmt: skip
+
+
+#: The metrics the checks compare, before and after.
+CHECKED = ("accuracy", "ece", "nll")
+
+
+class CalibrationWarning(UserWarning):
+    """A fit that went wrong: did not converge, lost accuracy, made ECE or NLL worse, an
+    insane temperature, a non-finite output. Filter it as any warning::
+
+        warnings.simplefilter("error", calibkit.posthoc.CalibrationWarning)  # make it fatal
+    """
 
 
 def check_calibrated(
@@ -75,3 +99,36 @@ def check_calibrated(
     if n1 > n0 * (1 + NLL_RISE):
         found.append(("worse-nll", f"NLL {n0:.4f} → {n1:.4f}"))
     return found
+
+
+def check_fit(
+    method: Any, before: torch.Tensor, after: torch.Tensor, labels: torch.Tensor, split: str
+) -> list[dict[str, str]]:
+    """The checks of one fitted ``method`` on a split: logits ``before`` and ``after``
+    calibration (N, K), ``labels`` (N,). Returns ``{"kind", "detail", "split"}`` per anomaly,
+    adds them to ``method.fit_report_.anomalies`` and warns once (:class:`CalibrationWarning`)
+    when there are any."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        plain = metric_values(before, labels, CHECKED, validate=False)
+        calibrated = metric_values(after, labels, CHECKED, validate=False)
+    temperature = getattr(method, "temperature_", None)
+    found = check_calibrated(
+        plain, calibrated, logits_before=before, logits_after=after,
+        preserves_argmax=method.preserves_argmax,
+        temperature=None if temperature is None else float(temperature),
+        converged=method.fit_report_.converged,
+    )  # fmt: skip
+    flagged = [{"kind": kind, "detail": detail, "split": split} for kind, detail in found]
+    method.fit_report_.anomalies += flagged
+    warn_flagged(method.name, flagged, stacklevel=3)  # the caller of fit
+    return flagged
+
+
+def warn_flagged(name: str, flagged: list[dict[str, str]], stacklevel: int = 1) -> None:
+    """One :class:`CalibrationWarning` naming every anomaly of one fit (``stacklevel`` as
+    :func:`warnings.warn`'s, counted from the caller of this function)."""
+    if flagged:
+        listed = "; ".join(f"{a['kind']} on the {a['split']} split ({a['detail']})"
+                           for a in flagged)  # fmt: skip
+        warnings.warn(f"{name}: {listed}", CalibrationWarning, stacklevel=stacklevel + 1)

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from ..io import FileFormatError
 from ..metrics.inputs import prepare_scores
 from ..threads import for_work
+from .anomalies import check_fit
 from .checks import check_fit_data, next_up
 from .files import (
     FORMAT_VERSION,
@@ -66,13 +67,20 @@ class FitReport:
     converged: bool = True
     seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    #: What the checks of :mod:`calibkit.posthoc.anomalies` flagged: {kind, detail, split}.
+    anomalies: list[dict[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
         state = "converged" if self.converged else "NOT converged"
         extra = "".join(f", {k} = {v}" for k, v in self.details.items())
+        splits: dict[str, list[str]] = {}
+        for a in self.anomalies:
+            splits.setdefault(a["split"], []).append(a["kind"])
+        flagged = "".join(f"; flagged on the {split} split: {', '.join(kinds)}"
+                          for split, kinds in splits.items())  # fmt: skip
         return (
             f"{self.objective}: {self.before:.6g} -> {self.after:.6g} in {self.iterations} "
-            f"iterations ({state}, {self.seconds * 1e3:.1f} ms){extra}"
+            f"iterations ({state}, {self.seconds * 1e3:.1f} ms){extra}{flagged}"
         )
 
 
@@ -269,8 +277,9 @@ class Calibrator(Method):
         self.n_classes_ = z.shape[1]
         with for_work(z.numel()):
             report = self._fit(z, y)
-        report.seconds = time.perf_counter() - start
-        self.fit_report_ = report
+            report.seconds = time.perf_counter() - start
+            self.fit_report_ = report
+            check_fit(self, z, self.calibrated(z), y, "calibration")
         return self
 
     def fit_on(

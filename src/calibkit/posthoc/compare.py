@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ import torch
 from ..metrics import evaluate, table
 from ..registry import parse_spec
 from . import REGISTRY, create, names
-from .anomalies import check_calibrated
+from .anomalies import CalibrationWarning, check_calibrated
 from .base import FitDivergedError
 from .checks import check_fit_data
 
@@ -180,13 +181,17 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
                     found.append({"seed": s, "kind": "diverged", "detail": str(err)})
                     continue
                 # what the fit warned is flagged with the rest, not leaked as a raw warning
-                found += [{"seed": s, "kind": "warning", "detail": str(w.message)} for w in said]
+                found += [
+                    {"seed": s, "kind": "warning", "detail": str(w.message)}
+                    for w in said
+                    if not issubclass(w.category, CalibrationWarning)
+                ]  # checked below
                 scores = cal(torch.as_tensor(z_test)).double()
             r = _evaluate(scores, y_test, n_bins, bootstrap if first is None else 0)
             values.append([r[c] for c in COLUMNS])
             first = first or r
             if cal is not None:
-                fits.append({"seed": s, "report": str(cal.fit_report_), **cal.fit_report_.details})
+                fits.append({"seed": s, "report": asdict(cal.fit_report_)})
                 flags = _check(cal, plain[id(z_test)], r, z_test, scores)
                 found += [{"seed": s, "kind": kind, "detail": detail} for kind, detail in flags]
         arr = np.array(values) if values else np.full((1, len(COLUMNS)), np.nan)

@@ -23,6 +23,7 @@ from torch import nn
 
 from .. import data, posthoc
 from ..io import atomic_write, read_arrays, save_npz, write_text
+from ..posthoc.anomalies import check_fit
 from ..posthoc.base import Evidence
 from ..registry import Spec
 from .trainer import (
@@ -114,7 +115,11 @@ def calibrate_run(
     """Fit the registered calibration ``method`` (a spec) on the finished run ``source`` (on
     its ``fit_split``: validation, or training for MaC-Cal stage 2) and write the calibrated
     network as a run in ``out``: logits of every split, the method's file, the source's
-    weights, the fit's per-epoch history and ``run.json``. Returns the fitted method."""
+    weights, the fit's per-epoch history and ``run.json``. Returns the fitted method.
+
+    The checks of :mod:`calibkit.posthoc.anomalies` run on the test split (the validation
+    split when the test split has no labels): what they flag is in the method's
+    ``fit_report_.anomalies`` and ``run.json``, and issued as one ``CalibrationWarning``."""
     spec = posthoc.REGISTRY.check(method)
     src, dest = Path(source).resolve(), Path(out).resolve()
     if dest == src:  # a sub-folder (the CLI's default, RUN/<method>) keeps the source whole
@@ -134,7 +139,11 @@ def calibrate_run(
     cal.fit_on(evidence, progress=progress)
     out = Path(out)
     arrays: dict[str, Any] = {}
-    for name, z in cal.apply_on(evidence).items():
+    outputs = cal.apply_on(evidence)
+    split = "test" if evidence.labels.get("test") is not None else "val"
+    check_fit(cal, evidence.logits[split], outputs[split].detach().cpu(), evidence.labels[split],
+              split)  # fmt: skip
+    for name, z in outputs.items():
         arrays[f"logits_{name}"] = z.detach().float().cpu().numpy()
         if not name.startswith("ood_"):
             arrays[f"labels_{name}"] = evidence.labels[name].numpy()
@@ -145,7 +154,8 @@ def calibrate_run(
         lambda tmp: shutil.copyfile(Path(source) / "model.safetensors", tmp),
     )
     write_text(out / "history.json", json.dumps(cal.history(), indent=1))
-    record = info | {"calibration": {"method": str(spec), "source": str(Path(source).resolve())}}
+    record = info | {"calibration": {"method": str(spec), "source": str(Path(source).resolve()),
+                                     "anomalies": cal.fit_report_.anomalies}}  # fmt: skip
     write_text(out / "run.json", json.dumps(record, indent=1, default=str))
     return cal
 
