@@ -21,8 +21,10 @@ def test_bars_are_the_bin_accuracies_and_title_has_ece(tmp_path):
     heights = [p.get_height() for p in top.patches[: int(filled.sum())]]
     assert np.allclose(heights, r.bins.accuracy[filled])
     assert f"ECE = {r['ece']:.4f}" in top.get_title()
-    fractions = [p.get_height() for p in bottom.patches]
-    assert np.allclose(fractions, r.bins.count / 500)
+    counts = [p.get_height() for p in bottom.patches]
+    assert np.allclose(counts, r.bins.count) and bottom.get_yscale() == "log"
+    labels = [t.get_text() for t in bottom.texts]  # each filled bin's count over its bar
+    assert labels == [str(int(c)) for c in r.bins.count[filled]]
     assert (tmp_path / "r.png").stat().st_size > 10_000
     plt.close(fig)
 

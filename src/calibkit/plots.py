@@ -56,7 +56,8 @@ def draw_reliability(
     """Draw a reliability diagram from per-bin data (a :class:`~calibkit.metrics.Bins` or
     its ``to_dict()``: edges, count, accuracy, confidence), as :func:`reliability_diagram`
     does: accuracy bars over the diagonal, the gap to confidence shaded, the confidence
-    histogram beneath; ECE, accuracy and mean confidence, all computed from the bins, in the
+    histogram beneath (samples per bin, log scale), each bin's count over its bar; ECE,
+    accuracy and mean confidence, all computed from the bins, in the
     title. ``band`` (2, M) draws a 95 % interval on each bin's accuracy."""
     get = bins.get if isinstance(bins, dict) else lambda k: getattr(bins, k)
     count_all = np.asarray(get("count"), dtype=float)
@@ -132,16 +133,34 @@ def draw_reliability(
     head = title or "Reliability diagram"
     top.set_title(f"{head}\nECE = {ece:.4f} ({n_bins} bins), accuracy = {accuracy:.4f}")
     top.legend(loc="upper left", fontsize=8)
-    bottom.bar(
-        lo, count / max(count.sum(), 1), width=width, align="edge", color="0.5", edgecolor="white"
-    )
+    bottom.bar(lo, count, width=width, align="edge", color="0.5", edgecolor="white")
+    if filled.any():  # a log scale: bins of 1-5 samples stay visible beside bins of thousands
+        bottom.set_yscale("log")
+        bottom.set_ylim(0.5, count.max() * 8)
+    for x, c in zip(lo[filled] + width[filled] / 2, count[filled], strict=True):
+        # each bin's count over its bar: a bar of 3 samples is not read as a bar of 3,000
+        bottom.annotate(count_label(c), (x, c), xytext=(0, 1), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=6, color="0.2")  # fmt: skip
     bottom.axvline(mean_conf, color="#d62728", lw=1.2, label="mean confidence")
     bottom.axvline(accuracy, color="#3b75af", lw=1.2, ls="--", label="accuracy")
     bottom.set_xlabel(xlabel)
-    bottom.set_ylabel("fraction")
+    bottom.set_ylabel("samples (log)")
     bottom.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def count_label(count: float) -> str:
+    """A bin's sample count in at most four characters: 7, 312, 8.9k, 12k, 1.2M.
+
+    >>> [count_label(c) for c in (7, 312, 8876, 12_400, 1_234_567)]
+    ['7', '312', '8.9k', '12k', '1.2M']
+    """
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if count >= size:
+            v = count / size
+            return f"{v:.1f}{unit}" if v < 10 else f"{v:.0f}{unit}"
+    return f"{count:.0f}"
 
 
 def save_figure(fig: Any, path: str | os.PathLike) -> None:

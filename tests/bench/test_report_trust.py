@@ -95,6 +95,29 @@ def test_report_shows_anomalies_and_verdicts_and_never_writes_its_input(tmp_path
     assert mode & 0o044  # readable by others under the usual umask, not 0600
 
 
+def test_report_reads_in_order_with_anomalies_grouped_after_the_results(tmp_path):
+    """Issue 30.2: a table of contents; verdicts, results, then the anomalies grouped by
+    calibrator and kind with counts (every row one click away), then the figures; a kind a
+    method declares its nature (histogram binning's NLL) is not reported, even from a store
+    written before the declaration."""
+    db = tmp_path / "r.sqlite"
+    store = _store(db)
+    store.write_run(_run("extra", "CE", 4), [("test", "hist-binning", ALL, "ece", 0.1)],
+                    anomalies=[("hist-binning", ALL, "worse-nll", "NLL 0.1 → 0.9")])  # fmt: skip
+    write_report(db, tmp_path / "rep")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    heads = [line for line in md.splitlines() if line.startswith("## ")]
+    assert heads[0] == "## Verdicts" and heads[-2:] == ["## Anomalies", "## Figures"]
+    assert "- [Verdicts](#verdicts)" in md
+    assert "- [Test ECE (%), uncalibrated](#test-ece--uncalibrated)" in md
+    section = md[md.index("## Anomalies") : md.index("## Figures")]
+    assert "| ts | temperature | 6 of 9 | Focal, MaC-Cal: masked | all | T = 1e19 |" in section
+    assert "<details><summary>Every flagged fit (6)</summary>" in section
+    assert "worse-nll" not in md and "hist-binning" not in section
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "<a href='#anomalies'>Anomalies</a>" in page and "<h2 id='anomalies'>" in page
+
+
 def test_report_refuses_a_foreign_database_without_touching_it(tmp_path):
     db = tmp_path / "other.sqlite"
     con = sqlite3.connect(db)

@@ -23,7 +23,7 @@ from ..metrics import EvaluationResult, evaluate
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.resample import bootstrap_replicates
 from ..metrics.table import HARNESS
-from ..posthoc.anomalies import CalibrationWarning, check_calibrated
+from ..posthoc.anomalies import CalibrationWarning, check_method
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
@@ -197,12 +197,8 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
             temperature = getattr(cal, "temperature_", None)
             if temperature is not None:
                 metrics.append(("test", spec, size or ALL, "temperature", float(temperature)))
-            found = check_calibrated(
-                plain, calibrated, logits_before=logits["test"], logits_after=outputs["test"],
-                preserves_argmax=cal.preserves_argmax,
-                temperature=None if temperature is None else float(temperature),
-                converged=cal.fit_report_.converged,
-            )  # fmt: skip
+            found = check_method(cal, plain, calibrated, logits_before=logits["test"],
+                                 logits_after=outputs["test"])  # fmt: skip
             anomalies += [(spec, size or ALL, kind, detail) for kind, detail in found]
     if run.record and run.trained:
         with _phase(phases, "measure"):

@@ -8,6 +8,7 @@ Fig. 4), MaC-Cal's q_t (Fig. 8) and ECE after TS against the calibration-set siz
 from __future__ import annotations
 
 import io
+import math
 import statistics
 from collections import defaultdict
 
@@ -28,63 +29,68 @@ def build_figures(res: Results) -> dict[str, bytes]:
     def save(name: str, fig) -> None:
         buf = io.BytesIO()
         fig.tight_layout()
-        fig.savefig(buf, format="png", dpi=100)
+        fig.savefig(buf, format="png", dpi=130)
         plt.close(fig)
         figures[name] = buf.getvalue()
 
     def single(name: str, draw, **labels) -> None:
         """One-panel figure: ``draw(ax)``, then labels and a legend outside the data."""
-        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        fig, ax = plt.subplots(figsize=(8.0, 4.2))
         draw(ax)
         ax.set(**labels)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         save(name, fig)
 
     from ..plots import draw_reliability
 
-    first = _first_runs(res)
+    every = _baseline_runs(res)
     bins = {(k, c): d for k, _, c, d in res.store.curves("bins")}
-    for column, key in first.items():
-        cals = [c for c in ("uncalibrated", "ts") if (key, c) in bins]
+    for column, keys in every.items():
+        cals = [c for c in ("uncalibrated", "ts") if any((k, c) in bins for k in keys)]
         if not cals:
             continue
-        fig = plt.figure(figsize=(4.2 * len(cals), 5.2))
+        fig = plt.figure(figsize=(5.2 * len(cals), 6.2))
         grid = fig.add_gridspec(2, len(cals), height_ratios=[3, 1])
         for i, cal in enumerate(cals):
             top = fig.add_subplot(grid[0, i])
             bottom = fig.add_subplot(grid[1, i], sharex=top)
-            draw_reliability(bins[(key, cal)], title=cal, ax=(top, bottom))
-        fig.suptitle(f"{res.runs[key]['method']}, {short(column[0])} / {column[1]}, seed "
-                     f"{res.runs[key]['seed']}", fontsize=10)  # fmt: skip
+            pooled = pool_bins([bins[(k, cal)] for k in keys if (k, cal) in bins])
+            draw_reliability(pooled, title=cal, ax=(top, bottom))
+        seeds = len([k for k in keys if (k, cals[0]) in bins])
+        fig.suptitle(f"{res.baseline}, {short(column[0])} / {column[1]}, the test splits of "
+                     f"{seeds} seed{'s' * (seeds != 1)} pooled", fontsize=11)  # fmt: skip
         save(f"reliability {short(column[0])} {column[1]}", fig)
     densities = {k: d for k, _, _, d in res.store.curves("confidence")}
     xs = [(i + 0.5) / 40 for i in range(40)]
-    for column, key in first.items():
-        method, name = res.runs[key]["method"], short(column[0])
-        if key in densities:
-            d = densities[key]
+    for column, keys in every.items():
+        name = short(column[0])
+        dens = [densities[k] for k in keys if k in densities]
+        if dens:
             single(
                 f"confidence {name} {column[1]}",
-                lambda ax, d=d: [
-                    ax.plot(xs, [c / (sum(d[lab]) or 1) * 40 for c in d[lab]], label=lab)
+                lambda ax, ds=dens: [
+                    ax.plot(xs, [statistics.mean(d[lab][i] / (sum(d[lab]) or 1) * 40 for d in ds)
+                                 for i in range(40)], label=lab)
                     for lab in ("correct", "incorrect")
                 ],
-                xlabel="confidence", ylabel="density", title=f"Confidence, {method} ({name})",
+                xlabel="confidence", ylabel="density",
+                title=f"Confidence, {res.baseline} ({name}), mean over {len(dens)} seeds",
             )  # fmt: skip
-        hist = res.store.history(key)
-        if hist:
-            epochs = [h["epoch"] for h in hist]
+        hists = [h for h in (res.store.history(k) for k in keys) if h]
+        if hists:
             single(
                 f"epochs {name} {column[1]}",
-                lambda ax, h=hist, e=epochs: [
-                    ax.plot(e, [r[k] for r in h], label=lab)
+                lambda ax, hs=hists: [
+                    band(ax, [[r[k] for r in h] for h in hs], [r["epoch"] for r in hs[0]], lab)
                     for k, lab in (("val_ece", "ECE"), ("val_optimal_ece", "optimal ECE"))
                 ],
                 xlabel="epoch", ylabel="validation",
-                title=f"ECE over epochs, {method} ({name})",
+                title=f"ECE over epochs, {res.baseline} ({name}): mean and range over "
+                f"{len(hists)} seeds",
             )  # fmt: skip
     learned = {k: d for k, _, _, d in res.store.curves("learned_epoch")}
-    for column, key in first.items():
+    for column, keys in every.items():
+        key = keys[0]  # one network's samples: the lowest seed's
         if key in learned:
             groups: dict[int, list[float]] = defaultdict(list)
             for e, v in zip(learned[key]["learned"], learned[key]["max_logit"], strict=True):
@@ -98,7 +104,8 @@ def build_figures(res: Results) -> dict[str, bytes]:
                             label=f"learned at epoch {e} (n={len(g[e])})") for e in sh
                 ],
                 xlabel="max logit", ylabel="density",
-                title=f"Max logit by learned epoch ({short(column[0])})",
+                title=f"Max logit by learned epoch ({short(column[0])}, {res.baseline} seed "
+                f"{res.runs[key]['seed']})",
             )  # fmt: skip
     for column in res.columns:
         data = _gradient_runs(res, column)
@@ -133,6 +140,7 @@ def build_figures(res: Results) -> dict[str, bytes]:
         for column in res.columns:
             lines = []
             shown = [res.baseline, *[m for m in res.methods if m != res.baseline][:5]]
+            left = len(res.methods) - len(shown)
             for m in shown:
                 means = [res.seeds(m, column, "test", "ts", s, "ece") for s in sizes]
                 if all(means):
@@ -142,19 +150,45 @@ def build_figures(res: Results) -> dict[str, bytes]:
                     f"calibration size {short(column[0])} {column[1]}",
                     lambda ax, ls=lines: [ax.plot(names, y, marker="o", label=m) for m, y in ls],
                     xlabel="calibration-set size", ylabel="test ECE after TS (%)",
-                    title=f"ECE against calibration-set size ({short(column[0])})",
+                    title=f"ECE against calibration-set size ({short(column[0])})"
+                    + (f"\n{len(shown)} of {len(res.methods)} methods shown; every method is "
+                       "in the table beside it" if left > 0 else ""),
                 )  # fmt: skip
     return figures
 
 
-def _first_runs(res: Results) -> dict[tuple[str, str], str]:
-    """Per column, the baseline's run of the lowest seed."""
-    out: dict[tuple[str, str], str] = {}
+def pool_bins(runs: list[dict]) -> dict:
+    """One reliability diagram's bins from several runs' (the same edges): counts summed,
+    accuracy and confidence averaged with the counts as weights (empty bins: NaN)."""
+    count = [sum(r["count"][j] for r in runs) for j in range(len(runs[0]["count"]))]
+
+    def weighted(field: str, j: int) -> float:
+        if not count[j]:
+            return math.nan
+        return sum(r[field][j] * r["count"][j] for r in runs if r["count"][j]) / count[j]
+
+    return {"edges": runs[0]["edges"], "count": count,
+            "accuracy": [weighted("accuracy", j) for j in range(len(count))],
+            "confidence": [weighted("confidence", j) for j in range(len(count))]}  # fmt: skip
+
+
+def band(ax, series: list[list[float]], x: list[int], label: str) -> None:
+    """The mean of ``series`` (one list per seed) with their range shaded."""
+    n = min(len(s) for s in series)
+    cols = [[s[i] for s in series] for i in range(n)]
+    (line,) = ax.plot(x[:n], [statistics.mean(c) for c in cols], label=label)
+    if len(series) > 1:
+        ax.fill_between(x[:n], [min(c) for c in cols], [max(c) for c in cols],
+                        color=line.get_color(), alpha=0.2, lw=0)  # fmt: skip
+
+
+def _baseline_runs(res: Results) -> dict[tuple[str, str], list[str]]:
+    """Per column, the baseline's runs, lowest seed first."""
+    out: dict[tuple[str, str], list[str]] = defaultdict(list)
     for k, r in sorted(res.runs.items(), key=lambda kv: kv[1]["seed"]):
-        col = (r["dataset"], r["model"])
-        if r["method"] == res.baseline and col not in out:
-            out[col] = k
-    return out
+        if r["method"] == res.baseline:
+            out[(r["dataset"], r["model"])].append(k)
+    return dict(out)
 
 
 #: losses the gradient-norm figure compares (BSCE-GRA Fig. 4), in this order

@@ -7,10 +7,10 @@ the same seeds (Welch's t-test otherwise), at 0.05; † marks a difference, and 
 names the test. Bold marks the best value of a column only where the metric has a direction
 (lower or higher is better); a fitted temperature has none.
 
-First the verdicts (one line per headline claim of the papers that the sweep can test, see
-:mod:`calibkit.bench.verdicts`) and the anomalies the runs' checks flagged
-(:mod:`calibkit.posthoc.anomalies`); ⚠ marks a table cell whose runs have one. Then the
-tables (mean ± std over seeds, per (dataset, model) column):
+A table of contents, then the verdicts (one line per headline claim of the papers that the
+sweep can test, see :mod:`calibkit.bench.verdicts`), then the tables (mean ± std over
+seeds, per (dataset, model) column; ⚠ marks a cell whose runs the checks of
+:mod:`calibkit.posthoc.anomalies` flagged):
 
 - test ECE of every training method, uncalibrated (the headline);
 - ECE before and after temperature scaling with the fitted temperature (BSCE-GRA Table 1),
@@ -20,7 +20,10 @@ tables (mean ± std over seeds, per (dataset, model) column):
 - OOD AUROC and FPR95 for every out-of-distribution split (MaC-Cal Table 2);
 - every post-hoc method on the baseline, Neural Clamping included (Neural Clamping Table 2),
   ECE and accuracy;
-- ECE against the calibration-set size (Rethinking Fig. 3).
+- ECE against the calibration-set size (Rethinking Fig. 3);
+
+then the anomalies, grouped by calibrator and kind (every flagged fit behind a
+``<details>``), and the figures.
 
 Figures: reliability diagrams of the baseline (:func:`calibkit.plots.draw_reliability`),
 confidence of correct against incorrect predictions (Dark
@@ -154,6 +157,41 @@ def anomaly_table(res: Results) -> list[list[str]]:
     return rows
 
 
+def anomaly_summary(res: Results) -> list[list[str]]:
+    """One row per (calibrator, kind of anomaly), most flagged first: how many of the
+    calibrator's fits (run × calibration size) were flagged, on which training methods and
+    sizes, and the first one's detail."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, cal, size, kind, detail in res.anomalies:
+        r = res.runs.get(key)
+        if r is None:
+            continue
+        g = groups.setdefault((cal, kind), {"n": 0, "methods": {}, "sizes": {}, "detail": detail})
+        g["n"] += 1
+        g["methods"][r["method"]] = None
+        g["sizes"]["all" if size == ALL else str(size)] = None
+    fits = defaultdict(int)
+    for key, split, cal, _, metric in res.values:
+        if split == "test" and metric == "ece" and key in res.runs:
+            fits[cal] += 1
+    rows = [["calibrator", "anomaly", "fits flagged", "training methods", "sizes", "first"]]
+    for (cal, kind), g in sorted(groups.items(), key=lambda kv: -kv[1]["n"]):
+        order = {m: i for i, m in enumerate(res.methods)}
+        methods = sorted(g["methods"], key=lambda m: order.get(m, len(order)))  # spec order
+        shown = ", ".join(methods[:3]) + (
+            f" and {len(methods) - 3} more" if len(methods) > 3 else ""
+        )
+        rows.append([cal, kind, f"{g['n']} of {fits[cal] or g['n']}", shown,
+                     ", ".join(g["sizes"]), g["detail"]])  # fmt: skip
+    return rows
+
+
+def anchor(title: str) -> str:
+    """The fragment a heading gets (GitHub's rule: lower case, punctuation dropped, spaces
+    to hyphens), used by the table of contents of both report.md and report.html."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
 def markdown_table(table: list[list[str]]) -> str:
     head, *body = table
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -167,16 +205,20 @@ def html_table(table: list[list[str]]) -> str:
     def cell(text: str, tag: str) -> str:
         bold = text.startswith("**") and text.endswith("**")
         inner = html.escape(text.strip("*"))
-        return f"<{tag}>{'<b>' + inner + '</b>' if bold else inner}</{tag}>"
+        number = NUMBER.match(text.strip("*")) is not None  # numbers right, words left
+        return f"<{tag}{' class=n' * number}>{'<b>' + inner + '</b>' if bold else inner}</{tag}>"
 
     rows = ["<tr>" + "".join(cell(h, "th") for h in head) + "</tr>"]
     rows += ["<tr>" + "".join(cell(c, "td") for c in row) + "</tr>" for row in body]
     return "<table>" + "".join(rows) + "</table>"
 
 
+#: a cell that starts with a number (signed, or a ± spread) is right-aligned in HTML
+NUMBER = re.compile(r"^[-−+±]?\s?\d")
 CSS = """body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;
-margin:1em 0}td,th{border:1px solid #999;padding:.25em .6em;text-align:right}
-td:first-child,th:first-child{text-align:left}img{max-width:48%;margin:.3em}"""
+margin:1em 0}td,th{border:1px solid #999;padding:.25em .6em;text-align:left;vertical-align:top}
+.n{text-align:right}figure{margin:1em 0}
+img{width:100%;max-width:56em}summary{cursor:pointer;color:#1f5fa8}nav ol{columns:2}"""
 
 
 def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
@@ -206,32 +248,46 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
         intro += f" {len(failed)} runs failed: " + "; ".join(
             f"{r['method']} seed {r['seed']} ({r['error']})" for r in failed[:5]
         )
+    flagged = len(anomalies) - 1
     sections: list[tuple[str, str, list[list[str]] | None]] = [
         ("Verdicts", "One line per headline claim of the papers that this sweep can test, "
          "with the premise it rests on; where the premise fails, the claim is not testable "
          "here. " + premises_text(), verdicts),
-        ("Anomalies", f"{len(anomalies) - 1} flagged by the runs' checks"
-         + (": these numbers are not results to trust." if len(anomalies) > 1 else "."),
-         anomalies if len(anomalies) > 1 else None),
     ] + [(title, "", table) for title, table in tables.items()] + [
         (title, "", table) for title, table in given_sections(res)  # networks trained elsewhere
+    ] + [
+        ("Anomalies", f"{flagged} fits flagged by the runs' checks, by calibrator and kind"
+         + (" (every one below the table): these numbers are not results to trust; the "
+            "kinds a method declares its nature (histogram binning's higher NLL) are not "
+            "flagged." if flagged else "."),
+         anomaly_summary(res) if flagged else None),
     ]  # fmt: skip
+    titles = [title for title, _, _ in sections] + ["Figures"]
     md = ["# Calibration benchmark", "", intro, ""]
+    md += [f"- [{t}](#{anchor(t)})" for t in titles] + [""]
     page = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Calibration benchmark</title>"
         f"<style>{CSS}</style></head><body><h1>Calibration benchmark</h1>"
-        f"<p>{html.escape(intro)}</p>"
+        f"<p>{html.escape(intro)}</p><nav><b>Contents</b><ol>"
+        + "".join(f"<li><a href='#{anchor(t)}'>{html.escape(t)}</a></li>" for t in titles)
+        + "</ol></nav>"
     ]
     for title, text, table in sections:
         md += [f"## {title}", ""] + ([text, ""] if text else [])
         page.append(
-            f"<h2>{html.escape(title)}</h2>" + (f"<p>{html.escape(text)}</p>" if text else "")
+            f"<h2 id='{anchor(title)}'>{html.escape(title)}</h2>"
+            + (f"<p>{html.escape(text)}</p>" if text else "")
         )
         if table is not None:
             md += [markdown_table(table), ""]
             page.append(html_table(table))
+        if title == "Anomalies" and flagged:
+            summary = f"Every flagged fit ({flagged})"
+            md += ["<details><summary>" + summary + "</summary>", "",
+                   markdown_table(anomalies), "", "</details>", ""]  # fmt: skip
+            page.append(f"<details><summary>{summary}</summary>{html_table(anomalies)}</details>")
     md.append("## Figures\n")
-    page.append("<h2>Figures</h2>")
+    page.append(f"<h2 id='{anchor('Figures')}'>Figures</h2>")
     for name, png in figures.items():
         file = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") + ".png"
         (out / "figures" / file).write_bytes(png)

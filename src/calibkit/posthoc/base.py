@@ -97,6 +97,9 @@ class Method(nn.Module):
     fit_split: ClassVar[str] = "val"
     #: True when ``forward`` never changes the predicted class.
     preserves_argmax: ClassVar[bool] = False
+    #: Kinds of :mod:`~calibkit.posthoc.anomalies` that are the method's nature, not a
+    #: failure: the checks do not flag them.
+    expected_anomalies: ClassVar[frozenset[str]] = frozenset()
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -30,7 +30,7 @@ import torch
 from ..metrics import evaluate, table
 from ..registry import parse_spec
 from . import REGISTRY, create, names
-from .anomalies import CalibrationWarning, check_calibrated
+from .anomalies import CalibrationWarning, check_method
 from .base import FitDivergedError
 from .checks import check_fit_data
 
@@ -233,13 +233,8 @@ def _metrics(result: Any) -> dict[str, float]:
 
 def _check(cal: Any, before: dict[str, float], after: Any, z_test: Any, scores: torch.Tensor):
     """The anomaly checks of ``bench`` on one fitted calibrator and test split."""
-    temperature = getattr(cal, "temperature_", None)
-    return check_calibrated(
-        before, _metrics(after), logits_before=torch.as_tensor(z_test), logits_after=scores,
-        preserves_argmax=cal.preserves_argmax,
-        temperature=None if temperature is None else float(temperature),
-        converged=cal.fit_report_.converged,
-    )  # fmt: skip
+    return check_method(cal, before, _metrics(after), logits_before=torch.as_tensor(z_test),
+                        logits_after=scores)  # fmt: skip
 
 
 def _evaluate(scores: Any, labels: Any, n_bins: int, bootstrap: int):
