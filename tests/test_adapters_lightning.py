@@ -16,7 +16,12 @@ from calibkit import metrics as M
 
 L = pytest.importorskip("lightning.pytorch")
 
-from calibkit.adapters.lightning import CalibrationCallback, scores_and_labels  # noqa: E402
+from calibkit import posthoc  # noqa: E402
+from calibkit.adapters.lightning import (  # noqa: E402
+    CalibrationCallback,
+    PostHocCallback,
+    scores_and_labels,
+)
 
 
 def _digits():
@@ -111,6 +116,60 @@ def test_logs_calibkit_metrics_each_epoch(tmp_path, style):
     assert [p.name for p in callback.diagrams] == ["epoch=000.png", "epoch=001.png"]
     assert all(p.stat().st_size > 10_000 for p in callback.diagrams)  # real PNG figures
     assert callback.diagrams[0].parent == tmp_path / "lightning_logs/version_0/reliability"
+
+
+def test_test_time_is_logged_and_later_diagrams_are_named_for_what_they_are(tmp_path):
+    """Issue 30.4: trainer.test() logs test/<metric>; validate() after fit no longer writes
+    a diagram named like a fourth epoch (epoch=002.png after two epochs)."""
+
+    class WithTest(Digits):
+        def test_step(self, batch, batch_idx):
+            return self.validation_step(batch, batch_idx)
+
+    model = WithTest()
+    callback = CalibrationCallback(["ece", "nll"])
+    trainer = _trainer(tmp_path, callback)
+    train, val = _loaders()
+    trainer.fit(model, train, val)
+    (result,) = trainer.test(model, val, verbose=False)
+    _, _, xv, yv = _digits()
+    with torch.no_grad():
+        z = model.net(xv)
+    assert result["test/ece"] == pytest.approx(M.ece(z, yv), rel=1e-6)
+    assert result["test/nll"] == pytest.approx(M.nll(z, yv), rel=1e-6)
+    trainer.validate(model, val, verbose=False)
+    assert [p.name for p in callback.diagrams] == [
+        "epoch=000.png", "epoch=001.png", "test-after-002-epochs.png",
+        "validate-after-002-epochs.png"]  # fmt: skip
+
+
+def test_post_hoc_callback_fits_on_the_final_validation_and_keeps_it_in_the_checkpoint(
+    tmp_path,
+):
+    """Issue 30.4: TS (any logits method) fitted on the validation logits after training,
+    saved with the checkpoint, read back without pickle."""
+    model = Digits()
+    callback = PostHocCallback("ts")
+    trainer = L.Trainer(
+        max_epochs=2, accelerator="cpu", logger=False, enable_progress_bar=False,
+        enable_model_summary=False, default_root_dir=tmp_path,
+        callbacks=[callback, L.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt")],
+    )  # fmt: skip
+    trainer.fit(model, *_loaders())
+    _, _, xv, yv = _digits()
+    with torch.no_grad():
+        z = model.net(xv)
+    direct = posthoc.create("ts").fit(z, yv)
+    assert float(callback.calibrator_.temperature_) == pytest.approx(
+        float(direct.temperature_), rel=1e-6)  # fmt: skip
+    (ckpt,) = (tmp_path / "ckpt").glob("*.ckpt")  # written after the last validation
+    back = PostHocCallback.from_checkpoint(ckpt)
+    assert float(back.temperature_) == float(callback.calibrator_.temperature_)
+    fresh = PostHocCallback("ts")
+    fresh.load_state_dict(callback.state_dict())
+    assert torch.equal(fresh.calibrator_(z), callback.calibrator_(z))
+    with pytest.raises(ValueError, match="does not calibrate logits"):
+        PostHocCallback("neural-clamping")
 
 
 def test_custom_outputs_and_two_loaders(tmp_path):

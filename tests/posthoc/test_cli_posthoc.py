@@ -75,6 +75,23 @@ def test_compare_seeds_give_mean_and_std(tmp_path, splits, capsys):
     assert methods["ts"]["seeds"] == 1 and methods["ts"]["std"] is None
 
 
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_compare_table_fits_the_width(splits, capsys, monkeypatch, width):
+    """Issue 30.3: the table was about 170 columns wide; where the terminal is narrower it
+    is printed as several tables, each with the method column, and no line is longer."""
+    path, *_ = splits
+    monkeypatch.setenv("COLUMNS", str(width))
+    out = run_ok(["compare", "--file", str(path), "--methods", "scaling-binning,ts", "--seeds", "3",
+                  "--bootstrap", "0"], capsys)  # fmt: skip
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    heads = [line for line in lines if "┃ method" in line]
+    assert len(heads) == (1 if width == 200 else 2 if width == 120 else 3)
+    table = "".join(lines)
+    for c in (" accuracy ± std", " ece ± std", " entropy ± std"):  # every column, once
+        assert table.count(c) == 1
+
+
 def test_errors_are_one_line(tmp_path, splits, capsys, monkeypatch):
     _, z, y = splits
     monkeypatch.chdir(tmp_path)

@@ -85,7 +85,7 @@ def test_every_seed_is_checked_and_reported():
 
 
 def test_the_default_set_leaves_out_maps_with_more_parameters_than_a_tenth_of_the_rows():
-    kept, left = default_methods(rows=5000, k=100)
+    kept, left = default_methods(rows=5000, k=100, every=True)
     assert left == ["matrix", "ms-odir", "dir-l2", "dir-odir"] or set(left) == {
         "matrix",
         "ms-odir",
@@ -93,13 +93,25 @@ def test_the_default_set_leaves_out_maps_with_more_parameters_than_a_tenth_of_th
         "dir-odir",
     }
     assert "vector" in kept and "ts" in kept  # 200 parameters <= 500
-    assert default_methods(rows=5000, k=10)[1] == []  # 110 parameters <= 500
+    assert default_methods(rows=5000, k=10, every=True)[1] == []  # 110 parameters <= 500
     note = left_out_note(left, 5000, 100)
     assert "ms-odir (10,100 parameters) for 100 classes" in note and "--methods" in note
     z, y = make_logits(300, 8, 2)  # 72 parameters > 15 = a tenth of 150 rows
-    out = compare_resplit(z, y, None, fraction=0.5, seeds=1, bootstrap=0)
+    out = compare_resplit(z, y, "all", fraction=0.5, seeds=1, bootstrap=0)
     assert "matrix" not in out["methods"] and "matrix" in out["left_out"]
     assert "vector" not in out["methods"]  # 16 > 15
+
+
+def test_the_fast_default_set_leaves_out_the_cross_validated_maps():
+    """Issue 30.3: the default set is fast; --all (methods="all") adds the maps that choose
+    their penalty by cross-validation."""
+    kept, left = default_methods(rows=5000, k=10)
+    assert left == ["dir-l2", "dir-odir", "ms-odir"] and "matrix" in kept and "ts" in kept
+    note = left_out_note(left, 5000, 10)
+    assert note == (
+        "left out of the default set: dir-l2, dir-odir, ms-odir, cross-validated "
+        "(--all, or methods='all', adds them); name any with --methods to fit it"
+    )
 
 
 def test_an_interval_that_misses_its_estimate_or_the_mean_is_noted():

@@ -1,4 +1,6 @@
-"""Lightning adapter: a callback that logs calibkit's metrics from any ``LightningModule``.
+"""Lightning adapter: a callback that logs calibkit's metrics from any ``LightningModule``
+(validation and test), and one that fits a calibrator on the validation logits and keeps
+it in the checkpoint (:class:`PostHocCallback`).
 
 :class:`CalibrationCallback` feeds the validation outputs of each batch to a
 :class:`~calibkit.metrics.CalibrationMeter` (O(bins) state, plus two numbers per sample for
@@ -69,8 +71,10 @@ class CalibrationCallback(Callback):
     ``binning``, ``probs``: as in :func:`calibkit.metrics.evaluate`. ``outputs``: how to
     read scores and labels from ``validation_step``'s return value and the batch.
     ``diagram``: draw the reliability diagram each epoch into ``diagram_dir`` (default
-    ``<trainer.log_dir>/reliability``) as ``epoch=NNN.png``. With several validation
-    loaders, each gets its own meter and its names end in ``/dataloader_idx_I``.
+    ``<trainer.log_dir>/reliability``) as ``epoch=NNN.png`` (:func:`figure_name`). With
+    several validation loaders, each gets its own meter and its names end in
+    ``/dataloader_idx_I``. ``trainer.test()`` logs the same metrics as ``test_prefix +
+    name`` (``test/ece``), from ``test_step``'s outputs read the same way.
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class CalibrationCallback(Callback):
         outputs: Extract | None = None,
         diagram: bool = True,
         diagram_dir: str | os.PathLike | None = None,
+        test_prefix: str = "test/",
     ) -> None:
         unknown = [m for m in metrics if m not in _STREAMED]
         if unknown or not metrics:
@@ -99,7 +104,8 @@ class CalibrationCallback(Callback):
             "keep_samples": any(m in SAMPLE_METRICS for m in self.metrics),
         }
         CalibrationMeter(**self.settings)  # checks the settings now, not after an epoch
-        self.prefix, self.extract = prefix, outputs or scores_and_labels
+        self.prefix, self.test_prefix = prefix, test_prefix
+        self.extract = outputs or scores_and_labels
         self.diagram = diagram
         self.diagram_dir = None if diagram_dir is None else Path(diagram_dir)
         self.meters: dict[int, CalibrationMeter] = {}
@@ -108,51 +114,161 @@ class CalibrationCallback(Callback):
     def on_validation_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self.meters = {}
 
+    def on_test_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self.meters = {}
+
     def on_validation_batch_end(
-        self,
-        trainer: Any,
-        pl_module: Any,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:
+    ) -> None:  # fmt: skip
+        self._update(outputs, batch, dataloader_idx)
+
+    def on_test_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        self._update(outputs, batch, dataloader_idx)
+
+    def _update(self, outputs: Any, batch: Any, dataloader_idx: int) -> None:
         scores, labels = self.extract(outputs, batch)
         meter = self.meters.setdefault(dataloader_idx, CalibrationMeter(**self.settings))
         meter.update(_detached(scores), _detached(labels))
 
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        if trainer.sanity_checking:
-            return
+        if not trainer.sanity_checking:
+            self._log(trainer, pl_module, self.prefix)
+
+    def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._log(trainer, pl_module, self.test_prefix)
+
+    def _log(self, trainer: Any, pl_module: Any, prefix: str) -> None:
         several = len(self.meters) > 1
         for idx, meter in sorted(self.meters.items()):
             meter.sync()  # every rank now holds the global statistics
             suffix = f"/dataloader_idx_{idx}" if several else ""
             values = meter.compute()
-            logged = {f"{self.prefix}{m}{suffix}": values[m] for m in self.metrics}
+            logged = {f"{prefix}{m}{suffix}": values[m] for m in self.metrics}
             pl_module.log_dict(logged, add_dataloader_idx=False)
             if self.diagram and trainer.is_global_zero:
-                self._draw(trainer, meter, suffix.replace("/", "-"))
+                self._draw(trainer, meter, prefix, suffix.replace("/", "-"))
 
-    def _draw(self, trainer: Any, meter: CalibrationMeter, suffix: str) -> None:
+    def _draw(self, trainer: Any, meter: CalibrationMeter, prefix: str, suffix: str) -> None:
         import matplotlib.pyplot as plt
 
         from ..plots import draw_reliability, save_figure
 
-        title = f"epoch {trainer.current_epoch}{suffix}"
-        fig = draw_reliability(meter.bins(), n_bins=meter.n_bins, title=title)
+        stem, title = figure_name(trainer)
+        fig = draw_reliability(meter.bins(), n_bins=meter.n_bins, title=title + suffix)
         folder = self.diagram_dir or Path(trainer.log_dir or trainer.default_root_dir)
         if self.diagram_dir is None:
             folder = folder / "reliability"
-        path = folder / f"epoch={trainer.current_epoch:03d}{suffix}.png"
+        path = folder / f"{stem}{suffix}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_figure(fig, path)
         self.diagrams.append(path)
         for logger in trainer.loggers:
             add_figure = getattr(getattr(logger, "experiment", None), "add_figure", None)
             if callable(add_figure):
-                add_figure(f"{self.prefix}reliability{suffix}", fig, trainer.global_step)
+                add_figure(f"{prefix}reliability{suffix}", fig, trainer.global_step)
         plt.close(fig)
+
+
+def figure_name(trainer: Any) -> tuple[str, str]:
+    """(file stem, title) of a reliability diagram: ``epoch=002`` for the validation of
+    epoch 2 during ``fit``; ``validate-after-003-epochs`` (``test-...``) for a
+    ``trainer.validate()`` (``test()``) call, whose ``current_epoch`` counts the epochs
+    trained so far rather than naming one."""
+    fn = str(getattr(trainer.state.fn, "value", trainer.state.fn))
+    if fn in ("validate", "test"):
+        done = trainer.current_epoch
+        return f"{fn}-after-{done:03d}-epochs", f"{fn}, after {done} epochs"
+    return f"epoch={trainer.current_epoch:03d}", f"epoch {trainer.current_epoch}"
+
+
+class PostHocCallback(Callback):
+    """Fit a calibkit calibrator on the validation logits after every validation of
+    ``fit``, and keep it in the checkpoint beside the weights it was fitted for.
+
+    ``method``: any logits method's spec (``"ts"``, ``"dir-odir:folds=3"``; `calibkit
+    methods`). ``outputs``: as :class:`CalibrationCallback`'s. After ``trainer.fit``,
+    ``calibrator_`` is the method fitted on the last validation epoch, i.e. on the final
+    weights; its fit report says how the fit went, and the checks of
+    :mod:`calibkit.posthoc.anomalies` run as on every fit. A checkpoint written after a
+    validation (``ModelCheckpoint``) holds the calibrator fitted on that validation, in
+    calibkit's safetensors format (no pickle); ``PostHocCallback.from_checkpoint(path)``
+    gives it back. The validation logits are gathered from every process."""
+
+    def __init__(self, method: str = "ts", *, outputs: Extract | None = None) -> None:
+        from .. import posthoc
+
+        if posthoc.REGISTRY.factory(posthoc.REGISTRY.check(method).name).level != "logits":
+            raise ValueError(f"PostHocCallback: {method!r} does not calibrate logits")
+        self.method, self.extract = method, outputs or scores_and_labels
+        self.calibrator_: Any = None
+        self._scores: list[Tensor] = []
+        self._labels: list[Tensor] = []
+
+    def on_validation_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self._scores, self._labels = [], []
+
+    def on_validation_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        if dataloader_idx == 0:  # the first validation loader is the calibration split
+            scores, labels = self.extract(outputs, batch)
+            self._scores.append(_detached(scores).float().cpu())
+            self._labels.append(_detached(labels).long().cpu())
+
+    def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if trainer.sanity_checking or not self._scores or trainer.state.fn != "fit":
+            return
+        from .. import posthoc
+
+        z, y = torch.cat(self._scores), torch.cat(self._labels)
+        if trainer.world_size > 1:  # every rank fits the same calibrator on every row
+            z = pl_module.all_gather(z).reshape(-1, z.shape[1]).cpu()
+            y = pl_module.all_gather(y).reshape(-1).cpu()
+        self.calibrator_ = posthoc.create(self.method).fit(z, y)
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.calibrator_ is None:
+            return {"method": self.method}
+        return {"method": self.method, "calibrator": _to_bytes(self.calibrator_)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.method = state_dict["method"]
+        blob = state_dict.get("calibrator")
+        self.calibrator_ = None if blob is None else _from_bytes(blob)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike) -> Any:
+        """The calibrator a Lightning checkpoint holds (read with ``weights_only=True``: a
+        checkpoint file never runs code)."""
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        for key, state in ckpt.get("callbacks", {}).items():
+            if key.startswith(cls.__name__) and state.get("calibrator") is not None:
+                return _from_bytes(state["calibrator"])
+        raise ValueError(f"{path}: no calibrator of a {cls.__name__} in this checkpoint")
+
+
+def _to_bytes(calibrator: Any) -> bytes:
+    """A fitted calibrator as the bytes of its safetensors file (SHA-256-checked on load)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return Path(calibrator.save(Path(tmp) / "c.calib")).read_bytes()
+
+
+def _from_bytes(blob: bytes) -> Any:
+    import tempfile
+
+    from .. import posthoc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.calib"
+        path.write_bytes(bytes(blob))
+        return posthoc.load(path)
 
 
 def _detached(x: Any) -> Any:

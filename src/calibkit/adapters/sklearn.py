@@ -6,9 +6,10 @@ any fitted classifier, and scorers.
   ``get_params``/``set_params``, ``Pipeline`` and ``GridSearchCV`` work on them. ``fit(X,
   y)`` takes logits X (n, K) and class indices y (the columns of X); ``predict_proba``,
   ``predict`` and ``decision_function`` (calibrated logits) follow.
-* :class:`CalibratedClassifier`: calibrates a fitted classifier's ``decision_function`` (or
-  the log of its ``predict_proba``) with any calibkit method, in the manner of
-  ``CalibratedClassifierCV`` on a frozen estimator.
+* :class:`CalibratedClassifier`: calibrates a classifier's ``decision_function`` (or the
+  log of its ``predict_proba``) with any calibkit method, in the two modes of
+  ``CalibratedClassifierCV``: a frozen, fitted estimator (``cv=None``), or cross-validated
+  (``cv=5``, with or without ``ensemble``).
 * :func:`scorer` (``scorer("ece")``): a scorer for ``cross_val_score``/``GridSearchCV``,
   negated where lower is better, as scikit-learn's ``neg_*`` scorers are. It is a callable
   ``(estimator, X, y)`` rather than a ``make_scorer`` product because a score function made
@@ -104,18 +105,29 @@ def estimator(name: str) -> type:
 
 
 class CalibratedClassifier(ClassifierMixin, BaseEstimator):
-    """A fitted scikit-learn classifier and a calibkit method fitted on its scores.
+    """A scikit-learn classifier and a calibkit method fitted on its scores, in the two modes
+    of scikit-learn's ``CalibratedClassifierCV``.
 
-    ``estimator`` is used as it is (never refitted); ``fit(X, y)`` computes its scores on
-    the calibration data X (``decision_function``, or the log of ``predict_proba`` where it
-    has none; ``response`` forces one) and fits ``method`` (a calibkit spec) on them.
+    * ``cv=None`` (default): ``estimator`` is already fitted and used as it is (never
+      refitted, as ``CalibratedClassifierCV(FrozenEstimator(est))``); ``fit(X, y)`` fits
+      ``method`` on its scores on the calibration data X.
+    * ``cv=5`` (an int or a splitter, as ``CalibratedClassifierCV(cv=5)``): ``fit(X, y)``
+      clones ``estimator`` and cross-validates. With ``ensemble=True`` (the default) each
+      fold's clone is fitted on the other folds and the method on its held-out fold;
+      ``predict_proba`` averages the folds' calibrated probabilities. With
+      ``ensemble=False`` the method is fitted once on the out-of-fold scores of every row
+      (``cross_val_predict``) and the estimator refitted on all of X.
+
+    The scores are ``decision_function``, or the log of ``predict_proba`` where the
+    estimator has none (``response`` forces one).
     """
 
-    def __init__(self, estimator: Any, method: str = "ts", response: str = "auto") -> None:
+    def __init__(self, estimator: Any, method: str = "ts", response: str = "auto",
+                 cv: Any = None, ensemble: bool = True) -> None:  # fmt: skip
         self.estimator, self.method, self.response = estimator, method, response
+        self.cv, self.ensemble = cv, ensemble
 
-    def _scores(self, X: Any) -> np.ndarray:
-        est = self.estimator
+    def _response(self, est: Any) -> str:
         use = self.response
         if use not in ("auto", "decision_function", "predict_proba"):
             raise ValueError(
@@ -123,28 +135,73 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             )
         if use == "auto":
             use = "decision_function" if hasattr(est, "decision_function") else "predict_proba"
-        out = np.asarray(getattr(est, use)(X), dtype=np.float64)
+        return use
+
+    def _as_logits(self, out: Any, use: str) -> np.ndarray:
+        out = np.asarray(out, dtype=np.float64)
         if use == "predict_proba":
             return np.log(np.clip(out, 1e-300, None))
         return np.column_stack([np.zeros_like(out), out]) if out.ndim == 1 else out
 
+    def _scores(self, est: Any, X: Any) -> np.ndarray:
+        use = self._response(est)
+        return self._as_logits(getattr(est, use)(X), use)
+
     def fit(self, X: Any, y: Any) -> CalibratedClassifier:
-        check_is_fitted(self.estimator)
-        self.classes_ = np.asarray(self.estimator.classes_)
         y = np.asarray(y)
-        known = np.isin(y, self.classes_)
-        if not known.all():
-            raise ValueError(
-                f"y: label {y[~known][0].item()!r} is not one of the estimator's classes"
-            )
-        self.calibrator_ = posthoc.create(self.method).fit(
-            self._scores(X), np.searchsorted(self.classes_, y)
-        )
+        if self.cv is None:
+            check_is_fitted(self.estimator)
+            self.classes_ = np.asarray(self.estimator.classes_)
+            known = np.isin(y, self.classes_)
+            if not known.all():
+                raise ValueError(
+                    f"y: label {y[~known][0].item()!r} is not one of the estimator's classes"
+                )
+            self.pairs_ = [(self.estimator, self._calibrate(self._scores(self.estimator, X), y))]
+            return self
+        return self._fit_cv(X, y)
+
+    def _calibrate(self, scores: np.ndarray, y: np.ndarray) -> Any:
+        return posthoc.create(self.method).fit(scores, np.searchsorted(self.classes_, y))
+
+    def _fit_cv(self, X: Any, y: np.ndarray) -> CalibratedClassifier:
+        from sklearn.base import clone
+        from sklearn.model_selection import check_cv, cross_val_predict
+        from sklearn.utils import _safe_indexing
+
+        self.classes_ = np.unique(y)
+        folds = check_cv(self.cv, y, classifier=True)
+        if not self.ensemble:
+            use = self._response(self.estimator)
+            out = cross_val_predict(clone(self.estimator), X, y, cv=folds, method=use)
+            calibrator = self._calibrate(self._as_logits(out, use), y)
+            self.pairs_ = [(clone(self.estimator).fit(X, y), calibrator)]
+            return self
+        self.pairs_ = []
+        for i, (train, held) in enumerate(folds.split(X, y)):
+            est = clone(self.estimator).fit(_safe_indexing(X, train), y[train])
+            if len(est.classes_) != len(self.classes_):
+                raise ValueError(
+                    f"cv: fold {i + 1}'s training rows lack class "
+                    f"{np.setdiff1d(self.classes_, est.classes_)[0].item()!r}; use fewer folds "
+                    "or ensemble=False"
+                )
+            held_y = y[held]
+            self.pairs_.append((est, self._calibrate(self._scores(est, _safe_indexing(X, held)),
+                                                     held_y)))  # fmt: skip
         return self
 
+    @property
+    def calibrator_(self) -> Any:
+        """The calibkit method fitted (the first fold's, with ``cv`` and ``ensemble``)."""
+        check_is_fitted(self, "pairs_")
+        return self.pairs_[0][1]
+
     def predict_proba(self, X: Any) -> np.ndarray:
-        check_is_fitted(self, "calibrator_")
-        return self.calibrator_.predict_proba(torch.as_tensor(self._scores(X))).numpy()
+        check_is_fitted(self, "pairs_")
+        probs = [cal.predict_proba(torch.as_tensor(self._scores(est, X))).numpy()
+                 for est, cal in self.pairs_]  # fmt: skip
+        return np.mean(probs, axis=0)
 
     def predict(self, X: Any) -> np.ndarray:
         return self.classes_[self.predict_proba(X).argmax(1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 import typing
@@ -107,7 +108,9 @@ def console():
 
     console = Console(stderr=False, highlight=False)
     if not console.is_terminal:  # piped or captured: do not wrap wide tables at 80 columns
-        console = Console(stderr=False, highlight=False, width=200)
+        told = os.environ.get("COLUMNS", "")  # unless told a width
+        width = int(told) if told.isdigit() and int(told) > 0 else 200
+        console = Console(stderr=False, highlight=False, width=width)
     return console
 
 

@@ -19,9 +19,15 @@ from .common import CONTEXT, bootstrap_option, cli, console, echo_json, json_opt
 )
 @click.option(
     "--methods", default=None,
-    help="Comma-separated specs (default: every calibrator but the maps with more parameters "
-    "than a tenth of the calibration rows); a spec's own settings may follow "
-    "its commas: 'dir-odir:folds=5,average_folds=true,ts' is two methods.",
+    help="Comma-separated specs (default: the fast set, every calibrator but the "
+    "cross-validated ones and the maps with more parameters than a tenth of the calibration "
+    "rows); a spec's own settings may follow its commas: "
+    "'dir-odir:folds=5,average_folds=true,ts' is two methods.",
+)  # fmt: skip
+@click.option(
+    "--all", "every", is_flag=True,
+    help="Without --methods: also the cross-validated maps (ms-odir, dir-l2, dir-odir), "
+    "several times slower.",
 )  # fmt: skip
 @click.option(
     "--seeds",
@@ -40,7 +46,7 @@ from .common import CONTEXT, bootstrap_option, cli, console, echo_json, json_opt
 )
 @bootstrap_option(200)
 @json_option
-def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> None:
+def compare(val, test, both, methods, every, seeds, fraction, bootstrap, as_json) -> None:
     """Fit every calibrator on the calibration split and compare them on the test split:
     accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap
     intervals; the best value per column is marked with *. A file with one split (a
@@ -50,6 +56,7 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     \b
     Examples:
       calibkit compare --file resnet110_cifar10.npz
+      calibkit compare --file resnet110_cifar10.npz --all     # + the cross-validated maps
       calibkit compare --val val.npz --test test.npz --methods ts,ts-grid,dir-odir --seeds 5 --json
       calibkit compare --file cifar10_resnet20.npz --split 0.5 --seeds 5 --methods ts,vector
     """
@@ -81,13 +88,16 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
             "pass --val FILE and --test FILE, or --file FILE holding both splits (or one "
             "split, with --split 0.5)"
         )
-    specs = split_specs(methods) if methods is not None else None
+    if every and methods is not None:
+        raise click.UsageError("--all adds to the default set; with --methods, name them all")
+    specs = split_specs(methods) if methods is not None else "all" if every else None
     if specs == []:
         raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
-    for m in specs or []:  # every spec is checked before any data is read or fitted
+    for m in specs if isinstance(specs, list) else []:  # checked before any data is read
         if m != "uncalibrated":
             posthoc.create(m)
-    with progress(len(specs or []) or len(default_methods()[0]), "fitting", not as_json) as tick:
+    count = len(specs) if isinstance(specs, list) else len(default_methods(every=every)[0])
+    with progress(count, "fitting", not as_json) as tick:
         ticks = (lambda _m: tick(1)) if tick else None
         if fraction is None:
             check_distinct_splits(val, test)
@@ -122,16 +132,18 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
     from rich.table import Table
 
     best = best_per_column(results)
-    table = Table(title=title, title_justify="left")
-    table.add_column("method")
-    for c in COLUMNS:  # what the ± is over: the line under the table
-        table.add_column(f"{c} ± std" if seeds > 1 else c, justify="right")
-    for m, r in results.items():
-        table.add_row(
-            m, *[("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS]
-        )
+    heads = {c: f"{c} ± std" if seeds > 1 else c for c in COLUMNS}  # the ± : under the table
+    cells = {m: {c: ("*" if best.get(c) == m else "") + cell(r, c, intervals=False)
+                 for c in COLUMNS} for m, r in results.items()}  # fmt: skip
     out = console()
-    out.print(table)
+    for i, group in enumerate(column_groups(cells, heads, out.width)):
+        table = Table(title=title if i == 0 else None, title_justify="left")
+        table.add_column("method")
+        for c in group:
+            table.add_column(heads[c], justify="right")
+        for m, row in cells.items():
+            table.add_row(m, *[row[c] for c in group])
+        out.print(table)
     if bootstrap:
         out.print("intervals: use --json (95 % bootstrap intervals for every cell)")
     out.print(
@@ -145,3 +157,22 @@ def compare(val, test, both, methods, seeds, fraction, bootstrap, as_json) -> No
             out.print(f"  {line}", markup=False)
     if found["note"]:
         out.print(found["note"], markup=False)
+
+
+def column_groups(cells: dict[str, dict[str, str]], heads: dict[str, str], width: int
+                  ) -> list[list[str]]:  # fmt: skip
+    """The columns in groups whose tables (the method column first in each) fit ``width``
+    characters: one table where the terminal is wide enough, two or more beneath each other
+    where it is not, so that no cell is wrapped."""
+    pad = 3  # a rich column's borders and padding
+    name = max(len("method"), *(len(m) for m in cells)) + pad + 1
+    groups: list[list[str]] = [[]]
+    used = name
+    for c, head in heads.items():
+        w = max(len(head), *(len(row[c]) for row in cells.values())) + pad
+        if groups[-1] and used + w > width:
+            groups.append([])
+            used = name
+        groups[-1].append(c)
+        used += w
+    return groups

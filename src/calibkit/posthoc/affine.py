@@ -72,6 +72,7 @@ class AffineCalibrator(Calibrator):
     matrix: bool = True
     dirichlet: bool = False
     reg: str | None = None
+    cross_validated = True  # λ (and μ) from a grid by k-fold CV
 
     def __init__(
         self,
@@ -229,6 +230,8 @@ class _Unregularised(AffineCalibrator):
     directions and needed 655 iterations on the ResNet-110 validation logits (5,000 × 10)
     to reach the gradient tolerance; at the former 500 it stopped "NOT converged" (issue
     31.3). A fit that converges stops early, so the cap costs nothing there."""
+
+    cross_validated = False
 
     def __init__(self, *, max_iter: int = 2000) -> None:
         super().__init__(max_iter=max_iter)

@@ -100,6 +100,9 @@ class Method(nn.Module):
     #: Kinds of :mod:`~calibkit.posthoc.anomalies` that are the method's nature, not a
     #: failure: the checks do not flag them.
     expected_anomalies: ClassVar[frozenset[str]] = frozenset()
+    #: True when ``fit`` chooses settings from a grid by cross-validation (10-100× one fit):
+    #: ``compare``'s fast default set leaves such methods out.
+    cross_validated: ClassVar[bool] = False
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -50,13 +50,18 @@ def n_parameters(spec: str, k: int) -> int | None:
     return count(k) if count else None
 
 
-def default_methods(rows: int | None = None, k: int | None = None) -> tuple[list[str], list[str]]:
-    """(methods, left out): every method on logits after "uncalibrated", less those whose
-    map has more than ``MAX_PARAMETER_SHARE`` × ``rows`` parameters for ``k`` classes."""
+def default_methods(
+    rows: int | None = None, k: int | None = None, *, every: bool = False
+) -> tuple[list[str], list[str]]:
+    """(methods, left out): "uncalibrated", then every method on logits but the maps with
+    more than ``MAX_PARAMETER_SHARE`` × ``rows`` parameters for ``k`` classes, and (unless
+    ``every``) the cross-validated ones (``cross_validated``: a grid of settings fitted
+    once per fold, 10-100× one fit)."""
     kept, left = ["uncalibrated"], []
     for name in names("logits"):
         count = n_parameters(name, k) if rows and k else None
-        (left if count and count > MAX_PARAMETER_SHARE * rows else kept).append(name)
+        slow = REGISTRY.factory(name).cross_validated and not every
+        (left if slow or (count and count > MAX_PARAMETER_SHARE * rows) else kept).append(name)
     return kept, left
 
 
@@ -65,13 +70,21 @@ def left_out_note(left: list[str], rows: int, k: int) -> str | None:
     if not left:
         return None
     by_count: dict[int, list[str]] = {}
+    slow = []
     for m in left:
-        by_count.setdefault(n_parameters(m, k), []).append(m)
-    counts = "; ".join(f"{', '.join(ms)} ({n:,} parameters)" for n, ms in by_count.items())
-    return (
-        f"left out of the default set: {counts} for {k} classes, more than a "
-        f"tenth of the {rows:,} calibration rows; name them with --methods to fit them"
-    )
+        count = n_parameters(m, k)
+        if count and count > MAX_PARAMETER_SHARE * rows:
+            by_count.setdefault(count, []).append(m)
+        else:
+            slow.append(m)
+    parts = []
+    if by_count:
+        counts = "; ".join(f"{', '.join(ms)} ({n:,} parameters)" for n, ms in by_count.items())
+        parts.append(f"{counts} for {k} classes, more than a tenth of the {rows:,} "
+                     "calibration rows")  # fmt: skip
+    if slow:
+        parts.append(f"{', '.join(slow)}, cross-validated (--all, or methods='all', adds them)")
+    return f"left out of the default set: {'; '.join(parts)}; name any with --methods to fit it"
 
 
 def has_randomness(spec: str) -> bool:
@@ -103,7 +116,7 @@ def stratified_split(labels: Any, fraction: float, seed: int) -> tuple[np.ndarra
 def compare_methods(
     val: tuple[Any, Any],
     test: tuple[Any, Any],
-    methods: list[str] | None = None,
+    methods: list[str] | str | None = None,
     *,
     seeds: int = 1,
     bootstrap: int = 200,
@@ -111,7 +124,9 @@ def compare_methods(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit each method on ``val`` and score it on ``test``; methods with randomness are
-    fitted once per seed.
+    fitted once per seed. ``methods``: specs; None, the fast default set (every logits
+    method but the cross-validated ones and the maps with more parameters than a tenth of
+    the rows, :func:`default_methods`); ``"all"``, that set with the cross-validated ones.
 
     Returns {"methods": {method: {"metrics", "std", "intervals", "fit", "anomalies",
     "seeds"}}, "left_out": [...], "note": str | None}.
@@ -124,7 +139,7 @@ def compare_methods(
 def compare_resplit(
     scores: Any,
     labels: Any,
-    methods: list[str] | None = None,
+    methods: list[str] | str | None = None,
     *,
     fraction: float = 0.5,
     seeds: int = 5,
@@ -150,8 +165,8 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
     differ), else only the first unless the method has randomness (one split, many seeds)."""
     rows, k = len(pairs[0][1][1]), pairs[0][1][0].shape[1]
     left: list[str] = []
-    if not methods:
-        methods, left = default_methods(rows, k)
+    if methods is None or methods == "all":
+        methods, left = default_methods(rows, k, every=methods == "all")
     for m in methods:  # validate every spec before fitting anything
         if m != "uncalibrated":
             create(m)
