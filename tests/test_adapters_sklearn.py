@@ -90,6 +90,27 @@ def test_calibrating_a_fitted_overconfident_classifier(digits):
         CalibratedClassifier(nb).fit(x[cal][:5], np.full(5, 10))
 
 
+@pytest.mark.parametrize("ensemble", [True, False])
+def test_cross_validated_mode_equals_calibrated_classifier_cv(digits, ensemble):
+    """Issue 30.4: cv=5 as CalibratedClassifierCV(cv=5): the same folds, clones and fits;
+    calibkit's ts is scikit-learn's method="temperature" (to 1e-6 here, 6e-9 measured)."""
+    from sklearn.calibration import CalibratedClassifierCV
+
+    x, y, tr, cal, te, _ = digits
+    rows = np.concatenate([tr, cal])
+    lr = LogisticRegression(max_iter=2000, C=10.0)
+    ours = CalibratedClassifier(lr, "ts", cv=5, ensemble=ensemble).fit(x[rows], y[rows])
+    theirs = CalibratedClassifierCV(lr, method="temperature", cv=5, ensemble=ensemble)
+    theirs.fit(x[rows], y[rows])
+    assert len(ours.pairs_) == (5 if ensemble else 1)
+    assert np.abs(ours.predict_proba(x[te]) - theirs.predict_proba(x[te])).max() < 1e-6
+    assert (ours.predict(x[te]) == theirs.predict(x[te])).all()
+    assert lr.__dict__.get("coef_") is None  # the estimator given is cloned, never fitted
+    with pytest.raises(ValueError, match=r"fold \d's training rows lack class 9; use fewer"):
+        few = np.concatenate([rows[y[rows] != 9], rows[y[rows] == 9][:1]])
+        CalibratedClassifier(lr, "ts", cv=KFold(2)).fit(x[few], y[few])
+
+
 def test_scorers_equal_the_metrics_and_follow_the_neg_convention(digits):
     x, y, tr, _, te, clf = digits
     s = scorer("ece", n_bins=10)
