@@ -34,7 +34,8 @@ SIZES = [(10_000, 10), (10_000, 100), (100_000, 100), (50_000, 1000), (1_000_000
 
 def load_torch_uncertainty():
     """TorchUncertainty's calibration metrics, loaded without its package ``__init__``
-    (which imports torchvision, not installable on this CPU-only machine)."""
+    (which imports torchvision: its wheels pin another torch and pull CUDA). Installed with
+    ``pip install --no-deps torch-uncertainty==0.13.0``, the version these timings used."""
     spec = importlib.util.find_spec("torch_uncertainty")
     if spec is None:
         return None
@@ -106,7 +107,8 @@ def cases(z: torch.Tensor, y: torch.Tensor, tu, quick: bool) -> dict[str, Callab
 def run_table(quick: bool, budget: float, rounds: int) -> dict[tuple[int, int], dict[str, float]]:
     tu = load_torch_uncertainty()
     if tu is None:
-        print("TorchUncertainty not installed: its columns are skipped (pip install '.[bench]')")
+        print("TorchUncertainty not installed: its columns are skipped (pip install --no-deps "
+              "torch-uncertainty==0.13.0: its own dependencies pull torchvision and CUDA)")
     results: dict[tuple[int, int], dict[str, float]] = {}
     gen = torch.Generator().manual_seed(0)
     data = {}
