@@ -107,8 +107,10 @@ def cases(z: torch.Tensor, y: torch.Tensor, tu, quick: bool) -> dict[str, Callab
 def run_table(quick: bool, budget: float, rounds: int) -> dict[tuple[int, int], dict[str, float]]:
     tu = load_torch_uncertainty()
     if tu is None:
-        print("TorchUncertainty not installed: its columns are skipped (pip install --no-deps "
-              "torch-uncertainty==0.13.0: its own dependencies pull torchvision and CUDA)")
+        print(
+            "TorchUncertainty not installed: its columns are skipped (pip install --no-deps "
+            "torch-uncertainty==0.13.0: its own dependencies pull torchvision and CUDA)"
+        )
     results: dict[tuple[int, int], dict[str, float]] = {}
     gen = torch.Generator().manual_seed(0)
     data = {}
