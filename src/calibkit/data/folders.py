@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
+from .augment import augmentation
 from .base import DataBundle, DataFileError, LazyImages, Split, hold_out
 from .files import IMAGENET_STATS, root_folder
 
-AUGMENTATIONS = ("crop-flip",)
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
 
 
@@ -119,8 +119,7 @@ def folder(
         raise ValueError("mean, std: give both or neither")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
         raise ValueError(f"size: expected a positive number of pixels, got {size!r}")
-    if augment is not None and augment not in AUGMENTATIONS:
-        raise ValueError(f"augment: expected {', '.join(AUGMENTATIONS)} or none, got {augment!r}")
+    augmentation(augment)  # a known name, or none
     for name, value in (("train_size", train_size), ("test_size", test_size)):
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 1

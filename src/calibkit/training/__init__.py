@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from .augment import crop_flip, mixup
+from ..data.augment import crop_flip
+from .augment import mixup
 from .schedule import lr_at, milestones
 from .trainer import TrainConfig, TrainingError, TrainResult, build, predict, train
 

@@ -1,7 +1,7 @@
-"""Batch transforms, run on the device with the randomness drawn from a seeded generator.
+"""Mixup, the one batch transform that mixes targets too (the data's own augmentations are
+in :mod:`calibkit.data.augment`), run on the device with the randomness drawn from a seeded
+generator.
 
-- :func:`crop_flip`: the CIFAR standard, a random 32 x 32 crop of the image zero-padded by
-  4 pixels and a horizontal flip with probability 1/2 (He et al. 2016).
 - :func:`mixup`: Zhang et al. 2018; x̃ = λ xᵢ + (1 − λ) xⱼ and t̃ likewise, with one
   λ ~ Beta(α, α) per batch and j a random permutation of the batch.
 """
@@ -11,20 +11,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import Tensor
-
-
-def crop_flip(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
-    """Random padded crop and horizontal flip of (B, C, H, W) images."""
-    b, c, h, w = x.shape
-    offsets = torch.randint(0, 2 * pad + 1, (2, b), generator=generator).to(x.device)
-    flips = (torch.rand(b, generator=generator) < 0.5).to(x.device)
-    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
-    rows = (offsets[0][:, None] + torch.arange(h, device=x.device))[:, None, :, None]
-    cols = offsets[1][:, None] + torch.arange(w, device=x.device)
-    cols = torch.where(flips[:, None], cols.flip(1), cols)[:, None, None, :]
-    batch = torch.arange(b, device=x.device)[:, None, None, None]
-    chans = torch.arange(c, device=x.device)[None, :, None, None]
-    return padded[batch, chans, rows, cols]
 
 
 def mixup(

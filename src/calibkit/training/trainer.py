@@ -42,11 +42,12 @@ import torch
 from torch import Tensor, nn
 
 from .. import __version__, data, losses, models
+from ..data.augment import augmentation
 from ..io import atomic_write, save_npz, write_text
 from ..metrics import evaluate
 from ..registry import parse_spec
 from . import schedule as schedules
-from .augment import crop_flip, mixup
+from .augment import mixup
 from .checkpoints import resume_state, save_checkpoint
 from .config import TrainConfig, TrainingError, TrainResult, pick_device
 from .recorders import EpochTotals, LearnedEpochs, grad_norms
@@ -208,6 +209,7 @@ def train(
     steps_per_epoch = math.ceil(len(train_split) / config.batch_size)
     total = steps_per_epoch * config.epochs
     schedule = schedules.create(config.schedule)  # built once, asked every epoch
+    augment = augmentation(bundle.augment)
     for epoch in range(start, config.epochs):
         began = time.perf_counter()
         lr = schedule.lr(config.lr, epoch, config.epochs)
@@ -222,8 +224,8 @@ def train(
             idx = dist.shard(batch)
             x, y = train_split.take(idx)
             x, y = data.to_inputs(x, bundle, device), y.to(device)
-            if bundle.augment == "crop-flip":
-                x = crop_flip(x, aug_gen)
+            if augment is not None:
+                x = augment(x, aug_gen)
             target: Tensor = y
             if config.mixup > 0:
                 onehot = nn.functional.one_hot(y, bundle.num_classes).float()
