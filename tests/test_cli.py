@@ -241,17 +241,17 @@ def test_evaluate_reads_a_split_as_fit_and_apply_do(tmp_path, data, capsys):
 def test_long_commands_talk_off_a_terminal(tmp_path, data, capsys, monkeypatch):
     """Piped or captured, no bar: a progress line on stderr every PROGRESS_EVERY seconds and
     at the end (done/total, elapsed, ETA)."""
-    from calibkit.cli import common
+    from calibkit.cli import progress
 
     z, y = data
     np.savez(tmp_path / "run.npz", logits=z, labels=y)
-    monkeypatch.setattr(common, "PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)
     with contextlib.suppress(SystemExit):
         main(["evaluate", str(tmp_path / "run.npz"), "--bootstrap", "600", "--no-smooth"])
     lines = [line for line in capsys.readouterr().err.splitlines()
              if line.startswith("bootstrap: ")]  # fmt: skip
     assert lines[-1].startswith("bootstrap: 600/600, elapsed ") and "ETA 0:00" in lines[-1]
     assert len(lines) >= 2 and lines[0].startswith("bootstrap: 256/600")
-    tick = common._progress_lines(4, "x")
+    tick = progress._progress_lines(4, "x")
     tick(0, 4, {"epoch": 1})  # nothing done yet: the ETA is unknown
-    assert "x epoch 1: 0/4" in capsys.readouterr().err and common._clock(float("nan")) == "-:--"
+    assert "x epoch 1: 0/4" in capsys.readouterr().err and progress._clock(float("nan")) == "-:--"

@@ -20,9 +20,9 @@ from .common import (
     options_named,
     pretrained_options,
     pretrained_or_run,
-    progress,
     split_option,
 )
+from .progress import progress
 
 
 @cli.command(context_settings=CONTEXT)

@@ -7,11 +7,8 @@ import json
 import math
 import os
 import sys
-import time
-import typing
 import warnings
 from contextlib import contextmanager
-from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from .. import __version__
 from ..allocator import retain_freed_memory
 from ..metrics.binning import BINNINGS
 from ..metrics.intervals import INTERVALS, describe
+from .progress import progress
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 USER_ERRORS = (
@@ -112,80 +110,6 @@ def console():
         width = int(told) if told.isdigit() and int(told) > 0 else 200
         console = Console(stderr=False, highlight=False, width=width)
     return console
-
-
-#: seconds between two progress lines off a terminal
-PROGRESS_EVERY = 10.0
-
-
-def _progress_lines(total: int, label: str):
-    """The tick of :func:`progress` off a terminal: from :data:`PROGRESS_EVERY` seconds on, a
-    line on stderr at most every :data:`PROGRESS_EVERY` seconds and at the end: done/total,
-    elapsed, ETA."""
-    start = time.monotonic()
-    state = {"done": 0, "total": total, "said": start, "label": label}
-
-    def tick(k: int, new_total: int | None = None, record: dict | None = None) -> None:
-        if new_total is None:
-            state["done"] += k
-        else:
-            state["done"], state["total"] = k, new_total
-            state["label"] = f"{label} epoch {record['epoch']}" if record else label
-        now = time.monotonic()
-        finished = state["done"] >= state["total"]
-        if now - start < PROGRESS_EVERY or (now - state["said"] < PROGRESS_EVERY and not finished):
-            return  # a command done within PROGRESS_EVERY says nothing
-        state["said"] = now
-        elapsed = now - start
-        done, total_ = state["done"], state["total"]
-        eta = elapsed / done * (total_ - done) if done else float("nan")
-        click.echo(f"{state['label']}: {done}/{total_}, elapsed {_clock(elapsed)}, "
-                   f"ETA {_clock(eta)}", err=True)  # fmt: skip
-
-    return tick
-
-
-def _clock(seconds: float) -> str:
-    if seconds != seconds:  # NaN: nothing done yet
-        return "-:--"
-    m, s = divmod(round(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
-@contextmanager
-def progress(total: int, label: str, enabled: bool):
-    """A rich progress bar on stderr, or off a terminal a line every few seconds; yields a
-    callback taking the number of steps done."""
-    if not enabled or total <= 0:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    err = Console(stderr=True)
-    if not err.is_terminal:  # piped, captured, nohup: a line every few seconds instead
-        yield _progress_lines(total, label)
-        return
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(label, total=total)
-
-        def tick(k: int, new_total: int | None = None, record: dict | None = None) -> None:
-            """Advance by k, or (with ``new_total``) set the position to k of new_total."""
-            if new_total is None:
-                bar.advance(task, k)
-                return
-            text = f"{label} epoch {record['epoch']}" if record else None
-            bar.update(task, completed=k, total=new_total, description=text or label)
-
-        yield tick
 
 
 def print_result(result, title: str) -> None:
@@ -442,37 +366,3 @@ def pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output) -> 
         config = TrainConfig(data=data_spec, model=model, checkpoint=checkpoint, device=device)
         config.check()
     return pretrained_run(config, Path(output) / "pretrained")
-
-
-def options_from(config: type):
-    """Decorator: one option per field of the dataclass ``config`` (``--field-name``), its
-    type, default and help (the field's ``metadata["help"]``) taken from the field; a list
-    field is a repeatable option, a bool field a flag. The command receives the fields as
-    keyword arguments (lists as lists), ready for ``config(**...)``."""
-    hints = typing.get_type_hints(config)
-
-    def decorate(f):
-        for fld in reversed(fields(config)):
-            hint = hints[fld.name]
-            default = fld.default_factory() if fld.default is MISSING else fld.default
-            kind = {"help": fld.metadata.get("help"), "show_default": bool(default)}
-            if hint is bool:
-                kind |= {"is_flag": True, "default": default}
-            elif typing.get_origin(hint) is list:
-                kind |= {"multiple": True, "type": typing.get_args(hint)[0], "default": default}
-            else:
-                args = [a for a in typing.get_args(hint) if a is not type(None)]
-                kind |= {"type": args[0] if args else hint, "default": default}
-            f = click.option("--" + fld.name.replace("_", "-"), fld.name, **kind)(f)
-        return f
-
-    return decorate
-
-
-def config_of(config: type, values: dict):
-    """``config(**values)`` for the fields of ``config`` in ``values`` (tuples from repeated
-    options as lists), checked, with errors naming the option."""
-    names = {f.name for f in fields(config)}
-    kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k in names}
-    with options_named():
-        return config(**kwargs).check()

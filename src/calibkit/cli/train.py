@@ -3,22 +3,50 @@ calibration method fitted on the trained run with ``--stage2``."""
 
 from __future__ import annotations
 
+import typing
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import click
 
 from ..training.trainer import TrainConfig
 from .calibrate import calibrate_and_print
-from .common import (
-    CONTEXT,
-    cli,
-    config_of,
-    console,
-    echo_json,
-    json_option,
-    options_from,
-    progress,
-)
+from .common import CONTEXT, cli, console, echo_json, json_option, options_named
+from .progress import progress
+
+
+def options_from(config: type):
+    """Decorator: one option per field of the dataclass ``config`` (``--field-name``), its
+    type, default and help (the field's ``metadata["help"]``) taken from the field; a list
+    field is a repeatable option, a bool field a flag. The command receives the fields as
+    keyword arguments (lists as lists), ready for ``config(**...)``."""
+    hints = typing.get_type_hints(config)
+
+    def decorate(f):
+        for fld in reversed(fields(config)):
+            hint = hints[fld.name]
+            default = fld.default_factory() if fld.default is MISSING else fld.default
+            kind = {"help": fld.metadata.get("help"), "show_default": bool(default)}
+            if hint is bool:
+                kind |= {"is_flag": True, "default": default}
+            elif typing.get_origin(hint) is list:
+                kind |= {"multiple": True, "type": typing.get_args(hint)[0], "default": default}
+            else:
+                args = [a for a in typing.get_args(hint) if a is not type(None)]
+                kind |= {"type": args[0] if args else hint, "default": default}
+            f = click.option("--" + fld.name.replace("_", "-"), fld.name, **kind)(f)
+        return f
+
+    return decorate
+
+
+def config_of(config: type, values: dict):
+    """``config(**values)`` for the fields of ``config`` in ``values`` (tuples from repeated
+    options as lists), checked, with errors naming the option."""
+    names = {f.name for f in fields(config)}
+    kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k in names}
+    with options_named():
+        return config(**kwargs).check()
 
 
 @cli.command(context_settings=CONTEXT)
