@@ -166,14 +166,14 @@ def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     Everything that takes a run (``calibkit calibrate``, stage 2, ``compare``) then takes it."""
     if config.checkpoint is None:
         raise TrainingError("checkpoint: a pretrained run needs a checkpoint file")
-    bundle, model, _ = build(config, need_train=False)
+    bundle, model, loss = build(config, need_train=False)
     dev = pick_device(config.device)
     if bundle.val is None:
         raise TrainingError(
             f"data: {config.data!r} has no validation split to calibrate on; hold one out "
             "(val_size=N in the data spec)"
         )
-    record = provenance(config, dev, bundle.augment) | {
+    record = provenance(config, dev, bundle.augment, loss) | {
         "pretrained": str(Path(config.checkpoint).resolve())
     }
     write_run(Path(out), model.to(dev).eval(), bundle, dev, [], record)

@@ -274,7 +274,16 @@ def train(
         if progress is not None:
             progress((epoch + 1) * steps_per_epoch, total, record)
     if dist.main:
-        _finish(out, config, model, bundle, device, history, learned, analysis)
+        _finish(
+            out,
+            provenance(config, device, bundle.augment, loss_fn),
+            model,
+            bundle,
+            device,
+            history,
+            learned,
+            analysis,
+        )
     if dist.world > 1:
         torch.distributed.barrier()
     return TrainResult(out, history, model, tuple(bundle.input_shape), len(bundle.train))
@@ -303,10 +312,11 @@ def _grad_norm_record(
     }
 
 
-def provenance(config: TrainConfig, device: torch.device, augment: str | None) -> dict[str, Any]:
-    """What shapes the confidence of a run's model (``augment``: the data's augmentation),
-    and where it ran."""
-    loss = losses.create(config.loss)
+def provenance(
+    config: TrainConfig, device: torch.device, augment: str | None, loss: losses.Loss
+) -> dict[str, Any]:
+    """What shapes the confidence of a run's model (``augment``: the data's augmentation;
+    ``loss``: the run's built loss), and where it ran."""
     return {
         "config": asdict(config),
         "loss": {"name": loss.name, "parameters": loss.settings()},
@@ -338,7 +348,7 @@ def _git_revision() -> str | None:
 
 def _finish(
     out: Path,
-    config: TrainConfig,
+    record: dict[str, Any],
     model: nn.Module,
     bundle: data.DataBundle,
     device: torch.device,
@@ -352,7 +362,7 @@ def _finish(
         analysis["train_labels"] = bundle.train.y.numpy()
     if analysis:
         save_npz(out / "analysis.npz", **analysis)
-    write_run(out, model, bundle, device, history, provenance(config, device, bundle.augment))
+    write_run(out, model, bundle, device, history, record)
 
 
 def write_run(
