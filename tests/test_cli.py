@@ -255,3 +255,21 @@ def test_long_commands_talk_off_a_terminal(tmp_path, data, capsys, monkeypatch):
     tick = progress._progress_lines(4, "x")
     tick(0, 4, {"epoch": 1})  # nothing done yet: the ETA is unknown
     assert "x epoch 1: 0/4" in capsys.readouterr().err and progress._clock(float("nan")) == "-:--"
+
+
+def test_the_terminal_bar_has_an_eta_when_each_step_takes_minutes():
+    """Issue 30.3: a bench run or a Neural Clamping epoch takes longer than rich's default
+    30-second speed window, and the ETA stayed -:--:--."""
+    import io
+
+    from rich.console import Console
+
+    from calibkit.cli.progress import terminal_bar
+
+    clock = [0.0]
+    bar = terminal_bar(Console(file=io.StringIO(), force_terminal=True), lambda: clock[0])
+    task = bar.add_task("bench", total=4)
+    for _ in range(2):
+        clock[0] += 60.0  # a run a minute
+        bar.advance(task, 1)
+    assert bar.tasks[0].time_remaining == pytest.approx(120.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from typing import Any
 
 import click
 
@@ -48,6 +49,19 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def terminal_bar(console: Any, get_time: Any = None) -> Any:
+    """The rich bar of :func:`progress`: label, bar, done/total, ETA. Its speed is averaged
+    over the whole command: rich's default, the last 30 s, leaves the ETA at -:--:-- when a
+    step (a bench run, a Neural Clamping epoch) takes longer."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    return Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeRemainingColumn(), console=console, transient=True, get_time=get_time,
+        speed_estimate_period=24 * 3600,
+    )  # fmt: skip
+
+
 @contextmanager
 def progress(total: int, label: str, enabled: bool):
     """A rich progress bar on stderr, or off a terminal a line every few seconds; yields a
@@ -56,20 +70,12 @@ def progress(total: int, label: str, enabled: bool):
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     err = Console(stderr=True)
     if not err.is_terminal:  # piped, captured, nohup: a line every few seconds instead
         yield _progress_lines(total, label)
         return
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
+    with terminal_bar(err) as bar:
         task = bar.add_task(label, total=total)
 
         def tick(k: int, new_total: int | None = None, record: dict | None = None) -> None:
