@@ -329,7 +329,7 @@ def verdict(res: Results, claim: Claim, column: tuple[str, str]) -> tuple[str, s
     return (
         shown,
         NOT_TESTABLE_HERE,
-        f"the premise ({claim.premise.text}) {shown}; for the record: {detail}",
+        f"for the record: {detail}",  # the premise has its own column
     )
 
 

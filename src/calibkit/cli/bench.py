@@ -181,13 +181,9 @@ def _print_bench_summary(summary, counts, store, report, failed, seconds) -> Non
         for row in rows:
             table.add_row(*[c.replace("**", "*") for c in row])
         out.print(table)
-        from ..bench.verdicts import NOT_TESTABLE_HERE
-
         verdicts = summary["verdicts"][1:]
         for paper, claim, column, premise, verdict, numbers in verdicts:
-            shown = (
-                "" if premise == "none" or verdict == NOT_TESTABLE_HERE else f"premise {premise}; "
-            )
+            shown = "" if premise == "none" else f"premise {premise}; "
             out.print(f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {shown}{numbers}",
                           markup=False, highlight=False)  # fmt: skip
         kinds = summary["anomalies"]
