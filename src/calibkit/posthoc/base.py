@@ -100,8 +100,7 @@ class Method(nn.Module):
     #: Kinds of :mod:`~calibkit.posthoc.anomalies` that are the method's nature, not a
     #: failure: the checks do not flag them.
     expected_anomalies: ClassVar[frozenset[str]] = frozenset()
-    #: True when ``fit`` chooses settings from a grid by cross-validation (10-100× one fit):
-    #: ``compare``'s fast default set leaves such methods out.
+    #: True when ``fit`` picks settings by cross-validation: not in compare's fast default.
     cross_validated: ClassVar[bool] = False
 
     def __getattr__(self, name: str) -> Any:
