@@ -38,6 +38,21 @@ def test_fit_then_apply_equals_python(tmp_path, splits, capsys):
         assert np.allclose(d["probs"].sum(1), 1) and (d["labels"] == y[400:]).all()
 
 
+def test_the_commands_are_one_library_call_each(tmp_path, splits):
+    """Issue 27.4: fit's measuring and apply's checks live in calibkit.posthoc.on_files."""
+    from calibkit.posthoc.on_files import apply_file, fit_file
+
+    path, z, y = splits
+    done = fit_file("ts", path, tmp_path / "ts.calib")
+    assert done.n_samples == 400 and done.path == tmp_path / "ts.calib"
+    assert done.before["ece"] == pytest.approx(M.ece(z[:400], y[:400]))
+    assert done.after["nll"] < done.before["nll"]
+    out = apply_file(done.calibrator, path, tmp_path / "out.npz")
+    assert out == {"method": "ts", "n_samples": 500, "path": str(tmp_path / "out.npz")}
+    with pytest.raises(ValueError, match="calibrates a network, not logits"):
+        fit_file("neural-clamping", path, tmp_path / "nc.calib")
+
+
 def test_fit_json_reports_before_and_after(tmp_path, splits, capsys):
     path, *_ = splits
     out = run_ok(["fit", "--method", "hist-binning:n_bins=10", "--val", str(path), "-o",

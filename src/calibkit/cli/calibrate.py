@@ -50,25 +50,10 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
       calibkit fit --method ts --val run.npz -o ts.calib
       calibkit fit --method dir-odir:folds=5 --val resnet110_cifar10.npz -o dir.calib
     """
-    import warnings
+    from ..posthoc.on_files import fit_file
 
-    from .. import posthoc
-    from ..io import load_split
-    from ..metrics import evaluate
-
-    cal = posthoc.create(method)  # a bad spec fails before the data is read
-    if cal.level != "logits":
-        raise ValueError(
-            f"{cal.name} calibrates a network, not logits: use calibkit calibrate "
-            f"{method} RUN_DIR (or --model, --checkpoint, --data)"
-        )
-    z, y = load_split(val, "val", logits_key=logits_key, labels_key=labels_key)
-    cal.fit(z, y)
-    path = cal.save(output)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        before = evaluate(z, y, optimal=False, smooth=False).metrics
-        after = evaluate(cal(torch.as_tensor(z)).double(), y, optimal=False, smooth=False).metrics
+    cal, before, after, path, n = fit_file(method, val, output, logits_key=logits_key,
+                                           labels_key=labels_key)  # fmt: skip
     if as_json:
         echo_json(
             {
@@ -84,7 +69,7 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
 
     out = console()
     out.print(f"{method}: {cal.fit_report_}")
-    table = Table(title=f"fit split ({len(y)} samples)", title_justify="left")
+    table = Table(title=f"fit split ({n} samples)", title_justify="left")
     for col in ("metric", "before", "after"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for row in metric_rows(before, after):
@@ -145,7 +130,10 @@ def apply(
         method = posthoc.load(calibrator)
         example = None
     if file is not None:
-        report["apply"] = _apply_file(method, file, split, logits_key, labels_key, output)
+        from ..posthoc.on_files import apply_file
+
+        report["apply"] = apply_file(method, file, output, split=split, logits_key=logits_key,
+                                     labels_key=labels_key)  # fmt: skip
     if onnx_path is not None:
         from ..export import to_onnx
 
@@ -171,23 +159,6 @@ def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
 
     evidence, _ = run_evidence(run_dir, device="cpu")
     return evidence.model, evidence.inputs("test", torch.arange(2))
-
-
-def _apply_file(cal, file, split, logits_key, labels_key, output) -> dict:
-    from .._checks import as_labels
-    from ..io import load_scores, save_npz, split_keys
-
-    keys = split_keys(file, split, logits_key, labels_key)
-    z, labels = load_scores(file, **keys, need_labels=False)
-    out = cal(z)  # checked: finite, non-empty, the calibrator's number of classes
-    result = {"logits": out.numpy(), "probs": torch.softmax(out.double(), 1).numpy()}
-    if labels is not None:
-        labels = as_labels(labels, out.shape[1], name=f"{file}: {keys['labels_key']}")
-        if len(labels) != len(out):
-            raise ValueError(f"{file}: {len(labels)} labels for {len(out)} rows of logits")
-        result["labels"] = labels.numpy()
-    path = save_npz(output, **result)
-    return {"method": cal.name, "n_samples": len(out), "path": str(path)}
 
 
 @cli.command(context_settings=CONTEXT)
