@@ -209,7 +209,7 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
     \b
     Examples:
       calibkit calibrate ts runs/x                   # writes the run runs/x/ts
-      calibkit calibrate "neural-clamping:gamma_pool=[1,2,3],init=data" runs/x -o runs/x-nc
+      calibkit calibrate "neural-clamping:gamma_pool=[0,1,2]" runs/x -o runs/x-nc
       calibkit calibrate maccal:adaptive=static runs/x -o runs/x-maccal   # MaC-Cal stage 2
       calibkit calibrate neural-clamping --model resnet20 --checkpoint resnet20.th \\
           --data "folder:root=cifar10-jpeg,mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225]" -o nc
