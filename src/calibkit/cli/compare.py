@@ -47,7 +47,8 @@ from .common import CONTEXT, bootstrap_option, cli, console, echo_json, json_opt
 @bootstrap_option(200)
 @json_option
 def compare(val, test, both, methods, every, seeds, fraction, bootstrap, as_json) -> None:
-    """Fit every calibrator on the calibration split and compare them on the test split:
+    """Fit calibrators (the fast default set, --all for every one, or --methods) on the
+    calibration split and compare them on the test split:
     accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap
     intervals; the best value per column is marked with *. A file with one split (a
     network's test logits) is split with --split: stratified calibration and test parts,
