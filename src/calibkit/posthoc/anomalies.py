@@ -19,13 +19,13 @@ kind                      flagged when
 ``diverged``              the fit stopped with an error (the message is the detail)
 ``not-converged``         the calibrator's fit report says it did not converge
 ``temperature``           a fitted temperature outside ``SANE_TEMPERATURE`` (0.05 … 20)
-``argmax``                a calibrator that declares it keeps the argmax changed a test
+``argmax``                a calibrator that declares it keeps the argmax changed a
                           prediction (any number of them)
-``accuracy``              any other calibrator lowered test accuracy by more than
+``accuracy``              any other calibrator lowered accuracy by more than
                           ``ACCURACY_DROP`` (2 points)
-``worse-ece``             test ECE rose by more than ``ECE_RISE`` (5 points) and more than
+``worse-ece``             ECE rose by more than ``ECE_RISE`` (5 points) and more than
                           doubled
-``worse-nll``             test NLL rose by more than ``NLL_RISE`` (25 %)
+``worse-nll``             NLL rose by more than ``NLL_RISE`` (25 %)
 ``non-finite``            a metric or a calibrated logit is NaN or infinite
 ``warning``               (``compare`` only) the fit issued a warning, e.g. a map with
                           fewer than 10 calibration rows per parameter
@@ -92,7 +92,7 @@ def check_calibrated(
     changed = int((logits_before.argmax(1) != logits_after.argmax(1)).sum())
     drop = before["accuracy"] - after["accuracy"]
     if preserves_argmax and changed:
-        found.append(("argmax", f"{changed} test predictions changed (accuracy {drop:+.4f} lost)"))
+        found.append(("argmax", f"{changed} predictions changed (accuracy {drop:+.4f} lost)"))
     elif not preserves_argmax and drop > ACCURACY_DROP:
         found.append(("accuracy", f"accuracy {before['accuracy']:.4f} → {after['accuracy']:.4f}"))
     e0, e1 = before["ece"], after["ece"]
