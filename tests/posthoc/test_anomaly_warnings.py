@@ -115,3 +115,22 @@ def test_any_warning_is_one_line_on_the_terminal(capsys):
     finally:
         del cli.commands["warns"]
     assert code == 0 and err == "warning: first line\n"
+
+
+def test_callers_that_check_the_test_split_skip_the_calibration_split(real_logits):
+    """bench and compare check each fit on its test split; inside checked_elsewhere() the
+    fit does not pay for (and silence) its own calibration-split checks."""
+    from calibkit.posthoc.anomalies import checked_elsewhere
+
+    z, y = real_logits[:2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibrationWarning)
+        with checked_elsewhere():
+            cal = posthoc.create(BAD).fit(z, y)
+    assert cal.fit_report_.anomalies == []
+    with pytest.warns(CalibrationWarning):  # outside, the same fit is checked again
+        posthoc.create(BAD).fit(z, y)
+    zv, yv, zt, yt = real_logits
+    out = compare_methods((zv, yv), (zt, yt), [BAD], bootstrap=0)["methods"][BAD]
+    assert {f["report"]["anomalies"] == [] for f in out["fit"]} == {True}
+    assert {a["kind"] for a in out["anomalies"]} >= {"temperature", "not-converged"}

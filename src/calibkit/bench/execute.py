@@ -23,7 +23,7 @@ from ..metrics import EvaluationResult, evaluate
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.resample import bootstrap_replicates
 from ..metrics.table import HARNESS
-from ..posthoc.anomalies import CalibrationWarning, check_method
+from ..posthoc.anomalies import CalibrationWarning, check_method, checked_elsewhere
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
@@ -86,10 +86,12 @@ def seeded(spec: str, seed: int) -> Spec:
 
 
 def execute(run: RunSpec, root: Path) -> dict[str, Any]:
-    """Train and evaluate ``run``; the store's rows for it (:func:`_execute`). The fits'
-    :class:`~calibkit.posthoc.anomalies.CalibrationWarning` are silenced here: the run's
-    own checks on its test split are stored with it and reported."""
-    with warnings.catch_warnings():
+    """Train and evaluate ``run``; the store's rows for it (:func:`_execute`). The run
+    checks each calibrator on its test split and stores what it finds, so the fits skip
+    their own calibration-split checks (:func:`~calibkit.posthoc.anomalies.checked_elsewhere`)
+    and stage 2's :class:`~calibkit.posthoc.anomalies.CalibrationWarning` (kept in its
+    run.json) is not printed from the workers."""
+    with warnings.catch_warnings(), checked_elsewhere():
         warnings.simplefilter("ignore", CalibrationWarning)
         return _execute(run, root)
 

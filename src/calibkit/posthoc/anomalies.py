@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -65,6 +67,28 @@ class CalibrationWarning(UserWarning):
 
         warnings.simplefilter("error", calibkit.posthoc.CalibrationWarning)  # make it fatal
     """
+
+
+_ELSEWHERE: ContextVar[bool] = ContextVar("calibkit_checked_elsewhere", default=False)
+
+
+@contextmanager
+def checked_elsewhere() -> Iterator[None]:
+    """Within it, ``Calibrator.fit`` leaves out its checks of the calibration split: the
+    caller checks the test split itself (``bench`` and ``compare``), and would otherwise pay
+    for two more passes over the calibration split per fit and silence what they found."""
+    token = _ELSEWHERE.set(True)
+    try:
+        yield
+    finally:
+        _ELSEWHERE.reset(token)
+
+
+def check_calibration_split(method: Any, z: torch.Tensor, y: torch.Tensor) -> None:
+    """:func:`check_fit` of ``method`` on the split it was just fitted on (``Calibrator.fit``
+    calls it), unless :func:`checked_elsewhere` is in force."""
+    if not _ELSEWHERE.get():
+        check_fit(method, z, method.calibrated(z), y, "calibration", stacklevel=4)
 
 
 def check_calibrated(
@@ -123,12 +147,13 @@ def check_method(
 
 
 def check_fit(
-    method: Any, before: torch.Tensor, after: torch.Tensor, labels: torch.Tensor, split: str
-) -> list[dict[str, str]]:
+    method: Any, before: torch.Tensor, after: torch.Tensor, labels: torch.Tensor, split: str,
+    stacklevel: int = 3,
+) -> list[dict[str, str]]:  # fmt: skip
     """The checks of one fitted ``method`` on a split: logits ``before`` and ``after``
     calibration (N, K), ``labels`` (N,). Returns ``{"kind", "detail", "split"}`` per anomaly,
     adds them to ``method.fit_report_.anomalies`` and warns once (:class:`CalibrationWarning`)
-    when there are any."""
+    when there are any, pointing ``stacklevel`` frames up (default: the caller's caller)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         plain = metric_values(before, labels, CHECKED, validate=False)
@@ -136,7 +161,7 @@ def check_fit(
     found = check_method(method, plain, calibrated, logits_before=before, logits_after=after)
     flagged = [{"kind": kind, "detail": detail, "split": split} for kind, detail in found]
     method.fit_report_.anomalies += flagged
-    warn_flagged(method.name, flagged, stacklevel=3)  # the caller of fit
+    warn_flagged(method.name, flagged, stacklevel=stacklevel)
     return flagged
 
 

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from ..io import FileFormatError
 from ..metrics.inputs import prepare_scores
 from ..threads import for_work
-from .anomalies import check_fit
+from .anomalies import check_calibration_split
 from .checks import check_fit_data, next_up
 from .files import (
     FORMAT_VERSION,
@@ -284,7 +284,7 @@ class Calibrator(Method):
             report = self._fit(z, y)
             report.seconds = time.perf_counter() - start
             self.fit_report_ = report
-            check_fit(self, z, self.calibrated(z), y, "calibration")
+            check_calibration_split(self, z, y)
         return self
 
     def fit_on(

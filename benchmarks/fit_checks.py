@@ -1,0 +1,52 @@
+"""What the checks on every fit cost (``calibkit.posthoc.anomalies.check_fit``): each
+method's fit on the ResNet-110 CIFAR-10 validation logits (5,000 x 10), median time with the
+checks and within ``checked_elsewhere()`` (what bench and compare use, as they check the
+test split instead), and the ratio.
+
+    python benchmarks/fit_checks.py --data ../shared/data/logits/resnet110_cifar10.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from calibkit import posthoc
+from calibkit.posthoc.anomalies import checked_elsewhere
+
+
+def median_ms(fn, reps: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="../shared/data/logits/resnet110_cifar10.npz")
+    parser.add_argument("--reps", type=int, default=100)
+    args = parser.parse_args()
+    with np.load(args.data) as d:
+        z, y = torch.from_numpy(d["logits_val"]), torch.from_numpy(d["labels_val"])
+    print(f"{len(y):,} x {z.shape[1]} logits, {torch.get_num_threads()} threads, "
+          f"median of {args.reps} fits")  # fmt: skip
+    for spec in ("ts", "ts-grid", "vector", "hist-binning", "isotonic"):
+        checked = median_ms(lambda s=spec: posthoc.create(s).fit(z, y), args.reps)
+        with checked_elsewhere():
+            plain = median_ms(lambda s=spec: posthoc.create(s).fit(z, y), args.reps)
+        print(
+            f"{spec:14s} with checks {checked:8.2f} ms   without {plain:8.2f} ms   "
+            f"ratio {checked / plain:5.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
