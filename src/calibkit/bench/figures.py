@@ -44,9 +44,10 @@ def build_figures(res: Results) -> dict[str, bytes]:
     from ..plots import draw_reliability
 
     every = _baseline_runs(res)
+    ref = res.reference()
     bins = {(k, c): d for k, _, c, d in res.store.curves("bins")}
     for column, keys in every.items():
-        cals = [c for c in ("uncalibrated", "ts") if any((k, c) in bins for k in keys)]
+        cals = [c for c in ("uncalibrated", ref) if any((k, c) in bins for k in keys)]
         if not cals:
             continue
         fig = plt.figure(figsize=(5.2 * len(cals), 6.2))
@@ -135,21 +136,21 @@ def build_figures(res: Results) -> dict[str, bytes]:
                 title=f"MaC-Cal mask rate ({short(column[0])})",
             )  # fmt: skip
     sizes = res.sizes()
-    if len(sizes) > 1 and "ts" in res.calibrators():
+    if len(sizes) > 1 and ref is not None:
         names = ["all" if s == ALL else str(s) for s in sizes]
         for column in res.columns:
             lines = []
             shown = [res.baseline, *[m for m in res.methods if m != res.baseline][:5]]
             left = len(res.methods) - len(shown)
             for m in shown:
-                means = [res.seeds(m, column, "test", "ts", s, "ece") for s in sizes]
+                means = [res.seeds(m, column, "test", ref, s, "ece") for s in sizes]
                 if all(means):
                     lines.append((m, [100 * statistics.mean(v) for v in means]))
             if lines:
                 single(
                     f"calibration size {short(column[0])} {column[1]}",
                     lambda ax, ls=lines: [ax.plot(names, y, marker="o", label=m) for m, y in ls],
-                    xlabel="calibration-set size", ylabel="test ECE after TS (%)",
+                    xlabel="calibration-set size", ylabel=f"test ECE after {short(ref)} (%)",
                     title=f"ECE against calibration-set size ({short(column[0])})"
                     + (f"\n{len(shown)} of {len(res.methods)} methods shown; every method is "
                        "in the table beside it" if left > 0 else ""),

@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
+from .. import posthoc
 from ..io import load_split
 from ..metrics.table import info, mean_std, spread
 from ..registry import parse_spec
@@ -91,7 +92,7 @@ def ranks_table(res: Results, columns: list[Column]) -> Table:
         with warnings.catch_warnings():  # identical columns: scipy warns, p is kept
             warnings.simplefilter("ignore", RuntimeWarning)
             ps.append(stats.friedmanchisquare(*mat.T).pvalue if len(cals) > 2 else math.nan)
-            ts = next((j for j, c in enumerate(cals) if _label(c) == "ts"), None)
+            ts = next((j for j, c in enumerate(cals) if c == res.reference()), None)
             flags[m] = {
                 j
                 for j in range(len(cals))
@@ -112,7 +113,7 @@ def per_network_table(res: Results, columns: list[Column]) -> Table:
     """Per network: accuracy, ECE before and after TS, the best ECE and classwise ECE."""
     table = [["network", *map(spread, ("accuracy", "ECE uncal.", "ECE TS")), "best ECE",
               "best classwise ECE"]]  # fmt: skip
-    ts = res.calibrator("ts") or "ts"
+    ts = res.reference() or posthoc.reference()
     for n in columns:
         seeds = lambda cal, m, n=n: res.seeds(res.baseline, n, "test", cal, ALL, m)  # noqa: E731
         cals = _names(res, [n], res.baseline)[1:]
@@ -251,7 +252,7 @@ def split_names(res: Results, column: Column) -> list[str]:
 
 def splits_table(res: Results, columns: list[Column]) -> Table:
     """Per network and split: accuracy, ECE and refinement AUROC, and ECE after TS (%)."""
-    ts = res.calibrator("ts") or "ts"
+    ts = res.reference() or posthoc.reference()
     table = [["network", "split",
               *map(spread, ("accuracy", "ECE", "refinement AUROC", "ECE after TS"))]]  # fmt: skip
     for n in columns:

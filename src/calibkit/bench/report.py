@@ -47,7 +47,7 @@ from ..metrics import table as metric_table
 from ..metrics.table import mean_std, spread
 from .figures import build_figures
 from .given import given_sections
-from .results import Results, compare, short
+from .results import Results, compare, method_class, short
 from .store import ALL, Store
 from .verdicts import premises_text, verdict_table
 
@@ -62,7 +62,7 @@ def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = 
     header = ["method", *[spread(f"{short(d)} / {m}") for d, m in res.columns]]
     body = [[r] for r in rows]
     direction = metric_table.direction(metric) or None  # bold only where a metric has one
-    scale = 1.0 if metric == "temperature" else 100.0
+    scale = 100.0 if metric_table.in_percent(metric) else 1.0
     for column in res.columns:
         vals = {r: cell(r, column) for r in rows}
         means = {r: statistics.mean(v.values()) for r, v in vals.items() if v}
@@ -101,17 +101,12 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
         res, methods, seeds("test", "uncalibrated", "accuracy"), "accuracy", base
     )
     cals = res.calibrators()
-    if "ts" in cals:
-        t[f"ECE (%) after temperature scaling († differs from {base}, {TEST})"] = _table(
-            res, methods, seeds("test", "ts", "ece"), "ece", base, flag("ts")
-        )
-        t["Temperature fitted by TS (no direction: not bold)"] = _table(
-            res, methods, seeds("test", "ts", "temperature"), "temperature", flag=flag("ts")
-        )
-    if "hist-binning" in cals:
-        t[f"ECE (%) after histogram binning (calibratability; † differs from {base})"] = _table(
-            res, methods, seeds("test", "hist-binning", "ece"), "ece", base, flag("hist-binning")
-        )
+    for cal in cals:  # the tables a method asks for (TS: its ECE and temperature)
+        for metric, title in getattr(method_class(cal), "report_tables", ()):
+            against = base if metric_table.direction(metric) else None
+            t[title + (f" († differs from {base}, {TEST})" if against else "")] = _table(
+                res, methods, seeds("test", cal, metric), metric, against, flag(cal)
+            )
     for metric, label in (
         ("brier", "Brier score (×100)"),
         ("refinement_auroc", "Refinement AUROC (%)"),
@@ -132,14 +127,15 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
                 res, cals, lambda c, col, m=metric: res.by_seed(base, col, "test", c, ALL, m),
                 metric, "uncalibrated", lambda c, col: res.flagged(base, col, c),
             )  # fmt: skip
-    if len(res.sizes()) > 1 and "ts" in cals and base is not None:
+    ref = res.reference()
+    if len(res.sizes()) > 1 and ref is not None and base is not None:
         sizes = res.sizes()
         label = {s: "all" if s == ALL else str(s) for s in sizes}
         size_of = {v: k for k, v in label.items()}
-        t[f"ECE (%) after TS against calibration-set size ({base})"] = _table(
+        t[f"ECE (%) after {short(ref)} against calibration-set size ({base})"] = _table(
             res,
             [label[s] for s in sizes],
-            lambda s, col: res.by_seed(base, col, "test", "ts", size_of[s], "ece"),
+            lambda s, col: res.by_seed(base, col, "test", ref, size_of[s], "ece"),
             "ece",
         )
     return t

@@ -95,6 +95,11 @@ class Results:
         """The stored calibrator spec whose name is ``name`` (settings and all), if any."""
         return next((c for c in self.calibrators() if parse_spec(c).name == name), None)
 
+    def reference(self) -> str | None:
+        """The stored spec of the post-hoc reference (TS: :func:`calibkit.posthoc.reference`),
+        if the store has its fits."""
+        return self.calibrator(posthoc.reference())
+
     def calibrators(self) -> list[str]:
         return sorted({k[2] for k in self.values}, key=lambda c: (c != "uncalibrated", c))
 
@@ -110,9 +115,17 @@ def short(dataset: str) -> str:
     return parse_spec(dataset).name if dataset else dataset
 
 
-def _expected(calibrator: str, kind: str) -> bool:
-    """Whether ``kind`` is in the ``expected_anomalies`` of the calibrator of that spec."""
+def method_class(calibrator: str) -> type[posthoc.Method] | None:
+    """The registered class of a stored calibrator spec; None for ``"uncalibrated"`` and
+    for a method this version does not know."""
     try:
-        return kind in posthoc.REGISTRY.factory(parse_spec(calibrator).name).expected_anomalies
-    except ValueError:  # a method this version does not know: keep what was flagged
-        return False
+        return posthoc.REGISTRY.factory(parse_spec(calibrator).name)
+    except ValueError:
+        return None
+
+
+def _expected(calibrator: str, kind: str) -> bool:
+    """Whether ``kind`` is in the ``expected_anomalies`` of the calibrator of that spec (a
+    method this version does not know: keep what was flagged)."""
+    cls = method_class(calibrator)
+    return cls is not None and kind in cls.expected_anomalies

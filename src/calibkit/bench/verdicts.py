@@ -25,7 +25,8 @@ verdict is "not testable here" with the numbers ("CE is under-confident: T = 0.7
 "does not hold": a claim about over-confident networks says nothing about the others.
 
 Methods are found by what they train, not by their names: a loss (plain runs: no mixup, no
-stage 2), MaC-Cal (a ``maccal`` stage 2 with the fewest changed settings: the full method,
+stage 2), a stage-2 method on CE's networks (MaC-Cal: the run whose ``maccal`` stage 2
+changes the fewest settings beyond the method's ``incidental_settings``, so the full method,
 not an ablation), or a post-hoc calibrator on the baseline.
 """
 
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import stats
 
+from .. import posthoc
 from ..posthoc.anomalies import SANE_TEMPERATURE
 from ..registry import parse_spec
 from .store import ALL
@@ -77,7 +79,8 @@ OVERCONFIDENT = Premise(
 class Claim:
     paper: str
     text: str
-    better: tuple[str, str]  # (kind, name): ("loss", "bsce-gra"), ("maccal", ""), ("posthoc", c)
+    #: (kind, name): ("loss", "bsce-gra"), ("stage2", "maccal"), ("posthoc", c)
+    better: tuple[str, str]
     other: tuple[str, str]
     metric: str
     calibrator: str = "uncalibrated"  # applied to both sides (for "posthoc" sides: theirs)
@@ -96,9 +99,9 @@ CLAIMS = (
           "(regularised losses are less calibratable)", ("loss", "ce"), ("loss", "focal"),
           "ece", "ts"),
     Claim("MaC-Cal §5, Table 1", "MaC-Cal has a lower test ECE than CE",
-          ("maccal", ""), ("loss", "ce"), "ece"),
+          ("stage2", "maccal"), ("loss", "ce"), "ece"),
     Claim("MaC-Cal §5, Table 1", "MaC-Cal keeps CE's accuracy (not significantly lower)",
-          ("maccal", ""), ("loss", "ce"), "accuracy", lower=False, premise=None),
+          ("stage2", "maccal"), ("loss", "ce"), "accuracy", lower=False, premise=None),
     Claim("Neural Clamping §4, Table 2", "Neural Clamping has a lower test ECE than TS",
           ("posthoc", "neural-clamping"), ("posthoc", "ts"), "ece"),
 )  # fmt: skip
@@ -183,14 +186,12 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
             if stage2 is not None or loss.name != name or (name == "ce" and loss.params):
                 continue
             rank = (0 if r["method"] == res.baseline else 1, r["method"])
-        elif (
-            kind == "maccal"
-            and stage2
-            and parse_spec(stage2).name == "maccal"
-            and loss.name == "ce"
-        ):
-            changed = set(parse_spec(stage2).kwargs) - {"batch_size", "epochs", "lr", "seed"}
-            rank = (len(changed), r["method"])
+        elif kind == "stage2" and stage2 and loss.name == "ce":
+            method = parse_spec(stage2)
+            if method.name != name:
+                continue
+            incidental = posthoc.REGISTRY.factory(name).incidental_settings
+            rank = (len(set(method.kwargs) - incidental), r["method"])
         else:
             continue
         best = rank if best is None or rank < best else best
@@ -284,7 +285,7 @@ def check_premise(
     numbers). Only :data:`OVERCONFIDENT` exists: CE's TS temperature and test ECE."""
     assert premise is OVERCONFIDENT, premise
     ce = _method(res, column, ("loss", "ce"))
-    ts = res.calibrator("ts")
+    ts = res.reference()
     if ce is None or ts is None:
         missing = "no plain CE runs" if ce is None else "no TS fit (add ts to posthoc)"
         return None, f"not measured: the sweep has {missing}"

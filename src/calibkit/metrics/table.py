@@ -208,3 +208,10 @@ def direction(name: str) -> int:
     """-1 (lower is better), +1 (higher is better) or 0; 0 for names not in the table."""
     base = name.split(":", 1)[0]
     return _BY_NAME[base].direction if base in _BY_NAME else 0
+
+
+def in_percent(name: str) -> bool:
+    """Whether ``name`` is a fraction shown × 100; False for names not in the table (a
+    fitted parameter such as TS's temperature)."""
+    base = name.split(":", 1)[0]
+    return base in _BY_NAME and _BY_NAME[base].percent

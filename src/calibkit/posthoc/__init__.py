@@ -17,11 +17,12 @@ from .affine import (
     MatrixScalingODIR,
     VectorScaling,
 )
-from .base import Calibrator, Evidence, FitReport, Method, ModelCalibrator, NotFittedError
+from .base import Calibrator, Evidence, FitReport, Method, NotFittedError
 from .binning import HistogramBinning, IsotonicCalibration, ScalingBinning
 from .clamping import ClampingDivergedError, NeuralClamping
 from .maccal import MacCal
 from .model import CalibratedModel
+from .model_level import ModelCalibrator
 from .temperature import EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
 
 REGISTRY: Registry[Method] = Registry("calibrator")
@@ -47,6 +48,13 @@ def names(level: str | None = None) -> list[str]:
     """Names of every registered calibration method (``level``: only ``"logits"`` or
     ``"model"`` ones)."""
     return [n for n in REGISTRY.names() if level in (None, REGISTRY.factory(n).level)]
+
+
+def reference() -> str:
+    """The name of the post-hoc reference that studies measure against (``"ts"``): the
+    one method whose class says ``reference = True``."""
+    (name,) = (n for n in REGISTRY.names() if REGISTRY.factory(n).reference)
+    return name
 
 
 def create(spec: str | Spec, **overrides) -> Method:
@@ -85,4 +93,5 @@ __all__ = [
     "create",
     "load",
     "names",
+    "reference",
 ]

@@ -1,6 +1,7 @@
 """The contract of every calibration method (scikit-learn's estimator contract, on tensors,
-as ``nn.Module``), at two levels: :class:`Calibrator` on logits, :class:`ModelCalibrator` on
-a network and its inputs (Neural Clamping, MaC-Cal stage 2). Both:
+as ``nn.Module``), at two levels: :class:`Calibrator` on logits, and
+:class:`~calibkit.posthoc.model_level.ModelCalibrator` on a network and its inputs (Neural
+Clamping, MaC-Cal stage 2). Both:
 
 * take keyword-only settings in ``__init__``, stored as given and checked by ``fit``
   (and by the registry, through the class's ``check_settings``, before anything runs);
@@ -35,7 +36,7 @@ from torch import Tensor, nn
 
 from ..io import FileFormatError
 from ..metrics.inputs import prepare_scores
-from ..threads import for_work
+from ..threads import for_work, size_of
 from .anomalies import check_calibration_split
 from .checks import check_fit_data, next_up
 from .files import (
@@ -102,6 +103,14 @@ class Method(nn.Module):
     expected_anomalies: ClassVar[frozenset[str]] = frozenset()
     #: True when ``fit`` picks settings by cross-validation: not in compare's fast default.
     cross_validated: ClassVar[bool] = False
+    #: True for the post-hoc reference that studies measure against (one method: TS): the
+    #: bench report's calibration-size study, reliability diagrams and premise use it.
+    reference: ClassVar[bool] = False
+    #: The bench report's tables of this method, one per metric: (metric, title).
+    report_tables: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: Settings that tune how ``fit`` runs, not what the method is: a verdict on the
+    #: method prefers the run that changes no other setting (the full method, no ablation).
+    incidental_settings: ClassVar[frozenset[str]] = frozenset({"seed"})
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -277,10 +286,10 @@ class Calibrator(Method):
     def fit(self, logits: Any, labels: Any) -> Calibrator:
         """Fit on a calibration split: ``logits`` (N, K), integer ``labels`` (N,)."""
         self.checked()
-        z, y = check_fit_data(logits, labels)
-        start = time.perf_counter()
-        self.n_classes_ = z.shape[1]
-        with for_work(z.numel()):
+        with for_work(size_of(logits)):  # the input checks too: they are parallel ops
+            z, y = check_fit_data(logits, labels)
+            start = time.perf_counter()
+            self.n_classes_ = z.shape[1]
             report = self._fit(z, y)
             report.seconds = time.perf_counter() - start
             self.fit_report_ = report
@@ -301,9 +310,8 @@ class Calibrator(Method):
         (float64 for other dtypes). Computed in float64; where rounding to float32 ties the
         predicted class with another, a calibrator that keeps the argmax raises the
         predicted class's entry by one float32 step, so that it still wins."""
-        z = self._check_apply(logits)
-        with for_work(z.numel()):
-            return self.calibrated(z)
+        with for_work(size_of(logits)):
+            return self.calibrated(self._check_apply(logits))
 
     def calibrated(self, z: Tensor) -> Tensor:
         """:meth:`forward` without the input checks: the traceable graph that ONNX export
@@ -345,56 +353,3 @@ class Calibrator(Method):
                 f"{self.n_classes_}; apply it to logits of the same model"
             )
         return z
-
-
-class ModelCalibrator(Method):
-    """Base class of calibration methods that learn from a network and its inputs (Neural
-    Clamping, MaC-Cal stage 2): ``fit(model, inputs, labels) -> self``; afterwards
-    ``forward(inputs)`` gives calibrated logits of ``model_``, the network it was fitted
-    on (not copied, never changed)."""
-
-    level: ClassVar[str] = "model"
-
-    def fit(self, model: nn.Module, inputs: Tensor, labels: Tensor, **data: Any) -> ModelCalibrator:
-        """Fit on calibration ``inputs`` (N, *input shape) and ``labels`` (N,) of ``model``;
-        ``data`` holds properties of the data a method may use (``input_range``)."""
-        self.checked()
-        if inputs.ndim < 2 or len(inputs) != len(labels) or len(inputs) == 0:
-            raise ValueError(
-                f"inputs and labels: expected N >= 1 matching samples, got {tuple(inputs.shape)} "
-                f"and {tuple(labels.shape)}"
-            )
-        if not bool(torch.isfinite(inputs).all()):
-            raise ValueError("inputs: NaN or inf in the calibration inputs")
-        start = time.perf_counter()
-        report = self._fit(model, inputs, labels.long(), **data)
-        report.seconds = time.perf_counter() - start
-        self.model_ = model
-        self.fit_report_ = report
-        return self
-
-    def fit_on(
-        self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
-    ) -> ModelCalibrator:
-        if evidence.model is None or evidence.inputs is None:
-            raise ValueError(f"{self.name} calibrates a network: it needs a run's model and inputs")
-        if evidence.labels.get(self.fit_split) is None:
-            raise ValueError(f"{self.name} fits on a {self.fit_split} split; the run has none")
-        y = evidence.labels[self.fit_split]
-        x = evidence.inputs(self.fit_split, idx)
-        extra = self._from_evidence(evidence)
-        if progress is not None:
-            extra["progress"] = progress
-        return self.fit(evidence.model, x, y if idx is None else y[idx], **extra)
-
-    def _from_evidence(self, evidence: Evidence) -> dict[str, Any]:
-        """What else ``_fit`` takes from a run (keyword arguments); override per method."""
-        return {"input_range": evidence.input_range}
-
-    def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
-        if evidence.predict is None:
-            raise ValueError(f"{self.name} calibrates a network: it needs a run's inputs")
-        return {k: evidence.predict(self, k) for k in evidence.logits}
-
-    def _fit(self, model: nn.Module, x: Tensor, y: Tensor, **data: Any) -> FitReport:
-        raise NotImplementedError

@@ -53,7 +53,8 @@ from torch import Tensor, nn
 from .._checks import check_choice, check_number, check_positive_int
 from ..losses.weighted import Focal
 from ..metrics import functional as M
-from .base import FitDivergedError, FitReport, ModelCalibrator
+from .base import FitDivergedError, FitReport
+from .model_level import ModelCalibrator
 
 #: temperatures a fit may end at; outside it the fit is reported as diverged
 TEMPERATURE_LIMITS = (1e-2, 1e2)

@@ -50,8 +50,9 @@ import torch
 from torch import Tensor, nn
 
 from ..metrics import functional as M
-from .base import Evidence, FitDivergedError, FitReport, ModelCalibrator
+from .base import Evidence, FitDivergedError, FitReport
 from .clamping import frozen
+from .model_level import ModelCalibrator
 
 ADAPTIVE = ("fixed", "static", "decaying")
 #: every row of MaC-Cal Table 5 as settings of :class:`MacCal`
@@ -81,6 +82,7 @@ class MacCal(ModelCalibrator):
 
     name = "maccal"
     fit_split = "train"
+    incidental_settings = frozenset({"batch_size", "epochs", "lr", "seed"})
 
     def __init__(
         self, *, head: str = "bottleneck", width: int = 128, restrict: bool = True,

@@ -1,0 +1,66 @@
+"""Base class of the calibration methods that learn from a network and its inputs, not
+from logits (Neural Clamping, MaC-Cal stage 2); what every method shares is in
+:mod:`calibkit.posthoc.base`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from .base import Evidence, FitReport, Method
+
+
+class ModelCalibrator(Method):
+    """Base class of calibration methods that learn from a network and its inputs (Neural
+    Clamping, MaC-Cal stage 2): ``fit(model, inputs, labels) -> self``; afterwards
+    ``forward(inputs)`` gives calibrated logits of ``model_``, the network it was fitted
+    on (not copied, never changed)."""
+
+    level: ClassVar[str] = "model"
+
+    def fit(self, model: nn.Module, inputs: Tensor, labels: Tensor, **data: Any) -> ModelCalibrator:
+        """Fit on calibration ``inputs`` (N, *input shape) and ``labels`` (N,) of ``model``;
+        ``data`` holds properties of the data a method may use (``input_range``)."""
+        self.checked()
+        if inputs.ndim < 2 or len(inputs) != len(labels) or len(inputs) == 0:
+            raise ValueError(
+                f"inputs and labels: expected N >= 1 matching samples, got {tuple(inputs.shape)} "
+                f"and {tuple(labels.shape)}"
+            )
+        if not bool(torch.isfinite(inputs).all()):
+            raise ValueError("inputs: NaN or inf in the calibration inputs")
+        start = time.perf_counter()
+        report = self._fit(model, inputs, labels.long(), **data)
+        report.seconds = time.perf_counter() - start
+        self.model_ = model
+        self.fit_report_ = report
+        return self
+
+    def fit_on(
+        self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
+    ) -> ModelCalibrator:
+        if evidence.model is None or evidence.inputs is None:
+            raise ValueError(f"{self.name} calibrates a network: it needs a run's model and inputs")
+        if evidence.labels.get(self.fit_split) is None:
+            raise ValueError(f"{self.name} fits on a {self.fit_split} split; the run has none")
+        y = evidence.labels[self.fit_split]
+        x = evidence.inputs(self.fit_split, idx)
+        extra = self._from_evidence(evidence)
+        if progress is not None:
+            extra["progress"] = progress
+        return self.fit(evidence.model, x, y if idx is None else y[idx], **extra)
+
+    def _from_evidence(self, evidence: Evidence) -> dict[str, Any]:
+        """What else ``_fit`` takes from a run (keyword arguments); override per method."""
+        return {"input_range": evidence.input_range}
+
+    def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
+        if evidence.predict is None:
+            raise ValueError(f"{self.name} calibrates a network: it needs a run's inputs")
+        return {k: evidence.predict(self, k) for k in evidence.logits}
+
+    def _fit(self, model: nn.Module, x: Tensor, y: Tensor, **data: Any) -> FitReport:
+        raise NotImplementedError

@@ -1,0 +1,60 @@
+"""Issue 27 §3: the harness learns what it needs about a method from the method's class
+(``reference``, ``report_tables``, ``incidental_settings``), not from its name."""
+
+from __future__ import annotations
+
+from calibkit import posthoc
+from calibkit.bench import verdicts
+from calibkit.bench.report import build_tables
+from calibkit.bench.results import Results
+from calibkit.bench.store import ALL, Store
+
+
+def _store(path):
+    store = Store(path)
+    for seed in (1, 2):
+        metrics = [
+            ("test", "uncalibrated", ALL, "ece", 0.10 + seed / 100),
+            ("test", "ts:t_max=50", ALL, "ece", 0.02),
+            ("test", "ts:t_max=50", ALL, "temperature", 1.5 + seed / 10),
+            ("test", "hist-binning", ALL, "ece", 0.03),
+            ("test", "vector", ALL, "ece", 0.04),
+        ]
+        run = {"key": f"CE-{seed}", "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
+               "dataset": "digits", "model": "cnn", "method": "CE", "seed": seed}  # fmt: skip
+        store.write_run(run, metrics)
+        for method, stage2 in (
+            ("MaC-Cal", "maccal:epochs=5,seed=3"),
+            ("ablation", "maccal:width=64"),
+        ):
+            spec = {"loss": "ce", "stage2": stage2, "mixup": 0.0}
+            run = {"key": f"{method}-{seed}", "spec": spec, "dataset": "digits", "model": "cnn",
+                   "method": method, "seed": seed}  # fmt: skip
+            store.write_run(run, [("test", "uncalibrated", ALL, "ece", 0.05)])
+    store.set_sweep(["CE", "ablation", "MaC-Cal"], "CE")
+    return store
+
+
+def test_exactly_one_method_is_the_reference_and_it_is_temperature_scaling():
+    flagged = [n for n in posthoc.names() if posthoc.REGISTRY.factory(n).reference]
+    assert flagged == ["ts"] and posthoc.reference() == "ts"
+
+
+def test_report_tables_come_from_the_methods_own_attributes(tmp_path):
+    res = Results(_store(tmp_path / "s.sqlite"))
+    assert res.reference() == "ts:t_max=50"  # a reference with settings is still found
+    tables = build_tables(res)
+    for cal in ("ts", "hist-binning"):
+        for _, title in posthoc.REGISTRY.factory(cal).report_tables:
+            assert any(t.startswith(title) for t in tables), title
+    temperature = next(v for t, v in tables.items() if t.startswith("Temperature fitted"))
+    assert temperature[1][1] == "1.65 ± 0.07"  # a parameter, not a fraction: not × 100
+    ece_after = next(v for t, v in tables.items() if t.startswith("ECE (%) after temperature"))
+    assert ece_after[1][1] == "**2.00 ± 0.00**"  # a fraction: × 100, and bold (the best)
+    assert not any("vector" in t for t in tables)  # no report_tables: no table of its own
+
+
+def test_a_stage2_verdict_takes_the_run_that_changes_only_incidental_settings(tmp_path):
+    res = Results(_store(tmp_path / "s.sqlite"))
+    assert posthoc.REGISTRY.factory("maccal").incidental_settings >= {"epochs", "seed"}
+    assert verdicts._method(res, res.columns[0], ("stage2", "maccal")) == "MaC-Cal"
