@@ -251,6 +251,10 @@ class Registry(Generic[T]):
     def check(self, spec: str | Spec, **overrides: Any) -> Spec:
         """The parsed spec, checked against the registry without building anything: the
         name, the parameter names, their types, and the factory's ``check_settings``."""
+        return self._check(spec, overrides)[0]
+
+    def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> tuple[Spec, Any]:
+        """(:meth:`check`'s spec, the object where checking built it, else None)."""
         parsed = parse_spec(spec)
         if overrides:
             parsed = parsed.with_params(**overrides)
@@ -267,19 +271,23 @@ class Registry(Generic[T]):
                     f"{_describe(signature[key])}"
                 )
         check = getattr(self._items[parsed.name], "check_settings", None)
-        if check is None and self.build_to_check:
+        built = check is None and self.build_to_check
+        if built:
             check = self._items[parsed.name]
         if check is not None:
             try:
-                check(**parsed.kwargs)
+                obj = check(**parsed.kwargs)
             except (TypeError, ValueError) as err:
                 raise SpecError(f"{self.family} {parsed.name!r}: {err}") from None
-        return parsed
+            if built:
+                return parsed, obj
+        return parsed, None
 
     def create(self, spec: str | Spec, **overrides: Any) -> T:
-        """Build the object a spec names; ``overrides`` win over the spec's values."""
-        parsed = self.check(spec, **overrides)
-        return self._items[parsed.name](**parsed.kwargs)
+        """Build the object a spec names; ``overrides`` win over the spec's values. (A
+        family that builds to check builds once.)"""
+        parsed, obj = self._check(spec, overrides)
+        return obj if obj is not None else self._items[parsed.name](**parsed.kwargs)
 
 
 def _describe(annotation: Any) -> str:

@@ -99,9 +99,9 @@ def test_the_real_kinds_of_run_on_the_one_harness(tmp_path, capsys):
     plan = load_spec(path)
     # 2 zoo files × 2 seeds, 1 × 1, the pretrained network × 2 seeds, 2 MaC-Cal rows × 1
     assert len(plan.runs) == 4 + 1 + 2 + 2
-    by = {(r.dataset, r.model, r.method, r.seed): r for r in plan.runs}
+    by = {(str(r.dataset), str(r.model), r.method, r.seed): r for r in plan.runs}
     assert by["cifar10", "netA", "Pretrained", 0].logits.endswith("cifar10_netA.npz")
-    assert "matrix" not in by["cifar100", "netB", "Pretrained", 0].posthoc
+    assert "matrix" not in map(str, by["cifar100", "netB", "Pretrained", 0].posthoc)
     out, doc = tmp_path / "out", tmp_path / "real.md"
     main(["bench", str(path), "-o", str(out), "--workers", "1", "--doc", str(doc), "--json"])
     store = Store(out / "results.sqlite", create=False)

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from calibkit.bench.spec import SpecError, load_spec, resolve
+from calibkit.registry import parse_spec
 from calibkit.training.throughput import flops_per_image, matmul_gflops
 
 SPEC = {
@@ -26,8 +27,10 @@ SPEC = {
 def test_method_posthoc_adds_to_that_methods_runs_only():
     runs = resolve(SPEC).runs
     by = {(r.method, r.seed): r for r in runs}
-    assert by["CE", 1].posthoc == ("ts", "neural-clamping:epochs=2")
-    assert by["Focal", 1].posthoc == by["MaC-Cal", 2].posthoc == ("ts",)
+    # the runs carry their specs parsed (text only at the store's edge)
+    assert by["CE", 1].posthoc == (parse_spec("ts"), parse_spec("neural-clamping:epochs=2"))
+    assert by["Focal", 1].posthoc == by["MaC-Cal", 2].posthoc == (parse_spec("ts"),)
+    assert by["CE", 1].as_json()["posthoc"] == ["ts", "neural-clamping:epochs=2"]
     twice = SPEC | {"methods": [{"name": "CE", "loss": "ce", "posthoc": ["ts"]}]}
     with pytest.raises(SpecError, match=r"methods\[0\]\.posthoc: ts is in the spec's posthoc"):
         resolve(twice)
@@ -66,33 +69,28 @@ def test_matmul_rate_is_a_positive_number():
 
 def test_the_train_cifar_presets_are_the_study_and_the_papers_protocol():
     study, paper = load_spec("train-cifar"), load_spec("train-cifar-paper")
-    losses = {r.loss for r in study.runs}
+    losses = {str(r.loss) for r in study.runs}
     assert {"ce", "focal:gamma=3", "flsd53", "label-smoothing:epsilon=0.05",
             "inverse-focal:gamma=3", "brier", "bsce-gra"} <= losses  # fmt: skip
     assert any(r.mixup for r in study.runs) and any(r.stage2 for r in study.runs)
     assert len({r.seed for r in study.runs}) >= 2
-    nc = [r for r in study.runs if any(p.startswith("neural-clamping") for p in r.posthoc)]
+    nc = [r for r in study.runs if any(p.name == "neural-clamping" for p in r.posthoc)]
     assert nc and {r.method for r in nc} == {"CE"}
     # one network per (loss, seed): MaC-Cal reuses CE's
     assert len({r.training_key for r in study.runs}) == len(study.runs) - 2
     assert paper.methods == study.methods
-    assert paper.runs[0].train["epochs"] == 200 and "augment=crop-flip" in paper.runs[0].dataset
+    assert paper.runs[0].train["epochs"] == 200
+    assert paper.runs[0].dataset.kwargs["augment"] == "crop-flip"
 
 
 def _small(run, root):
     """The study's run at CI size: the same preset, a few images, one epoch."""
     from dataclasses import replace
 
-    from calibkit.registry import parse_spec
-
-    data = parse_spec(run.dataset).with_params(root=str(root), train_size=64, val_size=60,
-                                               test_size=200)  # fmt: skip
-    post = tuple(
-        str(parse_spec(p).with_params(epochs=1)) if p.startswith("neural-clamping") else p
-        for p in run.posthoc
-    )
-    stage2 = run.stage2 and str(parse_spec(run.stage2).with_params(epochs=1))
-    return replace(run, dataset=str(data), train=run.train | {"epochs": 1}, posthoc=post,
+    data = run.dataset.with_params(root=str(root), train_size=64, val_size=60, test_size=200)
+    post = tuple(p.with_params(epochs=1) if p.name == "neural-clamping" else p for p in run.posthoc)
+    stage2 = run.stage2 and run.stage2.with_params(epochs=1)
+    return replace(run, dataset=data, train=run.train | {"epochs": 1}, posthoc=post,
                    stage2=stage2)  # fmt: skip
 
 

@@ -115,6 +115,33 @@ def test_schedules_are_a_registry_built_once_per_run(tmp_path, monkeypatch):
     real = schedule.create
     monkeypatch.setattr(schedule, "create", lambda spec: built.append(spec) or real(spec))
     result = train(TrainConfig(epochs=3, schedule="step:milestones=[1],gamma=0.5"), tmp_path)
-    # checked once with the configuration, built once for the run: not once per epoch
-    assert built == ["step:milestones=[1],gamma=0.5"] * 2
+    # checked (parsed, not built) with the configuration, built once for the run from the
+    # parsed spec: not once per epoch
+    assert [str(s) for s in built] == ["step:milestones=[1],gamma=0.5"]
     assert [h["lr"] for h in result.history] == pytest.approx([0.1, 0.05, 0.05])
+
+
+def test_a_run_parses_each_spec_once_and_writes_it_back_as_text(tmp_path, monkeypatch):
+    import json
+    from collections import Counter
+
+    from calibkit import registry
+    from calibkit.training import TrainConfig, train
+
+    parsed = Counter()
+    real = registry.parse_spec
+
+    def counting(spec):
+        parsed[spec if isinstance(spec, str) else "(a Spec: no parsing)"] += isinstance(spec, str)
+        return real(spec)
+
+    monkeypatch.setattr(registry, "parse_spec", counting)
+    config = TrainConfig(loss="focal:gamma=3", epochs=1, extra=["digits"])
+    train(config, tmp_path / "r")
+    assert {k: v for k, v in parsed.items() if v} == {
+        "digits": 2, "cnn": 1, "focal:gamma=3": 1, "cifar": 1,  # digits: data and extra
+    }  # fmt: skip
+    written = json.loads((tmp_path / "r" / "run.json").read_text())["config"]
+    assert (written["loss"], written["extra"], written["schedule"]) == (
+        "focal:gamma=3", ["digits"], "cifar",
+    )  # fmt: skip

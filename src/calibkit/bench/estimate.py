@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import data, models
-from ..registry import parse_spec
+from ..registry import Spec, parse_spec
 from ..training.throughput import flops_per_image
 from .runspec import BenchSpec
 
@@ -28,18 +28,18 @@ from .runspec import BenchSpec
 _LIGHT = {"in_memory": False, "mean": 0.5, "std": 0.25}
 
 
-def _sizes(dataset: str) -> tuple[int, int, tuple[int, ...], int]:
+def _sizes(dataset: str | Spec) -> tuple[int, int, tuple[int, ...], int]:
     """(training images, validation images, input shape, classes) of a dataset spec."""
     spec = parse_spec(dataset)
     known = data.REGISTRY.parameters(spec.name)
     light = {k: v for k, v in _LIGHT.items() if k in known and k not in spec.kwargs}
-    bundle = data.create(str(spec.with_params(**light)) if light else dataset)
+    bundle = data.create(spec.with_params(**light))
     n_train = len(bundle.train) if bundle.train is not None else 0
     n_val = len(bundle.val) if bundle.val is not None else 0
     return n_train, n_val, tuple(bundle.input_shape), bundle.num_classes
 
 
-def images_per_second(model: str, shape: tuple[int, ...], classes: int, batch: int,
+def images_per_second(model: str | Spec, shape: tuple[int, ...], classes: int, batch: int,
                   threads: int, steps: int = 3) -> float:  # fmt: skip
     """Training images per second of ``model`` here (best of ``steps`` timed steps)."""
     before = torch.get_num_threads()
@@ -65,9 +65,9 @@ def images_per_second(model: str, shape: tuple[int, ...], classes: int, batch: i
 def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
     """Seconds of training the sweep would take here, by model and in all (see the module
     docstring), with the measured rates and the work in GFLOP."""
-    sizes: dict[str, tuple[int, int, tuple[int, ...], int]] = {}
-    rates: dict[tuple[str, str], float] = {}
-    flops: dict[tuple[str, str], float] = {}
+    sizes: dict[Spec, tuple[int, int, tuple[int, ...], int]] = {}
+    rates: dict[tuple[Spec, Spec], float] = {}
+    flops: dict[tuple[Spec, Spec], float] = {}
     by_model: dict[str, dict[str, float]] = {}
     seen: set[str] = set()
     for run in spec.runs:
@@ -86,7 +86,7 @@ def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
             flops[key] = flops_per_image(net, shape)
         epochs = run.train["epochs"]
         seconds = epochs * (n_train / rates[key] + n_val / (3 * rates[key]))
-        row = by_model.setdefault(run.model, {"networks": 0, "seconds": 0.0, "gflop": 0.0})
+        row = by_model.setdefault(str(run.model), {"networks": 0, "seconds": 0.0, "gflop": 0.0})
         row["networks"] += 1
         row["seconds"] += seconds
         row["gflop"] += epochs * n_train * flops[key] / 1e9

@@ -76,7 +76,7 @@ def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
         phases[name] += time.perf_counter() - start
 
 
-def seeded(spec: str, seed: int) -> Spec:
+def seeded(spec: str | Spec, seed: int) -> Spec:
     """The method ``spec`` with ``seed`` as its seed where it has one and the spec does not
     set it: a sweep's seeds vary every random choice of a run, a method's too."""
     method = posthoc.REGISTRY.check(spec)
@@ -177,8 +177,9 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
     # a size at least the calibration split's is the whole split, stored as such (once)
     sizes = list(dict.fromkeys(s if s is not None and s < len(yv) else None
                                for s in run.calibration_sizes))  # fmt: skip
-    for spec in run.posthoc:
-        method = seeded(spec, run.seed)
+    for parsed in run.posthoc:
+        spec = str(parsed)  # the store's name of the calibrator: its text, as the spec gave it
+        method = seeded(parsed, run.seed)
         for size in sizes:
             idx = _subset(len(yv), size, run.seed)
             on_model = posthoc.REGISTRY.factory(method.name).level == "model"
@@ -206,13 +207,8 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
         with _phase(phases, "measure"):
             curves += _analysis(stage1, run.train["epochs"])
     return {
-        "run": {
-            "key": run.key,
-            "spec": run.__dict__ | {"key": run.key},
-            "dataset": run.dataset,
-            "model": run.model,
-            "method": run.method,
-            "seed": run.seed,
+        "run": run.store_row()
+        | {
             "status": "done",
             "started": started,
             "finished": time.time(),

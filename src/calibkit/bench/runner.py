@@ -96,9 +96,7 @@ def folder_lock(out: Path) -> Iterator[None]:
 
 
 def _failed_row(run: RunSpec, error: str) -> dict[str, Any]:
-    return {"key": run.key, "spec": run.__dict__ | {"key": run.key}, "dataset": run.dataset,
-            "model": run.model, "method": run.method, "seed": run.seed, "status": "failed",
-            "error": error}  # fmt: skip
+    return run.store_row() | {"status": "failed", "error": error}
 
 
 def run_bench(

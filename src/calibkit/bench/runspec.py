@@ -1,14 +1,19 @@
 """A sweep's runs, fully resolved (:class:`RunSpec`), and the sweep (:class:`BenchSpec`):
 what :mod:`calibkit.bench.spec` makes of a YAML spec, and what the runner, the executor and
-the estimate take. Each run is keyed by a hash of its resolved settings."""
+the estimate take. Each run is keyed by a hash of its resolved settings.
+
+A run carries its specs parsed and checked (:class:`~calibkit.registry.Spec`, once, by the
+spec reader); :meth:`RunSpec.as_json` writes them as text where they leave Python: the
+run's key and the store."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..registry import Spec
 from ..training.trainer import TrainConfig
 
 
@@ -21,16 +26,17 @@ def _hash(settings: dict[str, Any]) -> str:
 class RunSpec:
     """One training run of a sweep, fully resolved."""
 
-    dataset: str
-    model: str
+    #: the dataset and model specs; for a logits file, the names its file name gives
+    dataset: Spec
+    model: Spec
     method: str
-    loss: str
+    loss: Spec
     mixup: float
-    stage2: str | None
+    stage2: Spec | None
     seed: int
     train: dict[str, Any]
-    splits: tuple[str, ...]
-    posthoc: tuple[str, ...]
+    splits: tuple[Spec, ...]
+    posthoc: tuple[Spec, ...]
     calibration_sizes: tuple[int | None, ...]
     record: bool
     #: a given network instead of a trained one: a pretrained checkpoint (stage 1 evaluates
@@ -40,10 +46,29 @@ class RunSpec:
     logits: str | None = None
     calibration_fraction: float | None = None
 
-    def _settings(self, fields: tuple[str, ...] | None = None) -> dict[str, Any]:
+    def as_json(self) -> dict[str, Any]:
+        """Every field, JSON-ready: the specs as their (canonical) text."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("dataset", "model", "loss", "stage2"):
+            values[name] = None if values[name] is None else str(values[name])
+        for name in ("splits", "posthoc"):
+            values[name] = [str(s) for s in values[name]]
+        return values | {
+            "train": dict(self.train),
+            "calibration_sizes": list(self.calibration_sizes),
+        }
+
+    def store_row(self) -> dict[str, Any]:
+        """What the store keeps of the run beside its numbers."""
+        return {"key": self.key, "spec": self.as_json() | {"key": self.key},
+                "dataset": str(self.dataset), "model": str(self.model), "method": self.method,
+                "seed": self.seed}  # fmt: skip
+
+    def _settings(self, names: tuple[str, ...] | None = None) -> dict[str, Any]:
         # the given-network fields enter the hash only when set: the keys of trained runs
         # (and so every existing store) do not change
-        values = asdict(self) if fields is None else {k: getattr(self, k) for k in fields}
+        values = self.as_json()
+        values = values if names is None else {k: values[k] for k in names}
         return {k: v for k, v in values.items() if k not in GIVEN or v is not None}
 
     @property
@@ -55,8 +80,8 @@ class RunSpec:
     def training_key(self) -> str:
         """Hash of what shapes the stage-1 network alone: runs that differ only in their
         name, stage 2 or post-hoc methods share one trained network."""
-        fields = ("dataset", "model", "loss", "mixup", "seed", "train", "splits", "record")
-        return _hash(self._settings(fields + GIVEN))
+        names = ("dataset", "model", "loss", "mixup", "seed", "train", "splits", "record")
+        return _hash(self._settings(names + GIVEN))
 
     @property
     def trained(self) -> bool:

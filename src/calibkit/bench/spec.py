@@ -146,7 +146,9 @@ def _fail(lines: _Lines, path: str, message: str) -> SpecError:
 
 
 def _checked(registry: Registry, spec: Any, lines: _Lines, path: str) -> Spec:
-    """A registry spec checked by signature (nothing is built, no data is read)."""
+    """A registry spec checked by signature (nothing is built, no data is read), parsed:
+    what the run carries (its text, canonical, is the same for two spellings of a setting,
+    so they make one run key)."""
     if not isinstance(spec, str):
         raise _fail(lines, path, f"expected a spec string such as 'name:key=value', got {spec!r}")
     try:
@@ -155,26 +157,20 @@ def _checked(registry: Registry, spec: Any, lines: _Lines, path: str) -> Spec:
         raise _fail(lines, path, str(err).splitlines()[0]) from None
 
 
-def _check_spec(registry: Registry, spec: Any, lines: _Lines, path: str) -> str:
-    """:func:`_checked`, canonically spelt: two spellings of a setting make one run key."""
-    return str(_checked(registry, spec, lines, path))
-
-
-def _check_data(spec: Any, lines: _Lines, path: str) -> str:
+def _check_data(spec: Any, lines: _Lines, path: str) -> Spec:
     """A dataset spec checked as far as it can be without loading files: by signature, its
     ``root`` folder present, and a dataset without files (digits, the Gaussian toy) built,
     which is cheap and runs its own checks of every value."""
     parsed = _checked(data.REGISTRY, spec, lines, path)
-    checked = str(parsed)
     root = parsed.kwargs.get("root")
     try:
         if root is not None and not Path(str(root)).expanduser().exists():
             raise ValueError(f"root: {root} does not exist")
         if "root" not in data.REGISTRY.parameters(parsed.name):
-            data.create(checked)
+            data.create(parsed)
     except (ValueError, TypeError) as err:
         raise _fail(lines, path, str(err).splitlines()[0]) from None
-    return checked
+    return parsed
 
 
 def _list(raw: dict, key: str, lines: _Lines, default: Any = None, at: str = "") -> list:
@@ -228,7 +224,7 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     names: set[str] = set()
     for i, m in enumerate(_list(raw, "methods", lines)):
         methods.append(_check_method(m, lines, f"methods[{i}]", names))
-        twice = sorted(set(methods[-1]["posthoc"]) & set(post))
+        twice = sorted(set(methods[-1]["posthoc"]) & set(post), key=str)
         if twice:
             raise _fail(lines, f"methods[{i}].posthoc", f"{twice[0]} is in the spec's posthoc list")
     runs, where = [], {}
@@ -249,13 +245,13 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     return BenchSpec(str(name), runs, lines.source, order, baseline)
 
 
-def _specs(raw: dict, key: str, lines: _Lines, at: str = "") -> list[str]:
+def _specs(raw: dict, key: str, lines: _Lines, at: str = "") -> list[Spec]:
     """A list of post-hoc specs (may be absent or empty), each checked, none twice."""
     path = f"{at}.{key}" if at else key
     value = raw.get(key) or []
     if not isinstance(value, list):
         raise _fail(lines, path, f"expected a list of post-hoc specs, got {value!r}")
-    specs = [_check_spec(posthoc.REGISTRY, p, lines, f"{path}[{i}]") for i, p in enumerate(value)]
+    specs = [_checked(posthoc.REGISTRY, p, lines, f"{path}[{i}]") for i, p in enumerate(value)]
     for i, spec in enumerate(specs):
         if spec in specs[:i]:
             raise _fail(lines, f"{path}[{i}]", f"{spec} is listed twice")
@@ -287,7 +283,7 @@ def _logits_files(pattern: Any, lines: _Lines, where: str) -> list[str]:
     return found
 
 
-def _network(model: Any, lines: _Lines, where: str) -> tuple[str, str | None]:
+def _network(model: Any, lines: _Lines, where: str) -> tuple[Spec, str | None]:
     """(model spec, checkpoint or None) of one ``models`` item: a spec string, or a mapping
     ``{model: SPEC, checkpoint: FILE}`` for a pretrained network."""
     if isinstance(model, dict):
@@ -297,9 +293,9 @@ def _network(model: Any, lines: _Lines, where: str) -> tuple[str, str | None]:
         path = model["checkpoint"]
         if not isinstance(path, str) or not Path(path).expanduser().is_file():
             raise _fail(lines, f"{where}.checkpoint", f"no such file {path!r}")
-        spec = _check_spec(models.REGISTRY, model["model"], lines, f"{where}.model")
+        spec = _checked(models.REGISTRY, model["model"], lines, f"{where}.model")
         return spec, str(Path(path).expanduser())
-    return _check_spec(models.REGISTRY, model, lines, where), None
+    return _checked(models.REGISTRY, model, lines, where), None
 
 
 def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]],
@@ -318,9 +314,9 @@ def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]]
     if not isinstance(chosen, list) or not chosen or any(n not in names for n in chosen):
         raise _fail(lines, f"{where}.methods", f"expected a list of method names among {names}")
     extra = _specs(d, "posthoc", lines, where)
-    if set(extra) & set(post):
-        raise _fail(lines, f"{where}.posthoc", f"{sorted(set(extra) & set(post))[0]} is in the "
-                    "spec's posthoc list")  # fmt: skip
+    twice = sorted(set(extra) & set(post), key=str)
+    if twice:
+        raise _fail(lines, f"{where}.posthoc", f"{twice[0]} is in the spec's posthoc list")
     if "logits" in d:
         for key in ("models", "splits"):
             if key in d:
@@ -352,7 +348,7 @@ def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]]
         given = dataset is None or checkpoint is not None
         for method in (m for m in methods if m["name"] in chosen):
             at = f"methods[{names.index(method['name'])}]"
-            if given and (method["loss"] != "ce" or method["mixup"]):
+            if given and (str(method["loss"]) != "ce" or method["mixup"]):
                 raise _fail(lines, at, f"{where} holds given networks (not trained here); "
                             f"method {method['name']!r} sets a loss or mixup")  # fmt: skip
             if dataset is None and method["stage2"]:
@@ -369,7 +365,7 @@ def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]]
                     stem = Path(model).stem
                     name, _, net = stem.partition("_")
                     runs.append(RunSpec(
-                        dataset=name, model=net or stem, splits=(), logits=model,
+                        dataset=Spec(name), model=Spec(net or stem), splits=(), logits=model,
                         calibration_fraction=float(fraction), **common,
                     ))  # fmt: skip
                 else:
@@ -384,13 +380,13 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
     bad = sorted(set(m) - set(METHOD_KEYS))
     if bad:
         raise _fail(lines, f"{where}.{bad[0]}", f"unknown key; valid: {', '.join(METHOD_KEYS)}")
-    loss = _check_spec(losses.REGISTRY, m.get("loss", "ce"), lines, f"{where}.loss")
+    loss = _checked(losses.REGISTRY, m.get("loss", "ce"), lines, f"{where}.loss")
     mixup = m.get("mixup", 0.0)
     if not isinstance(mixup, int | float) or isinstance(mixup, bool) or not 0 <= mixup < math.inf:
         raise _fail(lines, f"{where}.mixup", f"expected a mixup alpha >= 0, got {mixup!r}")
     stage2 = m.get("stage2")
     if stage2 is not None:
-        stage2 = _check_spec(posthoc.REGISTRY, stage2, lines, f"{where}.stage2")
+        stage2 = _checked(posthoc.REGISTRY, stage2, lines, f"{where}.stage2")
     plain = str(m.get("loss", "ce")) + (f"+mixup{mixup}" if mixup else "")
     name = str(m.get("name") or plain + (f"+{stage2}" if stage2 else ""))
     if name in names:

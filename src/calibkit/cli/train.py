@@ -6,6 +6,7 @@ from __future__ import annotations
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,14 +31,24 @@ def options_from(config: type):
             if hint is bool:
                 kind |= {"is_flag": True, "default": default}
             elif typing.get_origin(hint) is list:
-                kind |= {"multiple": True, "type": typing.get_args(hint)[0], "default": default}
+                kind |= {
+                    "multiple": True,
+                    "type": _first(typing.get_args(hint)[0]),
+                    "default": default,
+                }
             else:
-                args = [a for a in typing.get_args(hint) if a is not type(None)]
-                kind |= {"type": args[0] if args else hint, "default": default}
+                kind |= {"type": _first(hint), "default": default}
             f = click.option("--" + fld.name.replace("_", "-"), fld.name, **kind)(f)
         return f
 
     return decorate
+
+
+def _first(hint: Any) -> Any:
+    """The option type of a field's type: a union's first member other than None (a spec
+    field, ``str | Spec``, takes text)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
 
 
 def config_of(config: type, values: dict):

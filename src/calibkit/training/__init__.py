@@ -1,8 +1,8 @@
 """Training: the trainer, schedules, batch transforms and recorders (docs/methods.md §3, §6, §7).
 
 >>> from calibkit.training import TrainConfig
->>> TrainConfig(data="digits", model="cnn", loss="bsce-gra", epochs=2).check().loss
-'bsce-gra'
+>>> TrainConfig(data="digits", model="cnn", loss="bsce-gra:gamma=2", epochs=2).check().loss
+Spec(name='bsce-gra', params=(('gamma', 2),))
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ calibkit's and fit the run (one-line errors otherwise)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ def save_checkpoint(
     analysis: dict[str, np.ndarray],
 ) -> None:
     state = {
-        "config": json.dumps(asdict(config), sort_keys=True),
+        "config": json.dumps(config.as_json(), sort_keys=True),
         "epoch": epoch,
         "model": model.state_dict(),
         "optimizer": opt.state_dict(),
@@ -37,6 +36,15 @@ def save_checkpoint(
         "analysis": {k: torch.from_numpy(v) for k, v in analysis.items()},
     }
     atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
+def _same_config(stored: str, config: TrainConfig) -> bool:
+    """Whether a checkpoint's configuration is ``config``, specs compared as parsed (a
+    checkpoint of an older version kept them as the user typed them)."""
+    try:
+        return TrainConfig.from_json(json.loads(stored)).as_json() == config.as_json()
+    except (TypeError, ValueError):  # not a configuration this version can read
+        return False
 
 
 def resume_state(
@@ -57,7 +65,7 @@ def resume_state(
     if not isinstance(state, dict) or any(k not in state for k in keys):
         raise TrainingError(f"{path}: not a calibkit checkpoint (expected a mapping of "
                             f"{', '.join(keys)})")  # fmt: skip
-    if state["config"] != json.dumps(asdict(config), sort_keys=True):
+    if not _same_config(state["config"], config):
         raise TrainingError(
             f"{path} was written by a run with another configuration; resume with the same "
             "options or start a new output folder"

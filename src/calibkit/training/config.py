@@ -4,14 +4,16 @@ built), its result, the device it runs on and the error it stops with."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from .. import data, losses, models
-from .schedule import milestones
+from ..registry import Spec, parse_spec
+from . import schedule as schedules
 
 
 class TrainingError(ValueError):
@@ -20,23 +22,26 @@ class TrainingError(ValueError):
 
 @dataclass
 class TrainConfig:
-    """Everything that determines a run. Specs are the registries' spec strings."""
+    """Everything that determines a run. The specs (data, model, loss, schedule, extra) are
+    given as text or :class:`~calibkit.registry.Spec`; :meth:`check` parses and checks each
+    once and keeps the :class:`~calibkit.registry.Spec`, which the run then builds from;
+    :meth:`as_json` writes them back as text (run.json, the checkpoint)."""
 
-    data: str = field(default="digits", metadata={"help": "Dataset spec."})
-    model: str = field(default="cnn", metadata={"help": "Model spec."})
-    loss: str = field(default="ce", metadata={"help": "Loss spec, e.g. focal:gamma=3."})
+    data: str | Spec = field(default="digits", metadata={"help": "Dataset spec."})
+    model: str | Spec = field(default="cnn", metadata={"help": "Model spec."})
+    loss: str | Spec = field(default="ce", metadata={"help": "Loss spec, e.g. focal:gamma=3."})
     epochs: int = field(default=30, metadata={"help": "Training epochs."})
     batch_size: int = field(default=128, metadata={"help": "Mini-batch size."})
     lr: float = field(default=0.1, metadata={"help": "Initial learning rate."})
     momentum: float = field(default=0.9, metadata={"help": "SGD momentum."})
     weight_decay: float = field(default=5e-4, metadata={"help": "L2 weight decay."})
-    schedule: str = field(
+    schedule: str | Spec = field(
         default="cifar",
         metadata={"help": "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G."},
     )
     mixup: float = field(default=0.0, metadata={"help": "Mixup alpha (0: off)."})
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
-    extra: list[str] = field(
+    extra: list[str | Spec] = field(
         default_factory=list,
         metadata={"help": "Extra evaluation split (dataset spec); repeat for more."},
     )
@@ -56,7 +61,8 @@ class TrainConfig:
     )  # fmt: skip
 
     def check(self) -> TrainConfig:
-        """Validate every field, building nothing heavy; returns self."""
+        """Validate every field, building nothing heavy, and keep each spec parsed (a
+        :class:`~calibkit.registry.Spec`); returns self. Checking again costs no parsing."""
         for name in ("epochs", "batch_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -76,14 +82,31 @@ class TrainConfig:
         pick_device(self.device)
         if self.checkpoint is not None and not Path(self.checkpoint).is_file():
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
-        milestones(self.schedule, self.epochs)
-        losses.create(self.loss)
-        models.REGISTRY.check(self.model)  # by signature: nothing is built or read
-        data.REGISTRY.check(self.data)
+        self.schedule = schedules.REGISTRY.check(self.schedule)
+        self.loss = losses.REGISTRY.check(self.loss)  # losses are built to be checked
+        self.model = models.REGISTRY.check(self.model)  # by signature: nothing is built or read
+        self.data = data.REGISTRY.check(self.data)
+        self.extra = [data.REGISTRY.check(e) for e in self.extra]
         bad = [e for e in self.record_grad_norms if not 1 <= e <= self.epochs]
         if bad:
             raise ValueError(f"record_grad_norms: epochs must lie in 1..{self.epochs}, got {bad}")
         return self
+
+    def as_json(self) -> dict[str, Any]:
+        """Every field, JSON-ready: specs as their text (normalised, so that ``"a:b=1"``
+        given as text and as a parsed spec write the same)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["extra"] = [str(parse_spec(e)) for e in self.extra]
+        for name in ("data", "model", "loss", "schedule"):
+            out[name] = str(parse_spec(out[name]))
+        return out
+
+    @classmethod
+    def from_json(cls, values: dict[str, Any]) -> TrainConfig:
+        """The configuration :meth:`as_json` wrote (fields this version does not know are
+        left out)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
 
 
 @dataclass

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +58,7 @@ def load_run(
 
     path = Path(path)
     info = _read_run(path)
-    known = {f.name for f in fields(TrainConfig)}
-    config = TrainConfig(**{k: v for k, v in info["config"].items() if k in known})
+    config = TrainConfig.from_json(info["config"])
     bundle, model, _ = build(config, pretrained=False, need_train=False)
     try:
         weights = load_file(path / "model.safetensors")
@@ -170,7 +168,7 @@ def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     dev = pick_device(config.device)
     if bundle.val is None:
         raise TrainingError(
-            f"data: {config.data!r} has no validation split to calibrate on; hold one out "
+            f"data: '{config.data}' has no validation split to calibrate on; hold one out "
             "(val_size=N in the data spec)"
         )
     record = provenance(config, dev, bundle.augment, loss) | {

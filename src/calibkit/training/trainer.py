@@ -33,7 +33,6 @@ import platform
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -139,9 +138,9 @@ def build(
     ``pretrained=False``: a finished run's own weights are loaded instead)."""
     bundle = data.create(config.data)
     if need_train and (bundle.train is None or bundle.val is None):
-        raise ValueError(f"data: {config.data!r} has no training split; use it with --extra")
+        raise ValueError(f"data: '{config.data}' has no training split; use it with --extra")
     for spec in config.extra:
-        name = parse_spec(spec).name
+        name = parse_spec(spec).name  # a Spec after config.check(): no parsing
         extra = data.create(spec)
         if extra.input_shape != bundle.input_shape:
             raise ValueError(
@@ -196,7 +195,7 @@ def train(
         weight_decay=config.weight_decay,
     )  # fmt: skip
     if bundle.train is None or bundle.val is None:
-        raise TrainingError(f"data: {config.data!r} needs a training and a validation split")
+        raise TrainingError(f"data: '{config.data}' needs a training and a validation split")
     train_split = bundle.train.to(device)  # stored once where the steps run
     learned = LearnedEpochs(len(train_split), device) if config.record_learned_epochs else None
     analysis: dict[str, np.ndarray] = {}
@@ -318,7 +317,7 @@ def provenance(
     """What shapes the confidence of a run's model (``augment``: the data's augmentation;
     ``loss``: the run's built loss), and where it ran."""
     return {
-        "config": asdict(config),
+        "config": config.as_json(),
         "loss": {"name": loss.name, "parameters": loss.settings()},
         "label_smoothing": loss.label_smoothing,
         "mixup": config.mixup,
