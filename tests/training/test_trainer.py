@@ -195,3 +195,19 @@ def test_train_command_help_json_and_errors(tmp_path, capsys):
         ["train", "--epochs", "2", "--model", "mlp", "-o", str(tmp_path / "r")], capsys
     )
     assert code == 2 and "already holds a run; pass --resume" in err
+
+
+def test_a_checkpoint_compares_specs_as_parsed_not_as_typed():
+    """A checkpoint keeps its configuration as text; one written before specs were kept
+    parsed holds them as the user typed them, and must still resume."""
+    from calibkit.training.checkpoints import _same_config
+
+    config = TrainConfig(loss="focal:gamma=3", schedule="step:milestones=[1,2],gamma=0.5")
+    typed = config.as_json() | {
+        "loss": "focal: gamma=3",
+        "schedule": "step:milestones=[1, 2], gamma=0.5",
+    }
+    assert _same_config(json.dumps(typed), config.check())
+    assert not _same_config(json.dumps(typed | {"seed": 5}), config)
+    assert not _same_config(json.dumps(typed | {"loss": "focal:gamma=2"}), config)
+    assert not _same_config("not json", config)
