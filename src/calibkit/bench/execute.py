@@ -28,8 +28,7 @@ from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
 from ..registry import Spec
-from ..training import train
-from ..training.runs import calibrate_run, pretrained_run, run_evidence
+from ..training.runs import calibrate_run, run_evidence, stage_one
 from ..training.throughput import training_rate
 from .runspec import RunSpec
 from .store import ALL
@@ -61,9 +60,9 @@ def _measure(
     return out, r
 
 
-#: The phases a run's time is split into (``provenance["phases"]``, seconds): stage-1
-#: training, a stage-2 method (MaC-Cal), Neural Clamping fits, every other post-hoc fit, and
-#: measuring every split of every calibrator
+#: The phases a run's time is split into (``provenance["phases"]``, seconds): stage 1
+#: (training, or evaluating a given network), a stage-2 method (MaC-Cal), model-level fits
+#: (Neural Clamping), every other post-hoc fit, and measuring every split of every calibrator
 PHASES = ("train", "stage2", "neural_clamping", "posthoc", "measure")
 
 
@@ -119,14 +118,14 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
         out = root / "runs" / run.key if run.stage2 else stage1
         rate = stage1 / "throughput.json"  # measured by the process that trains the network
         with file_lock(stage1.with_suffix(".lock")):
-            if not (stage1 / "run.json").exists() and run.checkpoint is not None:
-                pretrained_run(run.train_config(), stage1)
-            elif not (stage1 / "run.json").exists():
+            if not (stage1 / "run.json").exists():
                 with _phase(phases, "train"):
-                    result = train(
-                        run.train_config(), stage1, resume=(stage1 / "checkpoint.pt").exists()
-                    )
-                write_text(rate, json.dumps(training_rate(result)))
+                    result = stage_one(
+                        run.train_config(), stage1, given=run.checkpoint is not None,
+                        resume=(stage1 / "checkpoint.pt").exists(),
+                    )  # fmt: skip
+                if result is not None:
+                    write_text(rate, json.dumps(training_rate(result)))
         throughput = json.loads(rate.read_text()) if rate.exists() else {}
         history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
         if run.stage2:  # any registered method, fitted on the stage-1 run into a new run

@@ -87,17 +87,14 @@ def train(stage2, output, resume, as_json, **settings) -> None:
       torchrun --nproc-per-node 2 -m calibkit train ...   # data-parallel (gloo on CPU)
     """
     from .. import posthoc
-    from ..training import train as run_training
-    from ..training.runs import pretrained_run
+    from ..training.runs import stage_one
 
     spec = posthoc.REGISTRY.check(stage2) if stage2 else None  # before any training
     config = config_of(TrainConfig, settings)
     stage1 = Path(output) / "stage1" if spec else Path(output)
-    if config.checkpoint and spec:
-        calibrate_and_print(pretrained_run(config, stage1), spec, output, config.device, as_json)
-        return
-    with progress(1, "training", not as_json) as tick:
-        result = run_training(config, stage1, resume=resume, progress=tick)
+    given = bool(config.checkpoint and spec)  # pretrained weights as stage 1: no training
+    with progress(1, "training", not as_json and not given) as tick:
+        result = stage_one(config, stage1, given=given, resume=resume, progress=tick)
     if spec:
         calibrate_and_print(stage1, spec, output, config.device, as_json)
         return

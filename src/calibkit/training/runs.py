@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ from ..registry import Spec
 from .trainer import (
     TrainConfig,
     TrainingError,
+    TrainResult,
     build,
     pick_device,
     predict,
     provenance,
+    train,
     write_run,
 )  # fmt: skip
 
@@ -176,3 +179,23 @@ def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     }
     write_run(Path(out), model.to(dev).eval(), bundle, dev, [], record)
     return Path(out)
+
+
+def stage_one(
+    config: TrainConfig,
+    out: str | os.PathLike,
+    *,
+    given: bool,
+    resume: bool = False,
+    progress: Callable[[int, int, dict[str, float] | None], None] | None = None,
+) -> TrainResult | None:
+    """Stage 1 of a run in ``out``, which a stage-2 method then calibrates
+    (:func:`calibrate_run`): a ``given`` network (``config.checkpoint``, pretrained)
+    evaluated as it is (:func:`pretrained_run`; returns None), else a network trained as
+    ``config`` says (from the checkpoint's weights where one is given; ``resume`` and
+    ``progress`` as :func:`~calibkit.training.train` takes them). ``calibkit train`` and
+    the bench harness both start here."""
+    if given:
+        pretrained_run(config, out)
+        return None
+    return train(config, out, resume=resume, progress=progress)
