@@ -52,6 +52,10 @@ def test_report_tables_come_from_the_methods_own_attributes(tmp_path):
     ece_after = next(v for t, v in tables.items() if t.startswith("ECE (%) after temperature"))
     assert ece_after[1][1] == "**2.00 ± 0.00**"  # a fraction: × 100, and bold (the best)
     assert not any("vector" in t for t in tables)  # no report_tables: no table of its own
+    titles = list(tables)  # the reference's tables come first
+    assert titles.index(next(t for t in titles if "temperature scaling" in t)) < titles.index(
+        next(t for t in titles if "histogram binning" in t)
+    )
 
 
 def test_a_stage2_verdict_takes_the_run_that_changes_only_incidental_settings(tmp_path):

@@ -100,8 +100,9 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
     t[f"Test accuracy (%) († differs from {base}, {TEST})"] = _table(
         res, methods, seeds("test", "uncalibrated", "accuracy"), "accuracy", base
     )
-    cals = res.calibrators()
-    for cal in cals:  # the tables a method asks for (TS: its ECE and temperature)
+    cals, ref = res.calibrators(), res.reference()
+    # the tables a method asks for (TS: its ECE and temperature), the reference's first
+    for cal in sorted(cals, key=lambda c: c != ref):
         for metric, title in getattr(method_class(cal), "report_tables", ()):
             against = base if metric_table.direction(metric) else None
             t[title + (f" († differs from {base}, {TEST})" if against else "")] = _table(
@@ -127,7 +128,6 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
                 res, cals, lambda c, col, m=metric: res.by_seed(base, col, "test", c, ALL, m),
                 metric, "uncalibrated", lambda c, col: res.flagged(base, col, c),
             )  # fmt: skip
-    ref = res.reference()
     if len(res.sizes()) > 1 and ref is not None and base is not None:
         sizes = res.sizes()
         label = {s: "all" if s == ALL else str(s) for s in sizes}
