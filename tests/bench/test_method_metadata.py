@@ -52,6 +52,8 @@ def test_report_tables_come_from_the_methods_own_attributes(tmp_path):
     ece_after = next(v for t, v in tables.items() if t.startswith("ECE (%) after temperature"))
     assert ece_after[1][1] == "**2.00 ± 0.00**"  # a fraction: × 100, and bold (the best)
     assert not any("vector" in t for t in tables)  # no report_tables: no table of its own
+    # titles name a metric by the table's heading, its unit included
+    assert any(t.startswith("Brier (×100) († differs") for t in tables)
     titles = list(tables)  # the reference's tables come first
     assert titles.index(next(t for t in titles if "temperature scaling" in t)) < titles.index(
         next(t for t in titles if "histogram binning" in t)

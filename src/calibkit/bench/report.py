@@ -108,18 +108,15 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
             t[title + (f" († differs from {base}, {TEST})" if against else "")] = _table(
                 res, methods, seeds("test", cal, metric), metric, against, flag(cal)
             )
-    for metric, label in (
-        ("brier", "Brier score (×100)"),
-        ("refinement_auroc", "Refinement AUROC (%)"),
-    ):
-        t[f"{label} († differs from {base})"] = _table(
+    for metric in ("brier", "refinement_auroc"):
+        t[f"{metric_table.info(metric).heading} († differs from {base})"] = _table(
             res, methods, seeds("test", "uncalibrated", metric), metric, base
         )
     for ood in res.ood_splits():
-        t[f"OOD AUROC (%) against {short(ood)}"] = _table(
+        t[f"{metric_table.info('ood_auroc').heading} against {short(ood)}"] = _table(
             res, methods, seeds("test", "uncalibrated", f"ood_auroc:{ood}"), "ood_auroc", base
         )
-        t[f"OOD FPR95 (%) against {short(ood)}"] = _table(
+        t[f"{metric_table.info('ood_fpr95').heading} against {short(ood)}"] = _table(
             res, methods, seeds("test", "uncalibrated", f"ood_fpr95:{ood}"), "ood_fpr95", base
         )
     if base is not None:

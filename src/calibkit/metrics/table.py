@@ -86,10 +86,18 @@ class MetricInfo:
     compare: bool = False
     interval: str = "percentile"
     least: float | None = 0.0
+    #: how a ``percent`` metric's × 100 reads in a heading: "%" for a share, "×100" for a
+    #: score that is not one (Brier)
+    unit: str = "%"
 
     def format(self, value: float, digits: int = 2) -> str:
         """``value`` for a table: × 100 where it is a fraction."""
         return f"{value * (100 if self.percent else 1):.{digits}f}"
+
+    @property
+    def heading(self) -> str:
+        """The label with its unit, for a table's title: "ECE (%)", "Brier (×100)", "NLL"."""
+        return f"{self.label} ({self.unit})" if self.percent else self.label
 
 
 def plus_minus(mean: float, std: float, digits: int) -> str:
@@ -156,7 +164,8 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
       compare=True, interval=BASIC),
     M("nll", "NLL", -1, percent=False, compute=lambda s: s.mean("nll"), harness=True,
       compare=True),
-    M("brier", "Brier", -1, compute=lambda s: s.mean("brier"), harness=True, compare=True),
+    M("brier", "Brier", -1, compute=lambda s: s.mean("brier"), harness=True, compare=True,
+      unit="×100"),
     M("entropy", "Entropy", 0, percent=False, compute=lambda s: s.mean("entropy"),
       harness=True, compare=True),
     M("refinement_auroc", "Refinement AUROC", +1,
