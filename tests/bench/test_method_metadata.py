@@ -60,6 +60,19 @@ def test_report_tables_come_from_the_methods_own_attributes(tmp_path):
     )
 
 
+def test_two_specs_of_one_method_keep_a_table_each(tmp_path):
+    store = Store(tmp_path / "two.sqlite")
+    for seed in (1, 2):
+        run = {"key": f"CE-{seed}", "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
+               "dataset": "digits", "model": "cnn", "method": "CE", "seed": seed}  # fmt: skip
+        store.write_run(
+            run, [("test", "ts", ALL, "ece", 0.02), ("test", "ts:t_max=50", ALL, "ece", 0.03)]
+        )
+    store.set_sweep(["CE"], "CE")
+    after = [t for t in build_tables(Results(store)) if t.startswith("ECE (%) after temperature")]
+    assert len(after) == 2 and "(ts:t_max=50)" in after[1], after
+
+
 def test_a_stage2_verdict_takes_the_run_that_changes_only_incidental_settings(tmp_path):
     res = Results(_store(tmp_path / "s.sqlite"))
     assert posthoc.REGISTRY.factory("maccal").incidental_settings >= {"epochs", "seed"}

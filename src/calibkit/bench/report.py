@@ -101,11 +101,13 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
         res, methods, seeds("test", "uncalibrated", "accuracy"), "accuracy", base
     )
     cals, ref = res.calibrators(), res.reference()
-    # the tables a method asks for (TS: its ECE and temperature), the reference's first
+    # the tables a method asks for (TS: its ECE and temperature), the reference's first; a
+    # spec with settings is named, so that two of one method keep a table each
     for cal in sorted(cals, key=lambda c: c != ref):
+        named = f" ({cal})" if cal != short(cal) else ""
         for metric, title in getattr(method_class(cal), "report_tables", ()):
             against = base if metric_table.direction(metric) else None
-            t[title + (f" († differs from {base}, {TEST})" if against else "")] = _table(
+            t[title + named + (f" († differs from {base}, {TEST})" if against else "")] = _table(
                 res, methods, seeds("test", cal, metric), metric, against, flag(cal)
             )
     for metric in ("brier", "refinement_auroc"):
