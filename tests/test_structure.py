@@ -1,0 +1,73 @@
+"""Issue 27 §4, kept: no module over 400 lines, and no import loop between calibkit's
+modules (module-level relative imports; a package's ``__init__`` re-exporting its
+modules is not a loop)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "calibkit"
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the calibkit modules its module-level relative imports name."""
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        graph[name] = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                for candidate in [target, *(f"{target}.{a.name}" for a in node.names)]:
+                    if candidate in mods and candidate != name:
+                        graph[name].add(candidate)
+    return graph
+
+
+def test_no_module_is_over_400_lines():
+    long = {p.relative_to(SRC): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}  # fmt: skip
+    assert not long, long
+
+
+def test_no_import_loop_between_modules():
+    mods = _modules()
+    graph = imports(mods)
+    plain = {m for m, p in mods.items() if p.name != "__init__.py"}
+    loops = []
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in graph[node] & plain:
+            if nxt == start:
+                loops.append(path)
+            elif nxt not in path and len(path) < 6:
+                walk(start, nxt, [*path, nxt])
+
+    for m in sorted(plain):
+        walk(m, m, [m])
+    assert not loops, loops[:3]
+
+
+def test_the_scan_sees_a_loop_where_there_is_one(tmp_path):
+    pkg = tmp_path / "calibkit"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import x\n")
+    (pkg / "b.py").write_text("from .a import y\n")
+    mods = {"calibkit": pkg / "__init__.py", "calibkit.a": pkg / "a.py", "calibkit.b": pkg / "b.py"}
+    assert imports(mods) == {
+        "calibkit": set(),
+        "calibkit.a": {"calibkit.b"},
+        "calibkit.b": {"calibkit.a"},
+    }
