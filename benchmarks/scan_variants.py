@@ -1,10 +1,13 @@
-"""The scan behind top-label ECE (``calibkit.metrics.scan.scan_rows``) against the faster
-scans tried for issue 29 and dropped (docs/performance.md, "ECE against torchmetrics").
-Each variant returns every row's 1 − confidence; the table gives its median time and its
-largest relative difference from the scan's::
+"""The PyTorch scan behind top-label ECE (``calibkit.metrics.scan.scan_rows`` with
+``CALIBKIT_NATIVE=0``) against the faster scans tried for issue 29: the compiled kernel that
+calibkit now uses, and three PyTorch variants that were dropped (docs/performance.md, "ECE
+against torchmetrics"). Each variant returns every row's 1 − confidence; the table gives
+its median time and its largest relative difference from the PyTorch scan's::
 
     python benchmarks/scan_variants.py            # (1e4, 10), (1e5, 100), (5e4, 1000), (1e6, 10)
 
+* ``compiled``: ``calibkit._rowscan`` (:mod:`calibkit.metrics.native_scan`), the scan
+  calibkit uses for float32 logits where it is built;
 * ``softmax``: ``torch.softmax`` per chunk (its own vectorised exp), the row maximum zeroed,
   the rest summed in float32;
 * ``exp2``: exp(d) as exp2(d · log2 e), the row maximum zeroed, the rest summed in float32,
@@ -16,12 +19,14 @@ largest relative difference from the scan's::
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from calibkit.metrics import native_scan
 from calibkit.metrics.scan import CHUNK_VALUES, scan_rows
 
 SIZES = ((10_000, 10), (100_000, 100), (50_000, 1000), (1_000_000, 10))
@@ -29,7 +34,13 @@ LOG2E = 1.4426950408889634
 
 
 def scan(z: torch.Tensor) -> torch.Tensor:
+    """The PyTorch scan (main() runs it with CALIBKIT_NATIVE=0)."""
     s = scan_rows(z, False).s
+    return (s - 1) / s
+
+
+def compiled(z: torch.Tensor) -> torch.Tensor:
+    _, s = native_scan.scan_logits(z, full=False, instructions="widest")
     return (s - 1) / s
 
 
@@ -88,6 +99,13 @@ def median_ms(fn, z: torch.Tensor, calls: int = 9) -> float:
 def main() -> None:
     gen = torch.Generator().manual_seed(0)
     variants = {"scan": scan, "softmax": softmax, "exp2": exp2, "two threads": two_threads}
+    kernel = native_scan.kernel()
+    if kernel is not None:
+        print(f"compiled kernel: {kernel}")
+        variants["compiled"] = compiled
+    else:
+        print("calibkit._rowscan is not built or turned off: no 'compiled' column")
+    os.environ[native_scan.ENV] = "0"  # scan_rows: the PyTorch scan; compiled() names its kernel
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of 9 calls, ms "
           "(largest relative difference of 1 − confidence from the scan's)")  # fmt: skip
     print(f"{'(N, K)':>14}" + "".join(f"{v:>24}" for v in variants))

@@ -19,6 +19,10 @@ For logits z with row maximum m, d_k = z_k - m <= 0 and e_k = exp(d_k), the pass
   probability was summed in (a second computation of p_y can round across a bin edge).
 
 For probabilities (``probs=True``) top = max p, s = 1, sq = Σ p², ed = −Σ p log p.
+
+Contiguous float32 logits on the CPU without a classwise scheme take the compiled scan of
+:mod:`calibkit.metrics.native_scan` (the same quantities in one fused pass per row, about
+2.5 times faster) where it is built.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from . import native_scan
 from .binning import BinScheme
 
 CHUNK_VALUES = 1 << 18
@@ -62,50 +67,74 @@ def scan_rows(
     """Per-row statistics of ``scores`` (N, K); see the module docstring. ``labels`` (N,)
     are needed with ``classwise``."""
     n, k = scores.shape
-    rows = max(1, CHUNK_VALUES // k)
     dev, f64 = scores.device, torch.float64
-    top = torch.empty(n, dtype=f64, device=dev)
-    s = torch.ones(n, dtype=f64, device=dev)
-    sq = torch.empty(n, dtype=f64, device=dev) if full else None
-    ed = torch.empty(n, dtype=f64, device=dev) if full else None
-    col_sum = torch.zeros(k, dtype=f64, device=dev) if classwise is not None else None
-    label_vals = torch.empty(n, dtype=scores.dtype, device=dev) if classwise is not None else None
+    stats = RowStats(torch.empty(n, dtype=f64, device=dev), torch.ones(n, dtype=f64, device=dev))
+    # the compiled scan gives the per-row sums; a classwise scheme is then added from them, so
+    # that top-label metrics do not depend on whether classwise ones were asked for too
+    native = not is_probs and native_scan.usable(scores)
+    if native:
+        stats = RowStats(*native_scan.scan_logits(scores, full=full))
+        if classwise is None:
+            return stats
+    elif full:
+        stats.sq, stats.ed = torch.empty(n, dtype=f64, device=dev), torch.empty_like(stats.top)
+    if classwise is not None:
+        stats.classwise = classwise
+        stats.col_sum = torch.zeros(k, dtype=f64, device=dev)
+        stats.label_vals = torch.empty(n, dtype=scores.dtype, device=dev)
     big: list[tuple[Tensor, Tensor, Tensor]] = []
+    rows = max(1, CHUNK_VALUES // k)
     buf = torch.empty(min(rows, n), k, dtype=scores.dtype, device=dev)
     ebuf = torch.empty_like(buf)
     for start in range(0, n, rows):
         c = scores[start : start + rows]
         r = len(c)
         sl = slice(start, start + r)
-        m = c.amax(1, keepdim=True)
-        top[sl] = m[:, 0]
-        if is_probs:
-            p = c
-            if full:
-                sq[sl] = torch.mul(c, c, out=buf[:r]).sum(1)
-                ed[sl] = torch.special.entr(c, out=buf[:r]).sum(1)
+        if native:
+            d = torch.sub(c, stats.top[sl, None].to(c.dtype), out=buf[:r])
+            p = torch.div(torch.exp(d, out=ebuf[:r]), stats.s[sl, None].to(c.dtype), out=buf[:r])
         else:
-            d = torch.sub(c, m, out=buf[:r])
-            e = torch.exp(d, out=ebuf[:r])
-            s_chunk = e.sum(1, dtype=f64)
-            s[sl] = s_chunk
-            if full:
-                # d = -inf where z_k - max overflows (logits near ±3e38): clamp, as e_k = 0
-                d.clamp_(min=torch.finfo(d.dtype).min)
-                ed[sl] = torch.mul(e, d, out=buf[:r]).sum(1)
-                sq[sl] = torch.mul(e, e, out=buf[:r]).sum(1)
-            if classwise is not None:
-                p = torch.div(e, s_chunk.to(e.dtype)[:, None], out=buf[:r])  # chunk softmax
+            p = _chunk(c, is_probs, stats, sl, buf[:r], ebuf[:r], want_probs=classwise is not None)
         if classwise is not None:
-            label_vals[sl] = p.gather(1, labels[sl, None])[:, 0]
-            col_sum += p.sum(0, dtype=f64)
+            stats.label_vals[sl] = p.gather(1, labels[sl, None])[:, 0]
+            stats.col_sum += p.sum(0, dtype=f64)
             # flat positions: a 1-D nonzero and index_select cost about 17 % less than 2-D ones
             flat = classwise.beyond_first(p).reshape(-1).nonzero()[:, 0]
             rr = flat.div(k, rounding_mode="floor")
             big.append((rr + start, flat - rr * k, p.reshape(-1).index_select(0, flat)))
-    stats = RowStats(top, s, sq, ed, col_sum, label_vals=label_vals, classwise=classwise)
     if classwise is not None:
         stats.big_rows, stats.big_cols, stats.big_vals = (
             torch.cat(t) for t in zip(*big, strict=True)
         )
     return stats
+
+
+def _chunk(
+    c: Tensor,
+    is_probs: bool,
+    stats: RowStats,
+    sl: slice,
+    buf: Tensor,
+    ebuf: Tensor,
+    *,
+    want_probs: bool,
+) -> Tensor | None:
+    """The PyTorch scan of one chunk ``c`` of rows ``sl``: fills ``stats``' per-row entries;
+    returns the chunk's probabilities where ``want_probs`` (for logits, in ``buf``)."""
+    m = c.amax(1, keepdim=True)
+    stats.top[sl] = m[:, 0]
+    if is_probs:
+        if stats.full:
+            stats.sq[sl] = torch.mul(c, c, out=buf).sum(1)
+            stats.ed[sl] = torch.special.entr(c, out=buf).sum(1)
+        return c
+    d = torch.sub(c, m, out=buf)
+    e = torch.exp(d, out=ebuf)
+    s_chunk = e.sum(1, dtype=torch.float64)
+    stats.s[sl] = s_chunk
+    if stats.full:
+        # d = -inf where z_k - max overflows (logits near ±3e38): clamp, as e_k = 0
+        d.clamp_(min=torch.finfo(d.dtype).min)
+        stats.ed[sl] = torch.mul(e, d, out=buf).sum(1)
+        stats.sq[sl] = torch.mul(e, e, out=buf).sum(1)
+    return torch.div(e, s_chunk.to(e.dtype)[:, None], out=buf) if want_probs else None

@@ -1,0 +1,211 @@
+"""The compiled row scan (calibkit._rowscan) against float64 closed forms and the PyTorch scan.
+
+Every test but the first runs each kernel this CPU has ("avx512", "avx2"); where the
+extension is not built they are skipped, and CI sets CALIBKIT_REQUIRE_NATIVE=1 so that
+a missing build fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from calibkit import metrics as M
+from calibkit.metrics import native_scan
+from calibkit.metrics.scan import scan_rows
+
+
+def _kernels() -> list[str]:
+    if native_scan._rowscan is None:
+        return []
+    found = []
+    for name in native_scan.KERNELS:
+        try:
+            one = np.zeros((1, 2), np.float32)
+            native_scan._rowscan.scan(one, np.empty(1), np.empty(1), instructions=name)
+        except ValueError:
+            continue
+        found.append(name)
+    return found
+
+
+KERNELS = _kernels()
+needs_kernel = pytest.mark.skipif(not KERNELS, reason="calibkit._rowscan not built or no AVX2")
+
+
+def test_the_kernel_is_built_where_required():
+    if os.environ.get("CALIBKIT_REQUIRE_NATIVE") != "1":
+        pytest.skip("CALIBKIT_REQUIRE_NATIVE is not set (CI sets it)")
+    assert native_scan._rowscan is not None, "calibkit._rowscan was not compiled"
+    assert native_scan.kernel() in native_scan.KERNELS
+    assert KERNELS
+
+
+def _truth(z: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(top, s, sq, ed) from float32 logits: d = z - max rounded to float32, as both scans
+    do (so each term carries |d| 2^-24 relative error from the input's precision), and the
+    rest in float64: what is left to compare is the float32 exp and the products."""
+    m = z.max(1, keepdims=True)
+    d = np.maximum((z - m).astype(np.float64), -1e300)
+    e = np.exp(d)
+    return m[:, 0].astype(np.float64), e.sum(1), (e * e).sum(1), (e * d).sum(1)
+
+
+def _native(z: np.ndarray, name: str, threads: int = 1) -> tuple[np.ndarray, ...]:
+    torch.set_num_threads(threads)
+    out = native_scan.scan_logits(torch.from_numpy(z), full=True, instructions=name)
+    return tuple(t.numpy() for t in out)
+
+
+@pytest.fixture(autouse=True)
+def _keep_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("k", [1, 2, 7, 8, 15, 16, 17, 31, 100, 1000])
+def test_sums_match_float64_to_float32_exp_precision(name, k):
+    gen = np.random.default_rng(k)
+    z = (4 * gen.standard_normal((300, k))).astype(np.float32)
+    top, s, sq, ed = _native(z, name)
+    t_top, t_s, t_sq, t_ed = _truth(z)
+    np.testing.assert_array_equal(top, t_top)
+    np.testing.assert_allclose(s, t_s, rtol=3e-7)
+    np.testing.assert_allclose(sq, t_sq, rtol=3e-7)
+    np.testing.assert_allclose(ed, t_ed, rtol=3e-7)
+    # the maximum contributes exactly 1: s - 1 keeps its relative precision
+    np.testing.assert_allclose(s - 1, t_s - 1, rtol=3e-7, atol=4e-16)
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", KERNELS)
+def test_exp_is_accurate_over_its_whole_range(name):
+    # rows (0, d): ed = exp(d) d, rounded once to float32, for d from -87 to 0 (s - 1 would
+    # lose exp(d) < 1e-16 to float64's rounding of 1 + exp(d)); below -87 the term is 0
+    d = np.concatenate([-np.geomspace(1e-7, 87.0, 20_000), [-87.5, -100.0, -1e30]])
+    z = np.stack([np.zeros_like(d), d], 1).astype(np.float32)
+    _, s, _, ed = _native(z, name)
+    d32 = z[:, 1].astype(np.float64)
+    live = d32 >= -87.0
+    rel = np.abs(ed[live] / d32[live] - np.exp(d32[live])) / np.exp(d32[live])
+    assert rel.max() < 3e-7  # exp within 2 float32 ulps (2.4e-7), the product within half
+    assert np.all(ed[~live] == 0.0) and np.all(s[~live] == 1.0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", KERNELS)
+def test_confident_rows_keep_one_minus_confidence(name):
+    # margins of 5-30: float32 softmax rounds the confidence to exactly 1 above about 17;
+    # float64 keeps s - 1 to a few 1e-16 absolute (a rounding of 1 + small per addition)
+    gen = np.random.default_rng(0)
+    z = gen.standard_normal((500, 10)).astype(np.float32)
+    z[:, 3] += np.linspace(5, 30, 500).astype(np.float32)
+    _, s, _, _ = _native(z, name)
+    _, t_s, _, _ = _truth(z)
+    np.testing.assert_allclose((s - 1) / s, (t_s - 1) / t_s, rtol=3e-7, atol=1e-15)
+    assert np.all(s > 1)
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", KERNELS)
+def test_ties_minus_inf_and_huge_logits(name):
+    big = np.finfo(np.float32).max
+    z = np.array(
+        [
+            [2.0, 2.0, 0.0],  # two maxima: s = 2 + e^-2
+            [-np.inf, 1.0, 0.0],  # -inf is probability 0 (trusted path only)
+            [big, -big, 0.0],  # z - max overflows to -inf: e = 0, e * d = 0
+            [-big, -big, -big],
+        ],
+        np.float32,
+    )
+    top, s, sq, ed = _native(z, name)
+    e2 = np.exp(-2.0)
+    np.testing.assert_allclose(s, [2 + e2, 1 + np.exp(-1.0), 1.0, 3.0], rtol=3e-7)
+    np.testing.assert_allclose(sq, [2 + e2**2, 1 + np.exp(-2.0), 1.0, 3.0], rtol=3e-7)
+    np.testing.assert_allclose(ed, [-2 * e2, -np.exp(-1.0), 0.0, 0.0], rtol=3e-7)
+    assert np.all(np.isfinite(ed))
+    np.testing.assert_array_equal(top, [2.0, 1.0, big, -big])
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", KERNELS)
+def test_a_row_does_not_depend_on_its_batch_or_the_threads(name):
+    gen = np.random.default_rng(1)
+    z = (3 * gen.standard_normal((40_000, 37))).astype(np.float32)
+    whole = _native(z, name, threads=2)
+    alone = _native(np.ascontiguousarray(z[12_345:12_346]), name)
+    shifted = _native(np.ascontiguousarray(z[1:]), name, threads=1)
+    for w, a, sh in zip(whole, alone, shifted, strict=True):
+        assert w[12_345] == a[0]
+        np.testing.assert_array_equal(w[1:], sh)
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", KERNELS)
+def test_metrics_agree_with_the_pytorch_scan(name, monkeypatch):
+    gen = torch.Generator().manual_seed(3)
+    z = (3 * torch.randn(4000, 20, generator=gen)).float()
+    z[:500, 0] += 25  # confident rows
+    y = torch.randint(20, (4000,), generator=gen)
+    monkeypatch.setenv(native_scan.ENV, name)
+    fast = M.evaluate(z, y, optimal=False, smooth=False).metrics
+    monkeypatch.setenv(native_scan.ENV, "0")
+    slow = M.evaluate(z, y, optimal=False, smooth=False).metrics
+    assert fast.keys() == slow.keys()
+    for key in fast:
+        assert fast[key] == pytest.approx(slow[key], rel=1e-6, abs=1e-9), key
+
+
+@needs_kernel
+def test_classwise_metrics_do_not_change_the_top_label_ones():
+    gen = torch.Generator().manual_seed(4)
+    z = (3 * torch.randn(3000, 12, generator=gen)).float()
+    y = torch.randint(12, (3000,), generator=gen)
+    both = M.evaluate(z, y, optimal=False, smooth=False, metrics=["ece", "classwise_ece", "nll"])
+    alone = M.evaluate(z, y, optimal=False, smooth=False, metrics=["ece", "nll"])
+    assert both.metrics["ece"] == alone.metrics["ece"]
+    assert both.metrics["nll"] == alone.metrics["nll"]
+
+
+def test_other_inputs_take_the_pytorch_scan():
+    z = torch.randn(50, 8)
+    assert not native_scan.usable(z.double())
+    assert not native_scan.usable(z.t().contiguous().t())  # not contiguous
+    assert not native_scan.usable(z.to(torch.bfloat16))
+    if KERNELS:
+        assert native_scan.usable(z)
+    stats = scan_rows(z.double(), False, full=True)
+    assert stats.sq is not None and stats.s.dtype == torch.float64
+
+
+def test_the_setting_is_checked(monkeypatch):
+    monkeypatch.setenv(native_scan.ENV, "0")
+    assert native_scan.kernel() is None
+    assert not native_scan.usable(torch.randn(5, 3))
+    if native_scan._rowscan is not None:
+        monkeypatch.setenv(native_scan.ENV, "sse4")
+        with pytest.raises(ValueError, match="CALIBKIT_NATIVE: expected 0, 1, avx2 or avx512"):
+            native_scan.kernel()
+
+
+@needs_kernel
+def test_the_kernel_refuses_what_it_cannot_read():
+    scan = native_scan._rowscan.scan
+    z, out = np.zeros((4, 3), np.float32), np.empty(4)
+    with pytest.raises(ValueError, match="logits: expected a 2-D array of format 'f'"):
+        scan(z.astype(np.float64), out, np.empty(4))
+    with pytest.raises(ValueError, match="s: expected 4 rows, got 3"):
+        scan(z, out, np.empty(3))
+    with pytest.raises(ValueError, match="sq and ed: give both or neither"):
+        scan(z, out, np.empty(4), np.empty(4))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        scan(z[:, ::2], out, np.empty(4))
+    with pytest.raises(ValueError, match="not a kernel this CPU runs"):
+        scan(z, out, np.empty(4), instructions="sse2")
