@@ -51,8 +51,9 @@ def to_float(t: Tensor) -> Tensor:
     return t
 
 
-def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
-    """Scores as a floating tensor (half precision is upcast to float32), checked finite."""
+def as_float_scores(scores: Any, name: str = "scores", *, finite: bool = True) -> Tensor:
+    """Scores as a floating tensor (half precision is upcast to float32), checked finite
+    (:func:`check_finite`) unless ``finite=False`` leaves that to the caller."""
     t = to_tensor(scores, name)
     if (
         t.dtype == torch.bool
@@ -63,8 +64,15 @@ def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
     t = to_float(t)
     if t.numel() == 0:
         raise ValueError(f"{name}: empty input (shape {tuple(t.shape)}); pass at least one sample")
+    if finite:
+        check_finite(t, name)
+    return t
+
+
+def check_finite(t: Tensor, name: str = "scores") -> None:
+    """Raise a ValueError naming how many NaN and inf values ``t`` holds, and the first row."""
     if bool(torch.isfinite(t.sum())):  # NaN and inf propagate into the sum: one cheap read
-        return t
+        return
     bad = ~torch.isfinite(t)
     if bool(bad.any()):
         n_nan = int(torch.isnan(t).sum())
@@ -77,7 +85,6 @@ def as_float_scores(scores: Any, name: str = "scores") -> Tensor:
             f"{name}: contains {what} value(s) (first in row {first}); "
             "remove or fix those samples first"
         )
-    return t
 
 
 def as_labels(labels: Any, n_classes: int | None = None, name: str = "labels") -> Tensor:

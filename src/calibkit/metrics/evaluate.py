@@ -186,7 +186,7 @@ def evaluate(
     interval_method = check_interval(interval)
     only = _check_metrics(metrics)
     p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
-    scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
+    scheme = BinScheme.make(n_bins, binning, p.dtype)
     ood = None
     if ood_scores is not None and (only is None or not only.isdisjoint(OOD_METRICS)):
         if p.k != prepare_scores(ood_scores, probs=probs, name="ood_scores").shape[1]:

@@ -44,7 +44,7 @@ from .temperatures import best_temperature, check_grid
 
 
 def _scheme(p: Prepared, n_bins: int, binning: str) -> BinScheme:
-    return BinScheme.make(n_bins, binning, p.scores.dtype)
+    return BinScheme.make(n_bins, binning, p.dtype)
 
 
 def _f(t: Tensor) -> float:

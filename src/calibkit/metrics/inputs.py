@@ -25,11 +25,13 @@ from .._checks import (
     as_float_scores,
     as_labels,
     check_choice,
+    check_finite,
     check_probabilities,
     to_float,
     to_tensor,
 )
 from ..threads import for_work
+from . import native_scan
 from .binning import BinScheme
 from .scan import RowStats, scan_rows
 
@@ -44,13 +46,16 @@ def _as_two_columns(s: Tensor, probs: bool) -> Tensor:
     return torch.stack([torch.zeros_like(s), s], 1)
 
 
-def prepare_scores(scores: Any, *, probs: bool, name: str = "scores") -> Tensor:
-    """Validated scores of shape (N, K), K >= 2; a single column is a binary problem."""
+def prepare_scores(
+    scores: Any, *, probs: bool, name: str = "scores", finite: bool = True
+) -> Tensor:
+    """Validated scores of shape (N, K), K >= 2; a single column is a binary problem.
+    ``finite=False`` leaves the check for NaN and inf to the caller."""
     given = getattr(scores, "dtype", None)  # half precision is upcast: keep what came
     if isinstance(given, np.dtype):
         given = {np.dtype(np.float16): torch.float16}.get(given)
     given = given if isinstance(given, torch.dtype) else None
-    s = as_float_scores(scores, name)
+    s = as_float_scores(scores, name, finite=finite)
     if s.ndim == 0:
         raise ValueError(f"{name}: a single number; expected shape (N, K), or (N,) for binary")
     if s.ndim == 1 or (s.ndim == 2 and s.shape[1] == 1):
@@ -75,22 +80,44 @@ class Prepared:
     be (P(class 1), 1[y = 1]) instead of the top label's (K = 2 only). Per-row
     quantities come from one chunked pass (:func:`scan_rows`); call :meth:`scan` with a
     bin scheme first when classwise metrics are wanted too, so that pass serves both.
+
+    ``unchecked`` names the scores where their check for NaN and inf is still to come: the
+    compiled scan makes it in its own pass (:mod:`calibkit.metrics.native_scan`), so valid
+    logits are read once, not twice. Everything else reads ``scores``, which makes the
+    check first; ``raw`` is for their shape, dtype and device only.
     """
 
-    scores: Tensor
+    raw: Tensor
     labels: Tensor
     is_probs: bool
     binary: str = "top-label"
     _rows: RowStats | None = field(default=None, repr=False)
     cache: dict = field(default_factory=dict, repr=False)  # results keyed by bin scheme
+    unchecked: str | None = None
+
+    @property
+    def scores(self) -> Tensor:
+        """(N, K) scores, checked for NaN and inf first where that is still to come."""
+        if self.unchecked is not None:
+            check_finite(self.raw, self.unchecked)
+            self.unchecked = None
+        return self.raw
 
     @property
     def n(self) -> int:
-        return self.scores.shape[0]
+        return self.raw.shape[0]
 
     @property
     def k(self) -> int:
-        return self.scores.shape[1]
+        return self.raw.shape[1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.raw.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.raw.device
 
     def scan(self, *, full: bool = False, classwise: BinScheme | None = None) -> RowStats:
         """Per-row statistics; ``full`` adds Brier and entropy sums, ``classwise`` that
@@ -102,14 +129,21 @@ class Prepared:
             or (classwise is not None and r.classwise != classwise)
         ):
             keep = r is not None and r.classwise is not None and classwise is None
-            with for_work(self.scores.numel()):
-                self._rows = scan_rows(
-                    self.scores,
+            with for_work(self.raw.numel()):
+                # unchecked scores go to the compiled scan only, which checks them as it reads
+                native = not self.is_probs and native_scan.usable(self.raw)
+                rows = scan_rows(
+                    self.raw if native else self.scores,
                     self.is_probs,
                     full=full or (r is not None and r.full),
                     classwise=r.classwise if keep else classwise,
                     labels=self.labels,
                 )
+            if rows.finite:  # the compiled scan read every value (the PyTorch one, checked ones)
+                self.unchecked = None
+            else:
+                self.scores  # noqa: B018 (checks, and raises naming the bad values)
+            self._rows = rows
         return self._rows
 
     @cached_property
@@ -262,7 +296,8 @@ def prepare(
     if not isinstance(probs, bool):
         raise TypeError(f"probs: expected True or False, got {probs!r}")
     check_choice(binary, "binary", BINARY_MODES)
-    s = prepare_scores(scores, probs=probs)
+    # logits for the compiled scan are checked for NaN and inf in its pass (Prepared.scan)
+    s = prepare_scores(scores, probs=probs, finite=probs)
     y = as_labels(labels, s.shape[1])
     if len(y) != len(s):
         raise ValueError(
@@ -276,7 +311,13 @@ def prepare(
             f"binary='positive' needs a binary problem (K = 2), got K = {s.shape[1]}; "
             "use binary='top-label' or classwise_ece for multi-class scores"
         )
-    return Prepared(s, y, probs, binary)
+    unchecked = None
+    if not probs:
+        if native_scan.usable(s):
+            unchecked = "scores"
+        else:
+            check_finite(s, "scores")
+    return Prepared(s, y, probs, binary, unchecked=unchecked)
 
 
 def _trusted(scores: Any, labels: Any, probs: bool, binary: str) -> Prepared:

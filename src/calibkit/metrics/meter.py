@@ -146,7 +146,7 @@ class CalibrationMeter:
     def update(self, scores: Any, labels: Any) -> CalibrationMeter:
         """Add a batch: ``scores`` (B, K) logits (probabilities if ``probs``), ``labels`` (B,)."""
         p = prepare(scores, labels, probs=self.probs, binary=self.binary)
-        self._ensure_state(p.k, p.scores.dtype, p.scores.device)
+        self._ensure_state(p.k, p.dtype, p.device)
         scheme = self._scheme()
         self.top += st.topbin_sums(p, scheme)[0]
         self.classwise += st.classwise_sums(p, scheme)[0]

@@ -65,10 +65,11 @@ def usable(scores: Tensor) -> bool:
 
 def scan_logits(
     scores: Tensor, *, full: bool, instructions: str | None = None
-) -> tuple[Tensor, ...]:
-    """(top, s) or, with ``full``, (top, s, sq, ed) of float32 logits (N, K), each (N,)
-    float64: the row maximum, Σ_k e_k, Σ_k e_k² and Σ_k e_k d_k with d_k = z_k − max and
-    e_k = exp(d_k). ``instructions``: the kernel ("avx512", "avx2", or "widest"), by default
+) -> tuple[tuple[Tensor, ...], bool]:
+    """((top, s) or, with ``full``, (top, s, sq, ed), finite) of float32 logits (N, K): each
+    (N,) float64, the row maximum, Σ_k e_k, Σ_k e_k² and Σ_k e_k d_k with d_k = z_k − max
+    and e_k = exp(d_k); ``finite`` False where a value is NaN or ±inf (the sums are then
+    meaningless). ``instructions``: the kernel ("avx512", "avx2", or "widest"), by default
     :func:`kernel`'s. Uses ``torch.get_num_threads()`` threads, fewer for small input."""
     n, k = scores.shape
     out = [torch.empty(n, dtype=torch.float64) for _ in range(4 if full else 2)]
@@ -80,13 +81,10 @@ def scan_logits(
     name = instructions or kernel()
     run = functools.partial(_rowscan.scan, instructions=None if name == "widest" else name)
     if parts == 1:
-        run(*pieces[0])
-    else:
-        done = [_executor().submit(run, *p) for p in pieces[1:]]
-        run(*pieces[0])
-        for f in done:
-            f.result()
-    return tuple(out)
+        return tuple(out), run(*pieces[0])
+    done = [_executor().submit(run, *p) for p in pieces[1:]]
+    finite = run(*pieces[0])
+    return tuple(out), all([finite, *(f.result() for f in done)])
 
 
 @functools.cache

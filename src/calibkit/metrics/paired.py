@@ -154,7 +154,7 @@ def compare_nested(
             raise ValueError(
                 f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match"
             )
-        BinScheme.make(n_bins, binning, pa.scores.dtype)  # validates the settings
+        BinScheme.make(n_bins, binning, pa.dtype)  # validates the settings
         for est, pr in ((est_a, pa), (est_b, pb)):
             vec = _metric_vectors(pr, binning, n_bins, None, smooth=smooth, only=only)
             est.append({k: float(v[0]) for k, v in vec.items()})

@@ -50,7 +50,7 @@ def _metric_vectors(
     """(B,) tensor per metric for B weighted resamples (weights None: the sample itself);
     ``only``: the metrics wanted (default every one), each computed from shared statistics
     that are themselves computed only when a wanted metric needs them."""
-    scheme = BinScheme.make(n_bins, binning, p.scores.dtype)
+    scheme = BinScheme.make(n_bins, binning, p.dtype)
 
     def want(*names: str) -> bool:
         return only is None or not only.isdisjoint(names)
@@ -172,7 +172,7 @@ def _bootstrap_vectors(
     in- and out-of-distribution scores, resampled independently)."""
     parts: list[list[dict[str, Tensor]]] = [[] for _ in preps]
     extra = None if ood is None else len(ood[1])
-    for w, w_ood in resample_chunks(preps[0].n, n_boot, seed, preps[0].scores.device, extra):
+    for w, w_ood in resample_chunks(preps[0].n, n_boot, seed, preps[0].device, extra):
         ood_pair = None if ood is None else (*ood, w_ood)
         for part, p in zip(parts, preps, strict=True):
             part.append(
@@ -189,7 +189,7 @@ def _jackknife_vectors(
     """(G,) values of each metric in ``only`` with each of G groups of samples left out."""
     parts = []
     for group in jackknife_groups(p.n, seed):
-        keep = torch.ones(p.n, dtype=torch.bool, device=p.scores.device)
+        keep = torch.ones(p.n, dtype=torch.bool, device=p.device)
         keep[group.to(keep.device)] = False
         sub = Prepared(p.scores[keep], p.labels[keep], p.is_probs, p.binary)
         parts.append(_metric_vectors(sub, binning, n_bins, None, smooth=smooth, only=only))

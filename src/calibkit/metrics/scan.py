@@ -50,6 +50,7 @@ class RowStats:
     big_vals: Tensor | None = None  # (E,) scores dtype
     label_vals: Tensor | None = None  # (N,) scores dtype: p_{n, y_n} as binned
     classwise: BinScheme | None = None
+    finite: bool = True  # False: the compiled scan met NaN or inf (the PyTorch scan: not checked)
 
     @property
     def full(self) -> bool:
@@ -73,7 +74,8 @@ def scan_rows(
     # that top-label metrics do not depend on whether classwise ones were asked for too
     native = not is_probs and native_scan.usable(scores)
     if native:
-        stats = RowStats(*native_scan.scan_logits(scores, full=full))
+        sums, finite = native_scan.scan_logits(scores, full=full)
+        stats = RowStats(*sums, finite=finite)
         if classwise is None:
             return stats
     elif full:
