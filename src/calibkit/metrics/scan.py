@@ -20,9 +20,10 @@ For logits z with row maximum m, d_k = z_k - m <= 0 and e_k = exp(d_k), the pass
 
 For probabilities (``probs=True``) top = max p, s = 1, sq = Σ p², ed = −Σ p log p.
 
-Contiguous float32 logits on the CPU without a classwise scheme take the compiled scan of
-:mod:`calibkit.metrics.native_scan` (the same quantities in one fused pass per row, about
-2.5 times faster) where it is built.
+Contiguous float32 logits on the CPU take the compiled scan of
+:mod:`calibkit.metrics.native_scan` where it is built: the same per-row quantities in one
+fused pass per row, 1.7–2.6 times faster (docs/performance.md); a classwise scheme's entries
+are then computed here from its sums.
 """
 
 from __future__ import annotations
