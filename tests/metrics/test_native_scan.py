@@ -255,3 +255,31 @@ def test_valid_logits_are_read_once(monkeypatch):
     monkeypatch.setenv(native_scan.ENV, "0")
     M.ece(z, y)
     assert seen == ["scores"]
+
+
+def _scan_in_child(z, queue):
+    torch.set_num_threads(2)
+    (_, s), finite = native_scan.scan_logits(z, full=False, instructions="widest")
+    queue.put((float(s.sum()), finite))
+
+
+@needs_kernel
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_scans_with_threads_of_its_own():
+    # the parent's pool has idle threads that a forked child does not: it must not wait on them
+    import multiprocessing
+
+    z = torch.randn(40_000, 10)
+    torch.set_num_threads(2)
+    (_, s), _ = native_scan.scan_logits(z, full=False, instructions="widest")  # the pool starts
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_scan_in_child, args=(z, queue))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung in the scan")
+    assert child.exitcode == 0
+    total, finite = queue.get(timeout=5)
+    assert finite and total == pytest.approx(float(s.sum()), rel=1e-12)

@@ -91,3 +91,9 @@ def scan_logits(
 @functools.cache
 def _executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="calibkit-scan")
+
+
+# a forked child has none of the pool's threads, but the pool would count its idle ones and
+# wait on them forever: the child makes its own
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_executor.cache_clear)
