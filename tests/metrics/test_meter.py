@@ -81,6 +81,18 @@ def test_meter_errors():
         m.merge(M.CalibrationMeter(n_bins=10))
 
 
+def test_a_bad_first_batch_leaves_the_meter_as_it_was():
+    # the NaN check of float32 logits happens in the scan: it must come before any state
+    m = M.CalibrationMeter()
+    bad = np.zeros((2, 4), dtype=np.float32)
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"scores: contains 1 NaN value\(s\) \(first in row 1\)"):
+        m.update(bad, [0, 1])
+    assert m.n == 0 and m.n_classes is None
+    m.update(np.zeros((2, 3), dtype=np.float32), [0, 1])  # another class count is still welcome
+    assert m.n == 2
+
+
 def test_sync_outside_distributed_is_a_no_op():
     """The README's snippet runs in one process: sync() keeps the totals (issue 11.10)."""
     logits = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)

@@ -61,7 +61,7 @@ class _BinnedCalibration(Metric):
         """Add a batch: ``preds`` (N, K) logits (probabilities with ``probs=True``), ``target``
         (N,) class indices."""
         p = prepare(preds, target, probs=self.probs)
-        sums = st.topbin_sums(p, BinScheme.make(self.n_bins, self.binning, p.scores.dtype))
+        sums = st.topbin_sums(p, BinScheme.make(self.n_bins, self.binning, p.dtype))
         self.bins += sums[0].to(self.bins)
 
     def plot(self, val: Any = None, ax: Any = None) -> tuple[Any, Any]:

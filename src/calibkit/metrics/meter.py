@@ -146,6 +146,7 @@ class CalibrationMeter:
     def update(self, scores: Any, labels: Any) -> CalibrationMeter:
         """Add a batch: ``scores`` (B, K) logits (probabilities if ``probs``), ``labels`` (B,)."""
         p = prepare(scores, labels, probs=self.probs, binary=self.binary)
+        p.scan(full=True)  # the NaN/inf check of logits is in the scan: before the meter changes
         self._ensure_state(p.k, p.dtype, p.device)
         scheme = self._scheme()
         self.top += st.topbin_sums(p, scheme)[0]
