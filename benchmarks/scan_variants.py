@@ -2,7 +2,8 @@
 ``CALIBKIT_NATIVE=0``) against the faster scans tried for issue 29: the compiled kernel that
 calibkit now uses, and three PyTorch variants that were dropped (docs/performance.md, "ECE
 against torchmetrics"). Each variant returns every row's 1 − confidence; the table gives
-its median time and its largest relative difference from the PyTorch scan's::
+its median time and its largest relative difference from the PyTorch scan's; then each
+compiled kernel alone, on one thread::
 
     python benchmarks/scan_variants.py            # (1e4, 10), (1e5, 100), (5e4, 1000), (1e6, 10)
 
@@ -118,6 +119,27 @@ def main() -> None:
             diff = float(((fn(z) - ref).abs() / ref.clamp_min(1e-300)).max())
             cells.append(f"{ms:9.2f} ({diff:.1e})")
         print(f"{f'({n:.0e}, {k})':>14}" + "".join(f"{c:>24}" for c in cells))
+    if kernel is not None:
+        kernel_alone(gen)
+
+
+def kernel_alone(gen: torch.Generator) -> None:
+    """Each compiled kernel this CPU runs, called on NumPy arrays on one thread."""
+    import numpy as np
+
+    from calibkit import _rowscan
+
+    names = native_scan.runnable()
+    print("\nThe kernel alone, one thread, ms (ns per value)")
+    print(f"{'(N, K)':>14}" + "".join(f"{v:>20}" for v in names))
+    for n, k in SIZES:
+        z = (3 * torch.randn(n, k, generator=gen)).float().numpy()
+        out = (np.empty(n), np.empty(n))
+        cells = []
+        for name in names:
+            ms = median_ms(lambda z, o=out, i=name: _rowscan.scan(z, *o, instructions=i), z)
+            cells.append(f"{ms:9.2f} ({1e6 * ms / z.size:.2f})")
+        print(f"{f'({n:.0e}, {k})':>14}" + "".join(f"{c:>20}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -17,22 +17,7 @@ from calibkit import metrics as M
 from calibkit.metrics import native_scan
 from calibkit.metrics.scan import scan_rows
 
-
-def _kernels() -> list[str]:
-    if native_scan._rowscan is None:
-        return []
-    found = []
-    for name in native_scan.KERNELS:
-        try:
-            one = np.zeros((1, 2), np.float32)
-            native_scan._rowscan.scan(one, np.empty(1), np.empty(1), instructions=name)
-        except ValueError:
-            continue
-        found.append(name)
-    return found
-
-
-KERNELS = _kernels()
+KERNELS = native_scan.runnable()
 needs_kernel = pytest.mark.skipif(not KERNELS, reason="calibkit._rowscan not built or no AVX2")
 
 

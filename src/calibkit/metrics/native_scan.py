@@ -26,6 +26,7 @@ import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -50,6 +51,21 @@ def kernel() -> str | None:
     if raw not in KERNELS:
         raise ValueError(f"{ENV}: expected 0, 1, avx2 or avx512, got {raw!r}")
     return raw
+
+
+def runnable() -> list[str]:
+    """The compiled kernels this CPU runs, widest first (empty where none is built)."""
+    if _rowscan is None:
+        return []
+    one = np.zeros((1, 2), np.float32)
+    found = []
+    for name in KERNELS:
+        try:
+            _rowscan.scan(one, np.empty(1), np.empty(1), instructions=name)
+        except ValueError:  # not a kernel this CPU runs
+            continue
+        found.append(name)
+    return found
 
 
 def usable(scores: Tensor) -> bool:
