@@ -179,8 +179,13 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rowscan",
-                                    "The fused row scan of float32 logits.", -1, methods};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_rowscan",
+    .m_doc = "The fused row scan of float32 logits.",
+    .m_size = -1,
+    .m_methods = methods,
+};
 
 PyMODINIT_FUNC PyInit__rowscan(void) {
     widest = choose(&isa);
