@@ -184,6 +184,7 @@ def test_train_command_help_json_and_errors(tmp_path, capsys):
         (["--data", "cifar10"], "error: root: this dataset is read from local files"),
         (["--epochs", "0"], "--epochs: expected an integer >= 1"),
         (["--schedule", "cosine"], "unknown schedule 'cosine'"),
+        (["--extra", "nope"], "--extra: unknown dataset 'nope'"),
         (
             ["--record-grad-norms", "1", "--record-grad-norms", "9", "--epochs", "2"],
             "--record-grad-norms: epochs must lie",

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .. import data, losses, models
-from ..registry import Spec, parse_spec
+from ..registry import Spec, SpecError, parse_spec
 from . import schedule as schedules
 
 
@@ -86,7 +86,7 @@ class TrainConfig:
         self.loss = losses.REGISTRY.check(self.loss)  # losses are built to be checked
         self.model = models.REGISTRY.check(self.model)  # by signature: nothing is built or read
         self.data = data.REGISTRY.check(self.data)
-        self.extra = [data.REGISTRY.check(e) for e in self.extra]
+        self.extra = [_extra_split(e) for e in self.extra]
         bad = [e for e in self.record_grad_norms if not 1 <= e <= self.epochs]
         if bad:
             raise ValueError(f"record_grad_norms: epochs must lie in 1..{self.epochs}, got {bad}")
@@ -137,3 +137,12 @@ def pick_device(name: str) -> torch.device:
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device: {name!r} requested but MPS is not available")
     return device
+
+
+def _extra_split(spec: str | Spec) -> Spec:
+    """An extra split's dataset spec, checked; its error names the option, since the same
+    message about ``data`` would point at the wrong one."""
+    try:
+        return data.REGISTRY.check(spec)
+    except SpecError as err:
+        raise SpecError(f"extra: {err}") from None
