@@ -245,7 +245,7 @@ def test_valid_logits_are_read_once(monkeypatch):
 def _scan_in_child(z, queue):
     # no PyTorch parallel operation here: GNU OpenMP hangs in a child forked from a process
     # that used it (PyTorch's own limitation); the scan itself uses none
-    (_, s), finite = native_scan.scan_logits(z, full=False, instructions="widest")
+    (_, s), finite = native_scan.scan_logits(z, full=False)
     queue.put((float(s.numpy().sum()), finite))
 
 
@@ -258,7 +258,7 @@ def test_a_forked_child_scans_with_threads_of_its_own():
     z = torch.randn(40_000, 10)
     torch.set_num_threads(2)  # the child inherits it: the scan splits rows in two there too
     float(torch.randn(1_000_000).sum())  # OpenMP used before the fork, as in a long session
-    (_, s), _ = native_scan.scan_logits(z, full=False, instructions="widest")  # the pool starts
+    (_, s), _ = native_scan.scan_logits(z, full=False)  # the pool starts
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     child = ctx.Process(target=_scan_in_child, args=(z, queue))

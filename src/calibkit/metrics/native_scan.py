@@ -86,8 +86,9 @@ def scan_logits(
     """((top, s) or, with ``full``, (top, s, sq, ed), finite) of float32 logits (N, K): each
     (N,) float64, the row maximum, Σ_k e_k, Σ_k e_k² and Σ_k e_k d_k with d_k = z_k − max
     and e_k = exp(d_k); ``finite`` False where a value is NaN or ±inf (the sums are then
-    meaningless). ``instructions``: the kernel ("avx512", "avx2", or "widest"), by default
-    :func:`kernel`'s. Uses ``torch.get_num_threads()`` threads, fewer for small input."""
+    meaningless). ``instructions``: the kernel ("avx512" or "avx2"); by default
+    :func:`kernel`'s, else the widest. Uses ``torch.get_num_threads()`` threads, fewer for
+    small input."""
     n, k = scores.shape
     out = [torch.empty(n, dtype=torch.float64) for _ in range(4 if full else 2)]
     z = scores.detach().numpy()
@@ -95,8 +96,7 @@ def scan_logits(
     parts = max(1, min(torch.get_num_threads(), n, (n * k) // PER_THREAD))
     cuts = [n * i // parts for i in range(parts + 1)]
     pieces = [(z[a:b], *(x[a:b] for x in arrays)) for a, b in itertools.pairwise(cuts)]
-    name = instructions or kernel()
-    run = functools.partial(_rowscan.scan, instructions=None if name == "widest" else name)
+    run = functools.partial(_rowscan.scan, instructions=instructions or kernel())
     if parts == 1:
         return tuple(out), run(*pieces[0])
     done = [_executor().submit(run, *p) for p in pieces[1:]]

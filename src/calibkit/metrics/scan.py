@@ -22,7 +22,7 @@ For probabilities (``probs=True``) top = max p, s = 1, sq = Σ p², ed = −Σ p
 
 Contiguous float32 logits on the CPU take the compiled scan of
 :mod:`calibkit.metrics.native_scan` where it is built: the same per-row quantities in one
-fused pass per row, 1.7–2.6 times faster (docs/performance.md); a classwise scheme's entries
+fused pass per row, 1.3–2.6 times faster (docs/performance.md); a classwise scheme's entries
 are then computed here from its sums.
 """
 
@@ -70,7 +70,6 @@ def scan_rows(
     are needed with ``classwise``."""
     n, k = scores.shape
     dev, f64 = scores.device, torch.float64
-    stats = RowStats(torch.empty(n, dtype=f64, device=dev), torch.ones(n, dtype=f64, device=dev))
     # the compiled scan gives the per-row sums; a classwise scheme is then added from them, so
     # that top-label metrics do not depend on whether classwise ones were asked for too
     native = not is_probs and native_scan.usable(scores)
@@ -79,8 +78,9 @@ def scan_rows(
         stats = RowStats(*sums, finite=finite)
         if classwise is None:
             return stats
-    elif full:
-        stats.sq, stats.ed = torch.empty(n, dtype=f64, device=dev), torch.empty_like(stats.top)
+    else:
+        sums = [torch.empty(n, dtype=f64, device=dev) for _ in range(3 if full else 1)]
+        stats = RowStats(sums[0], torch.ones(n, dtype=f64, device=dev), *sums[1:])
     if classwise is not None:
         stats.classwise = classwise
         stats.col_sum = torch.zeros(k, dtype=f64, device=dev)
