@@ -68,6 +68,9 @@ def test_matmul_rate_is_a_positive_number():
 
 
 def test_the_train_cifar_presets_are_the_study_and_the_papers_protocol():
+    from ..conftest import shared
+
+    shared("cifar10-jpeg")  # the presets name ../shared/data/cifar10-jpeg, checked as they load
     study, paper = load_spec("train-cifar"), load_spec("train-cifar-paper")
     losses = {str(r.loss) for r in study.runs}
     assert {"ce", "focal:gamma=3", "flsd53", "label-smoothing:epsilon=0.05",
