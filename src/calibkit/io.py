@@ -322,6 +322,58 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
     return path
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_output(
+    output: str | os.PathLike | None,
+    inputs: Any = (),
+    *,
+    option: str = "-o",
+) -> Path | None:
+    """The one rule for every command that writes: ``output`` may not be empty, and may not
+    be, or lie inside, any of ``inputs`` (the files and folders the command reads). Paths
+    are compared resolved (links followed) and by device and inode (a hard link to an input
+    is that input). Returns ``output`` as a :class:`~pathlib.Path` (None stays None); a
+    one-line ``ValueError`` naming the option and the input otherwise. Checked before any
+    work, so that nothing is read, trained or overwritten first.
+
+    >>> check_output("a.calib", ["a.npz"])
+    PosixPath('a.calib')
+    >>> check_output("a.npz", ["a.npz"])
+    Traceback (most recent call last):
+    ...
+    ValueError: -o a.npz is an input of this command: choose another path (nothing was written)
+    """
+    if output is None:
+        return None
+    if not str(output).strip():
+        raise ValueError(f"{option}: an empty path; name the file or folder to write")
+    out = Path(output)
+    resolved = out.expanduser().resolve()
+    same = _identity(resolved)
+    for given in inputs:
+        if given is None or not str(given).strip():
+            continue
+        source = Path(given).expanduser().resolve()
+        if resolved == source or (same is not None and same == _identity(source)):
+            raise ValueError(
+                f"{option} {output} is an input of this command: choose another path "
+                "(nothing was written)"
+            )
+        if source.is_dir() and resolved.is_relative_to(source):
+            raise ValueError(
+                f"{option} {output} lies inside the input folder {given}: write it elsewhere "
+                "(nothing was written)"
+            )
+    return out
+
+
 def check_writable(folder: str | os.PathLike) -> Path:
     """Create ``folder`` if needed and make sure a file can be written there, before any
     long work whose results would go there; a one-line ``ValueError`` otherwise."""

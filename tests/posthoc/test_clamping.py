@@ -172,9 +172,9 @@ def test_calibrate_command_fits_any_method_on_a_run_and_writes_logits_for_compar
     spec = "neural-clamping:epochs=3,init=data"
     out = json.loads(run_ok(["calibrate", spec, str(tmp_path / "run"), "--json"], capsys))
     assert out["fit"]["details"]["gamma"] == 1.0
-    with np.load(tmp_path / "run" / "neural-clamping" / "logits.npz") as f:
+    with np.load(tmp_path / "run-neural-clamping" / "logits.npz") as f:
         assert f["logits_test"].shape == (497, 10) and f["labels_val"].shape == (300,)
-    back = posthoc.load(tmp_path / "run" / "neural-clamping" / "calibrator.safetensors",
+    back = posthoc.load(tmp_path / "run-neural-clamping" / "calibrator.safetensors",
                         torch.nn.Linear(64, 10))  # fmt: skip
     assert back.settings()["init"] == "data" and back.fit_report_.details["gamma"] == 1.0
     run_ok(["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "ts")], capsys)

@@ -67,11 +67,14 @@ def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_js
     from ..bench.runner import run_bench
     from ..bench.spec import load_spec
     from ..bench.store import Store
+    from ..io import check_output, check_writable
 
+    sources = [spec] if spec and Path(spec).exists() else []
+    check_output(out, sources, option="-o")
+    check_output(db, sources, option="--db")
+    check_output(doc, [*sources, db], option="--doc")
     plan = load_spec(spec)
     if doc:  # checked before the sweep, not after hours of it
-        from ..io import check_writable
-
         check_writable(Path(doc).resolve().parent)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = workers or max(1, (cores or 1) // threads)
@@ -223,7 +226,9 @@ def report(db, out, as_json) -> None:
       calibkit report results.sqlite -o report/ --json   # counts, verdicts, headline table
     """
     from ..bench.report import write_report
+    from ..io import check_output
 
+    check_output(out, [db])
     info = write_report(db, out)
     paths = {"markdown": str(Path(out) / "report.md"), "html": str(Path(out) / "report.html")}
     if as_json:

@@ -13,6 +13,7 @@ from .common import (
     CONTEXT,
     cli,
     console,
+    data_roots,
     echo_json,
     json_option,
     key_options,
@@ -50,8 +51,10 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
       calibkit fit --method ts --val run.npz -o ts.calib
       calibkit fit --method dir-odir:folds=5 --val resnet110_cifar10.npz -o dir.calib
     """
+    from ..io import check_output
     from ..posthoc.on_files import fit_file
 
+    check_output(output, [val])
     cal, before, after, path, n = fit_file(method, val, output, logits_key=logits_key,
                                            labels_key=labels_key)  # fmt: skip
     if as_json:
@@ -119,6 +122,15 @@ def apply(
         raise click.UsageError("give FILE and -o to apply the calibrator, or --onnx to export it")
     if (file is None) != (output is None):
         raise click.UsageError("FILE and -o go together: the logits to read and the .npz to write")
+    from ..io import check_output
+
+    check_output(output, [calibrator, file])
+    check_output(onnx_path, [calibrator, file, output], option="--onnx")
+    if output is not None and Path(output).suffix.lower() != ".npz":
+        raise click.BadParameter(
+            f"{output}: apply writes a .npz (logits, probs, labels); name the file *.npz",
+            param_hint="-o",
+        )
     report: dict = {}
     if Path(calibrator).is_dir():
         if file is not None:
@@ -194,7 +206,8 @@ def methods(as_json) -> None:
 @click.option("--device", default="auto", show_default=True)
 @click.option(
     "-o", "--output", default=None, type=click.Path(file_okay=False),
-    help="Folder for the calibrated logits and the method's file (default RUN_DIR/<method>).",
+    help="Folder for the calibrated logits and the method's file (default RUN_DIR-<method>, "
+    "beside the source run).",
 )  # fmt: skip
 @json_option
 def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_json):
@@ -208,20 +221,24 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
 
     \b
     Examples:
-      calibkit calibrate ts runs/x                   # writes the run runs/x/ts
+      calibkit calibrate ts runs/x                   # writes the run runs/x-ts
       calibkit calibrate "neural-clamping:gamma_pool=[0,1,2]" runs/x -o runs/x-nc
       calibkit calibrate maccal:adaptive=static runs/x -o runs/x-maccal   # MaC-Cal stage 2
       calibkit calibrate neural-clamping --model resnet20 --checkpoint resnet20.th \\
           --data "folder:root=cifar10-jpeg,mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225]" -o nc
     """
     from .. import posthoc
+    from ..io import check_output
     from ..training.trainer import pick_device
 
     spec = posthoc.REGISTRY.check(method)  # a bad spec fails before anything is read
     with options_named():
         pick_device(device)
+    if output is None and run_dir is not None:
+        output = f"{str(run_dir).rstrip('/')}-{spec.name}"
+    check_output(output, [run_dir, checkpoint, *data_roots(data_spec)])
     run_dir = pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output)
-    out = Path(output) if output else Path(run_dir) / spec.name
+    out = Path(output)
     calibrate_and_print(run_dir, spec, out, device, as_json)
 
 

@@ -334,6 +334,23 @@ def metric_rows(before, after) -> list[tuple[str, str, str]]:
     return [(c, f"{before[c]:.4f}", f"{after[c]:.4f}") for c in COLUMNS]
 
 
+def data_roots(*specs) -> list[str]:
+    """The folders that dataset specs read (their ``root`` settings): inputs that an output
+    may not replace (:func:`calibkit.io.check_output`). Text is parsed; a parsed
+    :class:`~calibkit.registry.Spec` is read as it is."""
+    from ..registry import parse_spec
+
+    roots = []
+    for spec in specs:
+        if spec is None:
+            continue
+        parsed = parse_spec(spec) if isinstance(spec, str) else spec
+        root = parsed.kwargs.get("root")
+        if isinstance(root, str):
+            roots.append(root)
+    return roots
+
+
 def pretrained_options(f):
     """--model, --checkpoint and --data: a pretrained network instead of a run folder."""
     f = click.option("--data", "data_spec", default=None, help="Dataset spec (with --checkpoint).")(

@@ -12,7 +12,7 @@ import click
 
 from ..training.trainer import TrainConfig
 from .calibrate import calibrate_and_print
-from .common import CONTEXT, cli, console, echo_json, json_option, options_named
+from .common import CONTEXT, cli, console, data_roots, echo_json, json_option, options_named
 from .progress import progress
 
 
@@ -87,10 +87,13 @@ def train(stage2, output, resume, as_json, **settings) -> None:
       torchrun --nproc-per-node 2 -m calibkit train ...   # data-parallel (gloo on CPU)
     """
     from .. import posthoc
+    from ..io import check_output, check_writable
     from ..training.runs import stage_one
 
     spec = posthoc.REGISTRY.check(stage2) if stage2 else None  # before any training
     config = config_of(TrainConfig, settings)
+    check_output(output, [config.checkpoint, *data_roots(config.data, *config.extra)])
+    check_writable(output)  # a read-only or full folder fails now, not after an epoch
     stage1 = Path(output) / "stage1" if spec else Path(output)
     given = bool(config.checkpoint and spec)  # pretrained weights as stage 1: no training
     with progress(1, "training", not as_json and not given) as tick:
