@@ -94,11 +94,13 @@ def test_one_class_only_is_measured():
     assert r["accuracy"] == pytest.approx(2 / 3) and 0 < r["ece"] < 1
 
 
-def test_logits_in_unit_interval_are_not_mistaken_for_probabilities():
-    z = np.array([[0.9, 0.1], [0.3, 0.7]])  # looks like probabilities, but these are logits
-    assert M.ece(z, [0, 1]) != pytest.approx(M.ece(z, [0, 1], probs=True))
-    c = 1 / (1 + np.exp([-0.8, -0.4]))  # both correct, in different bins
-    assert M.ece(z, [0, 1]) == pytest.approx(np.mean(1 - c), abs=1e-12)
+def test_scores_that_look_like_probabilities_are_refused_not_guessed():
+    z = np.array([[0.9, 0.1], [0.3, 0.7]])  # every row in [0, 1], summing to 1
+    with pytest.raises(ValueError, match="look like probabilities"):
+        M.ece(z, [0, 1])
+    c = 1 / (1 + np.exp([-0.8, -0.4]))  # as logits on purpose: the trusted path reads them so
+    assert M.ece(z, [0, 1], validate=False) == pytest.approx(np.mean(1 - c), abs=1e-12)
+    assert M.ece(z, [0, 1], probs=True) == pytest.approx(np.mean([0.1, 0.3]), abs=1e-12)
 
 
 def test_the_number_of_bins_is_bounded_everywhere():

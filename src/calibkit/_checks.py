@@ -142,6 +142,36 @@ def check_probabilities(p: Tensor, name: str = "scores", given: torch.dtype | No
             )
 
 
+#: rows read first when deciding whether logits look like probabilities: valid logits are
+#: told apart by these alone, so the full pass is paid only by input that looks like them
+_PROBE_ROWS = 64
+
+
+def _rows_are_probabilities(t: Tensor, tol: float) -> bool:
+    in_range = bool(((t >= 0) & (t <= 1)).all())  # NaN compares false: not probabilities
+    return in_range and bool(((t.sum(1, dtype=torch.float64) - 1).abs() <= tol).all())
+
+
+def refuse_probabilities(s: Tensor, name: str = "scores") -> None:
+    """Raise a one-line ``ValueError`` when ``s`` (N, K), K >= 2, given where logits are
+    expected, has every row in [0, 1] summing to 1 (within the tolerance of its dtype, see
+    :data:`PROB_SUM_TOL`): probabilities read as logits give silently wrong numbers (ECE 0.69
+    where the truth is 0.05), so every entry point refuses them instead of guessing. The
+    first rows are read first, so valid logits cost almost nothing to tell apart."""
+    if s.ndim != 2 or s.shape[1] < 2 or s.shape[0] == 0:
+        return
+    tol = prob_sum_tolerance(s.dtype, s.shape[1])
+    if not _rows_are_probabilities(s[:_PROBE_ROWS], tol):
+        return
+    if s.shape[0] > _PROBE_ROWS and not _rows_are_probabilities(s, tol):
+        return
+    raise ValueError(
+        f"{name}: every row lies in [0, 1] and sums to 1, so these look like probabilities, "
+        "but logits were expected: pass probs=True (command line: --probs), or their "
+        "logarithm as logits; nothing was computed"
+    )
+
+
 def check_positive_int(
     value: Any, name: str, minimum: int = 1, maximum: int | None = None, why: str = ""
 ) -> int:

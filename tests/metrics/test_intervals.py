@@ -189,14 +189,3 @@ def test_paired_test_holds_its_level_and_has_power():
                                   metrics=["ece"]).p_values["ece"] < 0.05  # fmt: skip
     assert rejects / 60 <= 0.05 + 3.5 * math.sqrt(0.05 * 0.95 / 60)
     assert detects / 60 >= 0.9
-
-
-def test_probabilities_read_as_logits_get_a_note_and_nothing_is_guessed():
-    from calibkit.metrics.evaluate import LOOK_LIKE_PROBABILITIES
-
-    probs, labels = SyntheticClassifier(10, gamma=1.5).sample(500, seed=0)
-    as_logits = evaluate(probs, labels, optimal=False, smooth=False)
-    assert LOOK_LIKE_PROBABILITIES in as_logits.notes
-    assert as_logits["ece"] != evaluate(probs, labels, probs=True, optimal=False)["ece"]
-    assert LOOK_LIKE_PROBABILITIES not in evaluate(probs, labels, probs=True, optimal=False).notes
-    assert LOOK_LIKE_PROBABILITIES not in evaluate(np.log(probs), labels, optimal=False).notes

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from torch import Tensor
 
 from .._checks import check_n_bins
 from ..threads import sized_by_first_argument
@@ -120,21 +119,6 @@ def _check_ci(ci: float) -> float:
     return float(ci)
 
 
-#: the note for logits that look like probabilities (nothing is guessed: they stay logits)
-LOOK_LIKE_PROBABILITIES = (
-    "every row of the scores lies in [0, 1] and sums to 1: if they are probabilities, pass "
-    "probs=True (CLI: --probs); they were read as logits"
-)
-
-
-def _look_like_probabilities(scores: Tensor) -> bool:
-    """Whether every row lies in [0, 1] and sums to 1 within 1e-3 (K >= 2 columns)."""
-    if scores.shape[1] < 2 or scores.numel() == 0:
-        return False
-    s = scores.double()
-    return bool(s.min() >= 0 and s.max() <= 1 and (s.sum(1) - 1).abs().max() <= 1e-3)
-
-
 @sized_by_first_argument
 def evaluate(
     scores: Any,
@@ -217,8 +201,6 @@ def evaluate(
     if ood is not None:
         settings["ood_score"] = ood_score
     notes = []
-    if not probs and _look_like_probabilities(p.scores):
-        notes.append(LOOK_LIKE_PROBABILITIES)
     if math.isnan(metrics.get("refinement_auroc", 0.0)):
         notes.append(undefined_auroc_message(p.n, int(p.correct.sum())))
         warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)

@@ -2,7 +2,9 @@
 
 Every function takes ``scores`` of shape (N, K) (or (N,) for a binary problem given as one
 column) and integer ``labels`` of shape (N,), as NumPy arrays or tensors on any device.
-Scores are logits unless ``probs=True``: nothing is guessed from the value range. Results
+Scores are logits unless ``probs=True``: nothing is guessed from the value range, and
+scores whose every row lies in [0, 1] and sums to 1 are refused as logits (one-line error
+naming ``probs=True``; :func:`calibkit._checks.refuse_probabilities`). Results
 are Python floats. Binned metrics take ``n_bins`` (default 15) and ``binning`` (see
 :mod:`calibkit.metrics.binning`). ``binary="positive"`` measures a K = 2 problem on
 P(class 1) against 1[y = 1] instead of on the top label; ``"pooled"`` and ``"top-<r>"``

@@ -27,6 +27,7 @@ from .._checks import (
     check_choice,
     check_finite,
     check_probabilities,
+    refuse_probabilities,
     to_float,
     to_tensor,
 )
@@ -68,6 +69,8 @@ def prepare_scores(
         )
     if probs:
         check_probabilities(s, name, given)
+    else:
+        refuse_probabilities(s, name)
     return s
 
 

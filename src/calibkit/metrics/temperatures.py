@@ -178,6 +178,7 @@ def _log_partition(d: Tensor, beta: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _argmin_smallest_t(eces: Tensor, temps: Tensor) -> tuple[int, float]:
+    eces, temps = eces.cpu(), temps.cpu()  # a few hundred values: decided on the host
     least = eces.min()
     ties = torch.nonzero(eces == least)[:, 0]
     i = int(ties[torch.argmin(temps[ties])])

@@ -1,0 +1,107 @@
+"""Probabilities where logits were expected: one behaviour at every entry point. Scores
+whose every row lies in [0, 1] and sums to 1 are refused with one line naming probs=True
+(calibkit._checks.refuse_probabilities), never read as logits (ECE 0.69 where the truth is
+0.05); with probs=True, or as their logarithm, they give the right number."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from calibkit import metrics as M
+from calibkit import posthoc
+from calibkit.metrics import CalibrationMeter, compare_paired, evaluate
+from calibkit.metrics.synthetic import SyntheticClassifier
+from tests.test_cli import run, run_ok
+
+
+@pytest.fixture(scope="module")
+def probs_labels():
+    p, y = SyntheticClassifier(10, gamma=1.5).sample(500, seed=0)
+    return torch.as_tensor(p, dtype=torch.float32), torch.as_tensor(y)
+
+
+def _refused(call):
+    with pytest.raises(ValueError, match=r"look like probabilities.*probs=True"):
+        call()
+
+
+FUNCTIONS = [M.ece, M.accuracy, M.nll, M.brier, M.classwise_ece, M.aece, M.mce, M.aurc]
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
+def test_functions_refuse_probabilities_and_accept_them_when_told(fn, probs_labels):
+    p, y = probs_labels
+    _refused(lambda: fn(p, y))
+    assert fn(p, y, probs=True) == pytest.approx(fn(p.double().log(), y), rel=1e-4, abs=1e-6)
+
+
+def test_evaluate_and_paired_refuse(probs_labels):
+    p, y = probs_labels
+    _refused(lambda: evaluate(p, y, optimal=False))
+    _refused(lambda: compare_paired(p, p, y, bootstrap=10))
+    right = evaluate(p, y, probs=True, optimal=False)["ece"]
+    assert right == pytest.approx(M.ece(p.double().log(), y), rel=1e-4)
+    assert right < 0.2  # the wrong reading gives about 0.69
+
+
+def test_only_the_first_rows_decide_for_logits(probs_labels):
+    p, y = probs_labels
+    mixed = p.clone()
+    mixed[-1] = torch.tensor([2.0] + [0.0] * 9)  # one logit row at the end: logits after all
+    assert M.ece(mixed, y) > 0  # read as logits, no error
+
+
+def test_meter_refuses_and_is_left_as_it_was(probs_labels):
+    p, y = probs_labels
+    meter = CalibrationMeter()
+    _refused(lambda: meter.update(p, y))
+    assert meter.n == 0 and meter.n_classes is None
+    told = CalibrationMeter(probs=True).update(p, y).compute()
+    assert told["ece"] == pytest.approx(M.ece(p, y, probs=True), rel=1e-9)
+
+
+def test_torchmetrics_adapters_refuse(probs_labels):
+    pytest.importorskip("torchmetrics")
+    from calibkit.adapters.torchmetrics import ECE, AdaptiveECE
+
+    p, y = probs_labels
+    for metric in (ECE(), AdaptiveECE()):
+        _refused(lambda m=metric: m.update(p, y))
+    told = ECE(probs=True)
+    told.update(p, y)
+    assert float(told.compute()) == pytest.approx(M.ece(p, y, probs=True), rel=1e-9)
+
+
+def test_calibrators_refuse_probabilities_for_logits(probs_labels):
+    p, y = probs_labels
+    with pytest.raises(ValueError, match="look like probabilities"):
+        posthoc.create("ts").fit(p, y)
+
+
+def test_cli_refuses_without_printing_a_table(tmp_path, probs_labels, capsys):
+    p, y = probs_labels
+    path = tmp_path / "probs.npz"
+    np.savez(path, logits=p.numpy(), labels=y.numpy())
+    code, out, err = run(["evaluate", str(path)], capsys)
+    assert code == 2 and out == ""
+    assert "look like probabilities" in err and "--probs" in err
+    assert "ece" in run_ok(["evaluate", str(path), "--probs"], capsys)
+
+
+def test_lightning_callback_refuses_softmax_outputs(tmp_path, probs_labels):
+    L = pytest.importorskip("lightning.pytorch")
+    from calibkit.adapters.lightning import CalibrationCallback
+    from tests.test_adapters_lightning import Digits, _loaders, _trainer
+
+    class Softmax(Digits):
+        def validation_step(self, batch, batch_idx):
+            x, y = batch
+            return {"logits": self.net(x).softmax(1), "labels": y}
+
+    train, val = _loaders()
+    trainer = _trainer(tmp_path, CalibrationCallback(["ece"], diagram=False))
+    with pytest.raises(ValueError, match="look like probabilities"):
+        trainer.fit(Softmax(), train, val)
+    assert L is not None
