@@ -252,9 +252,34 @@ def test_long_commands_talk_off_a_terminal(tmp_path, data, capsys, monkeypatch):
              if line.startswith("bootstrap: ")]  # fmt: skip
     assert lines[-1].startswith("bootstrap: 600/600, elapsed ") and "ETA 0:00" in lines[-1]
     assert len(lines) >= 2 and lines[0].startswith("bootstrap: 256/600")
-    tick = progress._progress_lines(4, "x")
+    tick = progress._Lines(4, "x")
     tick(0, 4, {"epoch": 1})  # nothing done yet: the ETA is unknown
     assert "x epoch 1: 0/4" in capsys.readouterr().err and progress._clock(float("nan")) == "-:--"
+
+
+def test_a_long_step_is_not_silent_and_its_eta_skips_the_first_step(monkeypatch, capsys):
+    """Issue 42 §2: a line at least every PROGRESS_EVERY seconds while a step runs (the
+    heartbeat), with what is running; the ETA is measured from the first step's end."""
+    import time as clock
+
+    from calibkit.cli import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.2)
+    with progress.progress(3, "work", True) as tick:
+        tick.status("building the network")
+        clock.sleep(0.9)  # one long first step and no tick: the heartbeat speaks
+        tick(1)
+        tick(1)
+        clock.sleep(0.5)
+    lines = capsys.readouterr().err.splitlines()
+    silent = [line for line in lines if line.startswith("work: 0/3")]
+    assert len(silent) >= 2 and all("building the network" in line for line in silent)
+    assert lines[-1].startswith("work: 2/3") and "ETA -:--" not in lines[-1]
+    t = progress._Lines(10, "x")
+    t.start -= 100.0  # a first step of 100 s (reading data), then steps of ~0 s each
+    t(1)
+    t(1)
+    assert t.eta(clock.monotonic()) < 5.0  # not 100 s per step
 
 
 def test_the_terminal_bar_has_an_eta_when_each_step_takes_minutes():

@@ -9,7 +9,7 @@ import json
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -84,18 +84,32 @@ def seeded(spec: str | Spec, seed: int) -> Spec:
     return method
 
 
-def execute(run: RunSpec, root: Path) -> dict[str, Any]:
-    """Train and evaluate ``run``; the store's rows for it (:func:`_execute`). The run
+def execute(
+    run: RunSpec, root: Path, report: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Train and evaluate ``run``; the store's rows for it (:func:`_execute`). ``report``
+    receives a phrase at each phase of the run and at the end of each training epoch (the
+    bench's progress lines show it). The run
     checks each calibrator on its test split and stores what it finds, so the fits skip
     their own calibration-split checks (:func:`~calibkit.posthoc.anomalies.checked_elsewhere`)
     and stage 2's :class:`~calibkit.posthoc.anomalies.CalibrationWarning` (kept in its
     run.json) is not printed from the workers."""
     with warnings.catch_warnings(), checked_elsewhere():
         warnings.simplefilter("ignore", CalibrationWarning)
-        return _execute(run, root)
+        return _execute(run, root, report or (lambda text: None))
 
 
-def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
+def _training_progress(name: str, report: Callable[[str], None]):
+    """A trainer's progress callback that reports each epoch's end."""
+
+    def progress(step: int, total: int, record: dict | None) -> None:
+        if record is not None:
+            report(f"{name}: training, epoch {record['epoch']}, step {step}/{total}")
+
+    return progress
+
+
+def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[str, Any]:
     """Train and evaluate ``run``; the store's rows for it.
 
     Stage 1 is trained in ``root/train/<training key>``, shared by every run with the same
@@ -107,6 +121,7 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
     the metric ``fit_seconds``, and a post-hoc method's per-epoch history (Neural Clamping's
     objective) as the curve ``fit_history``."""
     started = time.time()
+    name = f"{run.method} seed {run.seed}"
     phases: dict[str, float] = defaultdict(float)
     if run.logits is not None:
         evidence, info = _file_evidence(run.logits, run.calibration_fraction or 0.5, run.seed)
@@ -119,10 +134,12 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
         rate = stage1 / "throughput.json"  # measured by the process that trains the network
         with file_lock(stage1.with_suffix(".lock")):
             if not (stage1 / "run.json").exists():
+                report(f"{name}: training")
                 with _phase(phases, "train"):
                     result = stage_one(
                         run.train_config(), stage1, given=run.checkpoint is not None,
                         resume=(stage1 / "checkpoint.pt").exists(),
+                        progress=_training_progress(name, report),
                     )  # fmt: skip
                 if result is not None:
                     write_text(rate, json.dumps(training_rate(result)))
@@ -130,6 +147,7 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
         history = [(1, i + 1, h) for i, h in enumerate(_json(stage1 / "history.json"))]
         if run.stage2:  # any registered method, fitted on the stage-1 run into a new run
             if not (out / "run.json").exists():
+                report(f"{name}: stage 2 ({run.stage2.name})")
                 with _phase(phases, "stage2"):
                     calibrate_run(stage1, seeded(run.stage2, run.seed), out, device="auto")
             history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
@@ -184,6 +202,7 @@ def _execute(run: RunSpec, root: Path) -> dict[str, Any]:
             on_model = posthoc.REGISTRY.factory(method.name).level == "model"
             fitting = "neural_clamping" if on_model else "posthoc"
             fit_started = time.perf_counter()
+            report(f"{name}: fitting {method.name}" + (f" on {size}" if size else ""))
             try:
                 with _phase(phases, fitting):
                     cal = posthoc.create(method).fit_on(evidence, idx)

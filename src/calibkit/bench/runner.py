@@ -1,9 +1,16 @@
 """Run a sweep: every run of a spec not yet finished in the store, on an engine.
 
-- ``local``: in this process (``workers=1``) or in N worker processes;
+- ``local``: in this process (``workers=1``) or in N worker processes; where the runs
+  train on CUDA, worker i uses GPU i mod the GPUs here (``CUDA_VISIBLE_DEVICES``), so
+  several GPUs get their own workers and one GPU is not time-sliced between many;
 - ``ray``: each run a Ray task (``threads`` CPUs, and one GPU when the cluster has any),
   retried up to twice on failure; ``address`` joins an existing cluster, otherwise Ray
   starts a local one.
+
+Where the runs train on CUDA (or ``pack=True``), the stage-1 networks that share a model,
+its data and its schedule are first trained together, a pack per worker
+(:mod:`calibkit.bench.pack`). Workers report what they are doing (a run's phase, each
+epoch's end) to the driver, whose ``progress`` callback receives it as ``status``.
 
 Runs are keyed by the hash of their resolved settings; the store skips finished keys, so a
 sweep killed at any point and started again finishes the rest without redoing work or
@@ -14,6 +21,7 @@ a run that fails twice is recorded as failed (with its error) and retried by the
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 import traceback
@@ -30,13 +38,23 @@ from .. import data
 from ..allocator import retain_freed_memory
 from ..io import file_lock
 from .execute import execute
+from .pack import label, packs, train_pack, trains_on_cuda
 from .runspec import BenchSpec, RunSpec
 from .store import Store
 
 RETRIES = 2
 
 
-def _attempt(run: RunSpec, root: str, threads: int) -> dict[str, Any]:
+#: a worker process's line to the driver (set by its initializer; None in the driver)
+_REPORTS: Any = None
+
+
+def _report(text: str) -> None:
+    if _REPORTS is not None:
+        _REPORTS.put((os.getpid(), text))
+
+
+def _attempt(run: RunSpec, root: str, threads: int, report: Any = None) -> dict[str, Any]:
     retain_freed_memory()  # a spawned worker starts with glibc's defaults
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -44,12 +62,33 @@ def _attempt(run: RunSpec, root: str, threads: int) -> dict[str, Any]:
     try:
         for _ in range(RETRIES):
             try:
-                return execute(run, Path(root))
+                return execute(run, Path(root), report or _report)
             except Exception:  # any failure of a run is recorded, not fatal
                 last = traceback.format_exc(limit=3).strip().splitlines()[-1]
         return {"failed": last}
     finally:
         torch.set_num_threads(before)
+
+
+def _attempt_pack(runs: list[RunSpec], root: str, threads: int, report: Any = None) -> str:
+    """Train a pack's stage-1 networks; '' or the error (its runs then train alone)."""
+    retain_freed_memory()
+    torch.set_num_threads(threads)
+    try:
+        train_pack(runs, Path(root), report or _report)
+        return ""
+    except Exception:  # the runs train alone instead, and record their own failure
+        return traceback.format_exc(limit=3).strip().splitlines()[-1]
+
+
+def _worker_start(parent: int, reports: Any, gpus: Any) -> None:
+    """A worker's start: its guard (:func:`_exit_with`), its line to the driver, and its GPU
+    (one of ``gpus``, a queue of device indices, where the runs train on CUDA)."""
+    global _REPORTS
+    _exit_with(parent)
+    _REPORTS = reports
+    if gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpus.get())
 
 
 def _exit_with(parent: int) -> None:
@@ -64,11 +103,17 @@ def _exit_with(parent: int) -> None:
     threading.Thread(target=watch, daemon=True, name="calibkit-parent-watch").start()
 
 
-def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """``workers`` spawned processes that exit when this process dies."""
-    return ProcessPoolExecutor(
-        workers, mp_context=get_context("spawn"), initializer=_exit_with, initargs=(os.getpid(),)
-    )
+def worker_pool(workers: int, reports: Any = None, gpus: int = 0) -> ProcessPoolExecutor:
+    """``workers`` spawned processes that exit when this process dies, report to the queue
+    ``reports``, and (with ``gpus`` > 0) each use GPU i mod ``gpus``."""
+    ctx = get_context("spawn")
+    queue = None
+    if gpus:
+        queue = ctx.Queue()
+        for i in range(workers):
+            queue.put(i % gpus)
+    return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_start,
+                               initargs=(os.getpid(), reports, queue))  # fmt: skip
 
 
 @contextmanager
@@ -108,10 +153,15 @@ def run_bench(
     address: str | None = None,
     db: str | Path | None = None,
     threads: int = 1,
-    progress: Callable[[int, int, RunSpec | None], None] | None = None,
+    progress: Callable[..., None] | None = None,
+    pack: bool | None = None,
 ) -> dict[str, int]:
     """Run every unfinished run of ``spec``; results into the store (default
     ``out/results.sqlite``). Returns counts: total, skipped (already done), done, failed.
+    ``progress(done, total, run, status=None)`` is called as runs land, and with ``status``
+    (what the workers are doing, one phrase per busy worker) at least every second while
+    they run. ``pack``: train the stage-1 networks of runs that share a model, data and
+    schedule together first (None: where they train on CUDA; :mod:`calibkit.bench.pack`).
 
     Every run uses ``threads`` CPU threads whatever the engine or the number of workers: a
     run's numbers depend on the thread count (it changes the order of float sums), so a fixed
@@ -123,7 +173,7 @@ def run_bench(
     ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
     with folder_lock(out):
-        return _sweep(spec, out, ray, workers, address, db, threads, progress)
+        return _sweep(spec, out, ray, workers, address, db, threads, progress, pack)
 
 
 def check_data(runs: list[RunSpec]) -> None:
@@ -144,7 +194,8 @@ def check_data(runs: list[RunSpec]) -> None:
 
 
 def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | None,
-           db: str | Path | None, threads: int, progress: Any) -> dict[str, int]:  # fmt: skip
+           db: str | Path | None, threads: int, progress: Any,
+           pack: bool | None) -> dict[str, int]:  # fmt: skip
     store = Store(db or out / "results.sqlite")
     store.set_sweep(spec.methods, spec.baseline)
     finished = store.done()
@@ -176,17 +227,67 @@ def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | No
 
     if ray is not None:
         _run_ray(ray, todo, out, address, threads, land)
-    elif workers == 1 or len(todo) <= 1:
+        return counts
+    cuda = trains_on_cuda(todo)
+    groups = packs(todo, out) if (cuda if pack is None else pack) else []
+    say = _Status(progress, counts)
+    if workers == 1 or len(todo) + len(groups) <= 1:
+        for group in groups:
+            say.single(label(group))
+            _attempt_pack(group, str(out), threads, say.single)
         for run in todo:
-            land(run, _attempt(run, str(out), threads))
-    else:
-        with worker_pool(workers) as pool:
-            pending = {pool.submit(_attempt, r, str(out), threads): r for r in todo}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    land(pending.pop(fut), fut.result())
+            say.single(run_label(run))
+            land(run, _attempt(run, str(out), threads, say.single))
+        return counts
+    reports = get_context("spawn").Queue()
+    with worker_pool(workers, reports, torch.cuda.device_count() if cuda else 0) as pool:
+        waiting = {pool.submit(_attempt_pack, g, str(out), threads): g for g in groups}
+        while waiting:  # the runs need their packs' networks: packs first
+            done, _ = wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in done:
+                waiting.pop(fut)
+            say.drain(reports)
+        pending = {pool.submit(_attempt, r, str(out), threads): r for r in todo}
+        while pending:
+            done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in done:
+                land(pending.pop(fut), fut.result())
+            say.drain(reports)
     return counts
+
+
+def run_label(run: RunSpec) -> str:
+    """How progress lines name a run."""
+    return f"{run.method} seed {run.seed} ({run.dataset.name}/{run.model.name})"
+
+
+class _Status:
+    """What the workers said last, passed to ``progress`` as one phrase."""
+
+    def __init__(self, progress: Any, counts: dict[str, int]) -> None:
+        self.progress, self.counts, self.said = progress, counts, {}
+
+    def _show(self) -> None:
+        if self.progress is None:
+            return
+        c = self.counts
+        done = c["skipped"] + c["done"] + c["failed"]
+        self.progress(done, c["total"], None, status="; ".join(self.said.values()))
+
+    def single(self, text: str) -> None:
+        """A line from this process (one worker: runs in the driver)."""
+        self.said = {0: text}
+        self._show()
+
+    def drain(self, reports: Any) -> None:
+        """Read every line the workers sent since the last call, then show them."""
+        while True:
+            try:
+                pid, text = reports.get_nowait()
+            except queue.Empty:
+                break
+            self.said[pid] = text
+        self._show()
 
 
 def _require_ray() -> Any:

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,7 +22,13 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
 )  # fmt: skip
 @click.option(
     "--workers", default=0, type=click.IntRange(min=0),
-    help="Local worker processes (default: one per CPU core).",
+    help="Local worker processes (default: one per GPU where the runs train on CUDA, else "
+    "one per CPU core).",
+)  # fmt: skip
+@click.option(
+    "--pack/--no-pack", default=None,
+    help="Train the networks that share a model, data and schedule together (default: where "
+    "they train on CUDA; docs/training.md).",
 )  # fmt: skip
 @click.option(
     "--threads", default=1, show_default=True, type=click.IntRange(min=1),
@@ -44,7 +51,7 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
     "training rate of each model), then stop.",
 )  # fmt: skip
 @json_option
-def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_json) -> None:
+def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate, as_json) -> None:
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
     5–8 minutes on 2 cores), store every result in SQLite, write the report and print
     the headline table. Killed and started again, it finishes only what is missing.
@@ -77,8 +84,12 @@ def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_js
     if doc:  # checked before the sweep, not after hours of it
         check_writable(Path(doc).resolve().parent)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = workers or max(1, (cores or 1) // threads)
-    if engine == "local" and workers * threads > (cores or 1):
+    gpus = _gpus_used(plan)
+    workers = workers or gpus or max(1, (cores or 1) // threads)
+    if engine == "local" and gpus and workers > gpus:
+        click.echo(f"warning: {workers} workers share {gpus} GPU(s): each GPU is time-sliced "
+                   "between them; the default is one worker per GPU", err=True)  # fmt: skip
+    elif engine == "local" and workers * threads > (cores or 1):
         click.echo(f"warning: {workers} workers × {threads} threads > {cores} cores: runs will "
                    "wait for each other's cores (docs/performance.md)", err=True)  # fmt: skip
     if estimate:
@@ -86,9 +97,15 @@ def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_js
         return
     started = time.perf_counter()
     with progress(len(plan.runs), f"bench {plan.name}", not as_json) as tick:
+
+        def said(done: int, total: int, _run: Any, status: str | None = None) -> None:
+            if status is not None:
+                tick.status(status)
+            tick(done, total)
+
         counts = run_bench(
             plan, out, engine=engine, workers=workers, address=address, db=db, threads=threads,
-            progress=(lambda done, total, _run: tick(done, total)) if tick else None,
+            progress=said if tick else None, pack=pack,
         )  # fmt: skip
     swept = time.perf_counter()
     store = db or Path(out) / "results.sqlite"
@@ -116,6 +133,15 @@ def bench(spec, engine, workers, threads, address, out, db, doc, estimate, as_js
         _print_bench_summary(summary, counts, store, report, failed, seconds)
     if failed:
         sys.exit(1)
+
+
+def _gpus_used(plan) -> int:
+    """The GPUs the sweep's runs train on here (0 where they train on the CPU)."""
+    import torch
+
+    from ..bench.pack import trains_on_cuda
+
+    return torch.cuda.device_count() if trains_on_cuda(plan.runs) else 0
 
 
 def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:

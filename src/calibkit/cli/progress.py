@@ -1,10 +1,13 @@
 """Progress of long commands: a rich bar on a terminal; off one (a pipe, ``nohup``, CI, a
 notebook's subprocess) a line on stderr every :data:`PROGRESS_EVERY` seconds with
-done/total, elapsed time and ETA."""
+done/total, elapsed time, ETA and what is running, repeated by a heartbeat while a long
+step runs."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,31 +17,75 @@ import click
 PROGRESS_EVERY = 10.0
 
 
-def _progress_lines(total: int, label: str):
+class _Lines:
     """The tick of :func:`progress` off a terminal: from :data:`PROGRESS_EVERY` seconds on, a
     line on stderr at most every :data:`PROGRESS_EVERY` seconds and at the end: done/total,
-    elapsed, ETA."""
-    start = time.monotonic()
-    state = {"done": 0, "total": total, "said": start, "label": label}
+    elapsed, ETA, and what is running now (:meth:`status`). A heartbeat thread repeats the
+    line while no step ends, so that a long step (an epoch, a bench run, a network's first
+    pass) is never silent. The ETA is measured from the first step that ends, so that one-off
+    costs before it (reading data, building a network) do not inflate it."""
 
-    def tick(k: int, new_total: int | None = None, record: dict | None = None) -> None:
-        if new_total is None:
-            state["done"] += k
-        else:
-            state["done"], state["total"] = k, new_total
-            state["label"] = f"{label} epoch {record['epoch']}" if record else label
+    def __init__(self, total: int, label: str) -> None:
+        self.start = self.said = time.monotonic()
+        self.done, self.total, self.label, self.base = 0, total, label, label
+        self.first: tuple[float, int] | None = None  # (time, done) when a step first ended
+        self.text = ""
+        self.lock = threading.Lock()
+
+    def __call__(self, k: int, new_total: int | None = None, record: dict | None = None) -> None:
+        with self.lock:
+            if new_total is None:
+                self.done += k
+            else:
+                self.done, self.total = k, new_total
+                self.label = f"{self.base} epoch {record['epoch']}" if record else self.base
+            if self.first is None and self.done > 0:
+                self.first = (time.monotonic(), self.done)
+            self._say(self.done >= self.total)
+
+    def status(self, text: str) -> None:
+        """What is running now, shown after the counts (bench: the runs in the workers)."""
+        with self.lock:
+            self.text = text
+
+    def beat(self) -> None:
+        with self.lock:
+            self._say(False)
+
+    def eta(self, now: float) -> float:
+        if self.done >= self.total:
+            return 0.0
+        if self.first is None or self.done <= self.first[1]:
+            return float("nan")  # one step is not a rate: its cost may be one-off
+        t0, d0 = self.first
+        return (now - t0) / (self.done - d0) * (self.total - self.done)
+
+    def _say(self, finished: bool) -> None:
         now = time.monotonic()
-        finished = state["done"] >= state["total"]
-        if now - start < PROGRESS_EVERY or (now - state["said"] < PROGRESS_EVERY and not finished):
+        if now - self.start < PROGRESS_EVERY or (now - self.said < PROGRESS_EVERY and not finished):
             return  # a command done within PROGRESS_EVERY says nothing
-        state["said"] = now
-        elapsed = now - start
-        done, total_ = state["done"], state["total"]
-        eta = elapsed / done * (total_ - done) if done else float("nan")
-        click.echo(f"{state['label']}: {done}/{total_}, elapsed {_clock(elapsed)}, "
-                   f"ETA {_clock(eta)}", err=True)  # fmt: skip
+        self.said = now
+        status = f"; {self.text}" if self.text else ""
+        click.echo(f"{self.label}: {self.done}/{self.total}, elapsed {_clock(now - self.start)}, "
+                   f"ETA {_clock(self.eta(now))}{status}", err=True)  # fmt: skip
 
-    return tick
+
+@contextmanager
+def _heartbeat(tick: _Lines) -> Iterator[None]:
+    """Call ``tick.beat`` every second while the block runs (it prints when a line is due)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(min(1.0, PROGRESS_EVERY or 1.0)):
+            tick.beat()
+
+    thread = threading.Thread(target=run, daemon=True, name="calibkit-progress")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _clock(seconds: float) -> str:
@@ -73,7 +120,9 @@ def progress(total: int, label: str, enabled: bool):
 
     err = Console(stderr=True)
     if not err.is_terminal:  # piped, captured, nohup: a line every few seconds instead
-        yield _progress_lines(total, label)
+        tick = _Lines(total, label)
+        with _heartbeat(tick):
+            yield tick
         return
     with terminal_bar(err) as bar:
         task = bar.add_task(label, total=total)
@@ -86,4 +135,8 @@ def progress(total: int, label: str, enabled: bool):
             text = f"{label} epoch {record['epoch']}" if record else None
             bar.update(task, completed=k, total=new_total, description=text or label)
 
+        def status(text: str) -> None:
+            bar.update(task, description=f"{label} ({text})" if text else label)
+
+        tick.status = status  # type: ignore[attr-defined]
         yield tick

@@ -91,12 +91,12 @@ def fit_affine(
     """
     k = x.shape[1]
     if init is None:
-        w0 = torch.eye(k, dtype=x.dtype) if matrix else torch.ones(k, dtype=x.dtype)
-        b0 = torch.zeros(k, dtype=x.dtype)
+        w0 = torch.eye(k, dtype=x.dtype, device=x.device) if matrix else x.new_ones(k)
+        b0 = x.new_zeros(k)
     else:
         w0, b0 = init
     scale, chol = _preconditioner(x, w0, b0, matrix=matrix, reg=reg, lam=lam, mu=mu)
-    eye = torch.eye(chol.shape[-1], dtype=x.dtype).expand_as(chol)
+    eye = torch.eye(chol.shape[-1], dtype=x.dtype, device=x.device).expand_as(chol)
     inv = torch.linalg.solve_triangular(chol, eye, upper=False)  # L^{-1}: M_j = s_j L_j^{-1}
 
     def times(t: Tensor, m: Tensor) -> Tensor:  # row j: t_j @ m_j (one m shared by all rows)
@@ -177,7 +177,7 @@ def _preconditioner(
         if matrix:
             u = torch.cat([x, x.new_ones(len(x), 1)], 1)
             moments = u.T @ u / len(x)
-            pen = torch.tensor([pen_w] * k + [pen_b], dtype=x.dtype)
+            pen = x.new_tensor([pen_w] * k + [pen_b])
             hess = (a.mean() * moments + torch.diag(pen))[None]
             spread, tr_d = float(torch.trace(moments)), float(pen.sum())
             rho = (a * spread + tr_d) / max(float(a.mean()) * spread + tr_d, 1e-12)
@@ -187,9 +187,11 @@ def _preconditioner(
             moments = torch.stack(
                 [torch.stack([m2, m1], 1), torch.stack([m1, torch.ones_like(m1)], 1)], 1
             )
-            pen = torch.tensor([pen_w if reg == "l2" else 0.0, pen_b], dtype=x.dtype)
+            pen = x.new_tensor([pen_w if reg == "l2" else 0.0, pen_b])
             hess = a[:, None, None] * moments + torch.diag(pen)  # ODIR spares w
             scale = x.new_ones(k, 1)
         f = hess.shape[-1]
         jitter = max(1e-3 * float(torch.diagonal(hess, 0, 1, 2).max()), 1e-12)
-        return scale, torch.linalg.cholesky(hess + jitter * torch.eye(f, dtype=x.dtype))
+        return scale, torch.linalg.cholesky(
+            hess + jitter * torch.eye(f, dtype=x.dtype, device=x.device)
+        )

@@ -35,6 +35,11 @@ def _const(like: Tensor, value: float) -> Tensor:
     return torch.tensor(value, dtype=like.dtype, device=like.device)
 
 
+def _quantiles(n_bins: int, like: Tensor) -> Tensor:
+    """The n_bins + 1 levels 0, 1/n_bins, ..., 1 (float64) on ``like``'s device."""
+    return torch.linspace(0, 1, n_bins + 1, dtype=torch.float64, device=like.device)
+
+
 def _top_two(p: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Top value, runner-up value, and the predicted class (argmax's first index on ties,
     the class a user's argmax names)."""
@@ -159,9 +164,9 @@ class HistogramBinning(_ConfidenceMap):
         edges, values = [], []
         for conf, hit in pairs:
             if self.strategy == "uniform":
-                e = torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64)
+                e = torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64, device=conf.device)
             else:
-                e = torch.quantile(conf, torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64))
+                e = torch.quantile(conf, _quantiles(self.n_bins, conf))
                 e[0], e[-1] = 0.0, 1.0
             idx = torch.bucketize(conf.contiguous(), e[1:-1].contiguous())
             count = torch.bincount(idx, minlength=self.n_bins).double()
@@ -246,7 +251,7 @@ class ScalingBinning(_ConfidenceMap):
         t, *_ = fit_temperature(z[first], y[first], 0.01, 100.0, 1e-12, 100)
         self.temperature_ = torch.tensor(t, dtype=torch.float64)
         conf = _top_two(torch.softmax(z[second] / t, 1))[0].contiguous()
-        e = torch.quantile(conf, torch.linspace(0, 1, self.n_bins + 1, dtype=torch.float64))
+        e = torch.quantile(conf, _quantiles(self.n_bins, conf))
         e[0], e[-1] = 0.0, 1.0
         idx = torch.bucketize(conf, e[1:-1].contiguous())
         count = torch.bincount(idx, minlength=self.n_bins).double()

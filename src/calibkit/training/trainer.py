@@ -130,12 +130,82 @@ def _val_metrics(logits: Tensor, labels: Tensor, epoch: int) -> dict[str, float]
     return {field: m[name] for field, name in VAL_METRICS.items()}
 
 
+class EpochDraws:
+    """Every random draw of one epoch of one run: the order of the samples, then the
+    generators of its augmentations and mixup, all seeded with (seed, epoch)."""
+
+    def __init__(self, config: TrainConfig, epoch: int, n: int, device: torch.device) -> None:
+        order_gen = _generator(config.seed, epoch, 0)
+        self.aug = _generator(config.seed, epoch, 1)
+        self.rng = np.random.default_rng([config.seed, epoch])
+        self.order = torch.randperm(n, generator=order_gen).to(device)
+
+
+def step_inputs(
+    config: TrainConfig,
+    bundle: data.DataBundle,
+    split: data.Split,
+    idx: Tensor,
+    device: torch.device,
+    augment: Callable[[Tensor, torch.Generator], Tensor] | None,
+    draws: EpochDraws,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One step's network inputs, targets (labels, or mixed one-hot rows under mixup) and
+    labels, for the samples ``idx`` of ``split``, augmented with the epoch's ``draws``."""
+    x, y = split.take(idx)
+    x, y = data.to_inputs(x, bundle, device), y.to(device)
+    if augment is not None:
+        x = augment(x, draws.aug)
+    target: Tensor = y
+    if config.mixup > 0:
+        onehot = nn.functional.one_hot(y, bundle.num_classes).float()
+        x, target = mixup(x, onehot, config.mixup, draws.aug, draws.rng)
+    return x, target, y
+
+
+def epoch_record(
+    epoch: int, sums: Tensor, model: nn.Module, bundle: data.DataBundle, device: torch.device
+) -> dict[str, float]:
+    """The history entry of 0-based ``epoch`` from its training ``sums`` (loss sum, number
+    correct, number of samples) and the validation metrics of ``model``; a non-finite
+    training loss stops the run (one-line :class:`TrainingError`)."""
+    train_loss = float(sums[0] / sums[2])
+    if not math.isfinite(train_loss):
+        raise TrainingError(
+            f"the training loss became {train_loss} in epoch {epoch + 1}; lower the learning "
+            "rate or check the data"
+        )
+    record = {"epoch": epoch + 1, "train_loss": train_loss, "train_acc": float(sums[1] / sums[2])}
+    val_began = time.perf_counter()
+    record |= _val_metrics(predict(model, bundle.val, bundle, device), bundle.val.y, epoch + 1)
+    record["val_time"] = time.perf_counter() - val_began  # the validation pass and its metrics
+    return record
+
+
 def build(
-    config: TrainConfig, *, pretrained: bool = True, need_train: bool = True
+    config: TrainConfig,
+    *,
+    pretrained: bool = True,
+    need_train: bool = True,
+    bundle: data.DataBundle | None = None,
 ) -> tuple[data.DataBundle, nn.Module, losses.Loss]:
     """The data (with extra splits), the model and the loss of a run. The model is freshly
-    initialised, or holds ``config.checkpoint``'s weights where one is given (unless
-    ``pretrained=False``: a finished run's own weights are loaded instead)."""
+    initialised under ``torch.manual_seed(config.seed)``, or holds ``config.checkpoint``'s
+    weights where one is given (unless ``pretrained=False``: a finished run's own weights are
+    loaded instead). ``bundle``: the data already built by this function for a run with the
+    same data (a packed run's members share it); it is returned as it is."""
+    if bundle is None:
+        bundle = _data(config, need_train)
+    torch.manual_seed(config.seed)
+    checkpoint = config.checkpoint if pretrained else None
+    model = models.create(
+        config.model, checkpoint, num_classes=bundle.num_classes, input_shape=bundle.input_shape
+    )
+    return bundle, model, losses.create(config.loss)
+
+
+def _data(config: TrainConfig, need_train: bool) -> data.DataBundle:
+    """The run's data with its extra splits, every split's labels checked."""
     bundle = data.create(config.data)
     if need_train and (bundle.train is None or bundle.val is None):
         raise ValueError(f"data: '{config.data}' has no training split; use it with --extra")
@@ -159,12 +229,7 @@ def build(
             raise ValueError(
                 f"data: labels of split {name!r} must lie in [0, {bundle.num_classes - 1}]"
             )
-    torch.manual_seed(config.seed)
-    checkpoint = config.checkpoint if pretrained else None
-    model = models.create(
-        config.model, checkpoint, num_classes=bundle.num_classes, input_shape=bundle.input_shape
-    )
-    return bundle, model, losses.create(config.loss)
+    return bundle
 
 
 def train(
@@ -215,20 +280,11 @@ def train(
         for group in opt.param_groups:
             group["lr"] = lr
         wrapped.train()
-        order_gen, aug_gen = _generator(config.seed, epoch, 0), _generator(config.seed, epoch, 1)
-        rng = np.random.default_rng([config.seed, epoch])
+        draws = EpochDraws(config, epoch, len(train_split), train_split.y.device)
         totals = EpochTotals(device, learned)
-        order = torch.randperm(len(train_split), generator=order_gen).to(train_split.y.device)
-        for step, batch in enumerate(order.split(config.batch_size)):
+        for step, batch in enumerate(draws.order.split(config.batch_size)):
             idx = dist.shard(batch)
-            x, y = train_split.take(idx)
-            x, y = data.to_inputs(x, bundle, device), y.to(device)
-            if augment is not None:
-                x = augment(x, aug_gen)
-            target: Tensor = y
-            if config.mixup > 0:
-                onehot = nn.functional.one_hot(y, bundle.num_classes).float()
-                x, target = mixup(x, onehot, config.mixup, aug_gen, rng)
+            x, target, y = step_inputs(config, bundle, train_split, idx, device, augment, draws)
             with _autocast(device):
                 logits = wrapped(_layout(x, device))
             loss = loss_fn.compute(logits.float(), target)  # labels checked once, in build()
@@ -243,28 +299,11 @@ def train(
         sums = dist.total(sums)
         if learned is not None:  # each process saw its own shard; the last epochs only grow
             dist.total(learned.last_wrong, op="max")
-        train_loss = float(sums[0] / sums[2])
-        if not math.isfinite(train_loss):
-            raise TrainingError(
-                f"the training loss became {train_loss} in epoch {epoch + 1}; lower the learning "
-                "rate or check the data"
-            )
-        record = {
-            "epoch": epoch + 1,
-            "train_loss": train_loss,
-            "train_acc": float(sums[1] / sums[2]),
-        }
-        val_began = time.perf_counter()
-        record |= _val_metrics(predict(model, bundle.val, bundle, device), bundle.val.y, epoch + 1)
-        val_time = time.perf_counter() - val_began  # the validation pass and its metrics
+        record = epoch_record(epoch, sums, model, bundle, device)
         if epoch + 1 in config.record_grad_norms:
             analysis |= _grad_norm_record(model, loss_fn, bundle, device, epoch + 1)
-        record |= {
-            "lr": lr,
-            "train_time": train_time,
-            "val_time": val_time,
-            "time": time.perf_counter() - began,
-        }
+        record |= {"lr": lr, "train_time": train_time}
+        record["time"] = time.perf_counter() - began
         history.append(record)
         if dist.main:
             save_checkpoint(

@@ -1,0 +1,66 @@
+"""The bench on devices (issue 40 §4-5): a sweep's stage-1 networks trained as packs give
+the numbers of the same sweep trained network by network (within float tolerance), its runs
+reuse the packed networks, and the workers tell the driver what they are doing while runs
+run (a status per busy worker, each training epoch's end among them)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calibkit.bench.pack import packs
+from calibkit.bench.runner import run_bench
+from calibkit.bench.spec import resolve
+from calibkit.bench.store import Store
+
+RAW = {
+    "name": "packed",
+    "seeds": [1, 2],
+    "train": {"epochs": 2, "batch_size": 32},
+    "datasets": [{"data": "digits:train_size=200", "models": ["cnn"]}],
+    "methods": [
+        {"name": "CE", "loss": "ce"},
+        {"name": "Focal", "loss": "focal:gamma=3"},
+        {"name": "MaC-Cal", "loss": "ce", "stage2": "maccal:epochs=2"},
+    ],
+    "posthoc": ["ts"],
+}
+
+
+def _ece(out):
+    rows = Store(out / "results.sqlite").metrics()
+    return {(r[0], r[1], r[2]): r[5] for r in rows if r[4] == "ece" and r[3] == 0}
+
+
+def test_packed_stage_one_gives_the_numbers_of_networks_trained_alone(tmp_path):
+    spec = resolve(RAW)
+    groups = packs(spec.runs, tmp_path / "packed")
+    assert [len(g) for g in groups] == [4]  # CE and MaC-Cal share a network per seed
+    seen = []
+    counts = run_bench(spec, tmp_path / "packed", workers=2, pack=True,
+                       progress=lambda *a, status=None: seen.append(status))  # fmt: skip
+    assert counts["done"] == 6 and counts["failed"] == 0
+    assert any(s and "pack of 4 cnn on digits: epoch 2" in s for s in seen), seen
+    assert any(s and "fitting ts" in s for s in seen)
+    for folder in (tmp_path / "packed" / "train").iterdir():
+        if folder.is_dir():
+            run = json.loads((folder / "run.json").read_text())
+            assert run["packed"]["members"] == 4
+            rate = json.loads((folder / "throughput.json").read_text())
+            assert rate["packed_members"] == 4 and rate["train_images_per_s"] > 0
+    assert not packs(spec.runs, tmp_path / "packed")  # trained: nothing left to pack
+    run_bench(spec, tmp_path / "alone", workers=1, pack=False)
+    packed, alone = _ece(tmp_path / "packed"), _ece(tmp_path / "alone")
+    assert packed.keys() == alone.keys() and len(packed) == 12
+    for key, value in alone.items():
+        assert packed[key] == pytest.approx(value, abs=2e-3), key
+
+
+def test_one_worker_reports_each_epoch_of_a_run(tmp_path):
+    raw = RAW | {"seeds": [1], "methods": [{"name": "CE", "loss": "ce"}]}
+    seen = []
+    run_bench(resolve(raw), tmp_path, workers=1,
+              progress=lambda *a, status=None: seen.append(status))  # fmt: skip
+    assert "CE seed 1: training, epoch 1, step 7/14" in seen
+    assert "CE seed 1: training, epoch 2, step 14/14" in seen
