@@ -33,9 +33,9 @@ def test_each_member_equals_its_network_trained_alone(tmp_path):
     train_packed(configs, [tmp_path / f"p{i}" for i in range(3)])
     for i, config in enumerate(configs):
         train(config, tmp_path / f"a{i}")
-        for alone, packed in zip(_logits(tmp_path / f"a{i}"), _logits(tmp_path / f"p{i}"),
+        for alone, both in zip(_logits(tmp_path / f"a{i}"), _logits(tmp_path / f"p{i}"),
                                  strict=True):  # fmt: skip
-            assert np.abs(alone - packed).max() < 1e-4 * max(1.0, np.abs(alone).max())
+            assert np.abs(alone - both).max() < 1e-4 * max(1.0, np.abs(alone).max())
         h_alone = json.loads((tmp_path / f"a{i}" / "history.json").read_text())
         h_packed = json.loads((tmp_path / f"p{i}" / "history.json").read_text())
         for a, p in zip(h_alone, h_packed, strict=True):

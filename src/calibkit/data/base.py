@@ -164,6 +164,44 @@ def hold_out(split: Split, n_val: int, seed: int = 0) -> tuple[Split, Split]:
     return split.subset(train), split.subset(val)
 
 
+def smaller_noisier(
+    split: Split, n_classes: int, *, train_size: int | None, label_noise: float, seed: int
+) -> Split:
+    """The training split cut to ``train_size`` samples drawn without replacement, then with
+    a fraction ``label_noise`` of its labels replaced by another class drawn uniformly
+    (symmetric noise: never the true class), both drawn with ``seed``. Only ever applied
+    to a training split: validation and test keep every sample and their true labels.
+
+    Memorising a small or noisily labelled training set is what makes the papers' CIFAR
+    networks over-confident (they fit their training set completely); these two knobs give
+    that regime on the built-in data in seconds (docs/bench.md)."""
+    g = torch.Generator().manual_seed(seed)
+    if train_size is not None:
+        if (
+            not isinstance(train_size, int)
+            or isinstance(train_size, bool)
+            or not (n_classes <= train_size <= len(split))
+        ):
+            raise ValueError(
+                f"train_size: expected a whole number of training samples in "
+                f"{n_classes}..{len(split)}, got {train_size!r}"
+            )
+        split = split.subset(torch.randperm(len(split), generator=g)[:train_size].sort().values)
+    if (
+        isinstance(label_noise, bool)
+        or not isinstance(label_noise, int | float)
+        or not (0 <= label_noise < 1)
+    ):
+        raise ValueError(f"label_noise: expected a fraction in [0, 1), got {label_noise!r}")
+    flip = torch.randperm(len(split), generator=g)[: round(label_noise * len(split))]
+    if len(flip):
+        y = split.y.clone()
+        shift = torch.randint(1, n_classes, (len(flip),), generator=g)
+        y[flip] = (y[flip] + shift) % n_classes
+        split = Split(split.x, y)
+    return split
+
+
 def nhwc_to_nchw(images: np.ndarray) -> Tensor:
     """(N, H, W, C) uint8 array → (N, C, H, W) uint8 tensor (contiguous)."""
     return torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))

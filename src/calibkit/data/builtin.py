@@ -18,6 +18,12 @@
   tenth of the training points is held out for validation. The true posterior
   η(x) = softmax_k(−½ (x − μ_k)ᵀ Σ⁻¹ (x − μ_k)) of any point is ``bundle.posterior(x)``.
   The network sees x / 10 (``mean`` 0, ``std`` 10), so that its inputs are of order one.
+
+Both take ``train_size`` (a seeded subset of the training split) and ``label_noise`` (a
+seeded fraction of the training labels replaced by another class), drawn with
+``subset_seed``; validation and test are untouched (:func:`calibkit.data.base.smaller_noisier`).
+A network that memorises a small or noisy training set is over-confident, the regime the
+training papers start from: the ``default`` preset uses them (docs/bench.md).
 """
 
 from __future__ import annotations
@@ -26,14 +32,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import DataBundle, Split, hold_out
+from .base import DataBundle, Split, hold_out, smaller_noisier
 
 DIGITS_SPLIT = (1000, 300, 497)
 TOY_COVARIANCES = {"overlap": ((16.0, 4.0), (4.0, 9.0)), "paper": ((1.0, 0.0), (0.0, 1.0))}
 
 
-def digits() -> DataBundle:
-    """scikit-learn's digits with calibkit's fixed split (see the module docstring)."""
+def digits(
+    *, train_size: int | None = None, label_noise: float = 0.0, subset_seed: int = 0
+) -> DataBundle:
+    """scikit-learn's digits with calibkit's fixed split; ``train_size`` and
+    ``label_noise`` change the training split only (see the module docstring)."""
     from sklearn.datasets import load_digits
 
     x, y = load_digits(return_X_y=True)
@@ -41,14 +50,23 @@ def digits() -> DataBundle:
     xs = torch.from_numpy((x[order] / 16.0).astype(np.float32)).reshape(-1, 1, 8, 8)
     ys = torch.from_numpy(y[order].astype(np.int64))
     a, b = DIGITS_SPLIT[0], DIGITS_SPLIT[0] + DIGITS_SPLIT[1]
+    train = smaller_noisier(Split(xs[:a], ys[:a]), 10, train_size=train_size,
+                            label_noise=label_noise, seed=subset_seed)  # fmt: skip
     return DataBundle(
         "digits", 10, (1, 8, 8),
-        train=Split(xs[:a], ys[:a]), val=Split(xs[a:b], ys[a:b]), test=Split(xs[b:], ys[b:]),
+        train=train, val=Split(xs[a:b], ys[a:b]), test=Split(xs[b:], ys[b:]),
     )  # fmt: skip
 
 
 def gaussian_toy(
-    *, n_train: int = 10_000, n_test: int = 1_000, data_seed: int = 0, covariance: str = "overlap"
+    *,
+    n_train: int = 10_000,
+    n_test: int = 1_000,
+    data_seed: int = 0,
+    covariance: str = "overlap",
+    train_size: int | None = None,
+    label_noise: float = 0.0,
+    subset_seed: int = 0,
 ) -> DataBundle:
     """The BSCE-GRA Gaussian toy problem (see the module docstring)."""
     for name, v in (("n_train", n_train), ("n_test", n_test)):
@@ -73,6 +91,8 @@ def gaussian_toy(
 
     train, test = sample(n_train), sample(n_test)
     train, val = hold_out(train, len(train) // 10, seed=data_seed)
+    train = smaller_noisier(train, 5, train_size=train_size, label_noise=label_noise,
+                            seed=subset_seed)  # fmt: skip
     # inputs are scaled by 1/10 for the network (means lie in [-10, 10]); posterior() takes
     # the raw points, as stored
     return DataBundle(
