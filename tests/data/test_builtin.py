@@ -3,6 +3,8 @@ the Bayes posterior of its generating model."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -55,3 +57,48 @@ def test_to_inputs_scales_bytes_and_normalises_channels():
     bundle.mean, bundle.std = (0.5, 0.0, 1.0), (0.5, 1.0, 2.0)
     x = torch.tensor([[[[255]], [[0]], [[51]]]], dtype=torch.uint8)
     assert data.to_inputs(x, bundle).flatten().tolist() == pytest.approx([1.0, 0.0, -0.4])
+
+
+def test_train_size_and_label_noise_change_the_training_split_only():
+    """Issue 45: a seeded subset and seeded symmetric label noise, on the training split."""
+    import torch
+
+    from calibkit import data
+
+    whole = data.create("digits")
+    small = data.create("digits:train_size=300,label_noise=0.2")
+    again = data.create("digits:train_size=300,label_noise=0.2")
+    other = data.create("digits:train_size=300,label_noise=0.2,subset_seed=1")
+    assert len(small.train) == 300 and torch.equal(small.train.y, again.train.y)
+    assert not torch.equal(small.train.x, other.train.x)
+    for name in ("val", "test"):
+        assert torch.equal(getattr(small, name).y, getattr(whole, name).y)
+        assert torch.equal(getattr(small, name).x, getattr(whole, name).x)
+    clean = data.create("digits:train_size=300")
+    assert torch.equal(clean.train.x, small.train.x)  # the same images, some relabelled
+    flipped = clean.train.y != small.train.y
+    assert int(flipped.sum()) == 60  # exactly a fifth, and never to the true class
+    rows = {
+        tuple(x.reshape(-1).tolist()): int(y)
+        for x, y in zip(whole.train.x, whole.train.y, strict=True)
+    }
+    assert all(rows[tuple(x.reshape(-1).tolist())] == int(y)
+               for x, y in zip(clean.train.x, clean.train.y, strict=True))  # fmt: skip
+    toy = data.create("gaussian-toy:n_train=100,n_test=20,label_noise=0.1")
+    assert len(toy.train) == 450 and len(toy.test) == 100
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("digits:train_size=5", "train_size: expected a whole number"),
+        ("digits:train_size=2000", "train_size: expected a whole number"),
+        ("digits:label_noise=1.0", "label_noise: expected a fraction in [0, 1)"),
+        ("digits:label_noise=-0.1", "label_noise: expected a fraction in [0, 1)"),
+    ],
+)
+def test_bad_subset_or_noise_is_one_line(spec, says):
+    from calibkit import data
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        data.create(spec)
