@@ -14,6 +14,7 @@ from .common import (
     cli,
     console,
     data_roots,
+    device_option,
     echo_json,
     json_option,
     key_options,
@@ -41,8 +42,9 @@ from .progress import progress
     type=click.Path(dir_okay=False),
     help="Calibrator file to write.",
 )
+@device_option
 @json_option
-def fit(method, val, logits_key, labels_key, output, as_json) -> None:
+def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
     """Fit a post-hoc calibrator on a calibration split and save it (safetensors + JSON,
     never pickle). Prints the fit report and the metrics before and after on that split.
 
@@ -56,7 +58,7 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
 
     check_output(output, [val])
     cal, before, after, path, n = fit_file(method, val, output, logits_key=logits_key,
-                                           labels_key=labels_key)  # fmt: skip
+                                           labels_key=labels_key, device=device)  # fmt: skip
     if as_json:
         echo_json(
             {
@@ -100,9 +102,19 @@ def fit(method, val, logits_key, labels_key, output, as_json) -> None:
     show_default=True,
     help="What the ONNX graph returns.",
 )
+@device_option
 @json_option
 def apply(
-    calibrator, file, logits_key, labels_key, split, output, onnx_path, onnx_output, as_json
+    calibrator,
+    file,
+    logits_key,
+    labels_key,
+    split,
+    output,
+    onnx_path,
+    onnx_output,
+    device,
+    as_json,
 ) -> None:
     """Apply a saved calibrator to logits and write calibrated logits (key logits; they are
     log-probabilities for binning and isotonic maps), probabilities (probs) and the labels;
@@ -145,7 +157,7 @@ def apply(
         from ..posthoc.on_files import apply_file
 
         report["apply"] = apply_file(method, file, output, split=split, logits_key=logits_key,
-                                     labels_key=labels_key)  # fmt: skip
+                                     labels_key=labels_key, device=device)  # fmt: skip
     if onnx_path is not None:
         from ..export import to_onnx
 

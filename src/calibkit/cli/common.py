@@ -201,6 +201,34 @@ def evaluate_and_report(
         console().print(f"reliability diagram written to {plot}")
 
 
+def _resolve_device(ctx: click.Context, param: click.Parameter, value: str):
+    from ..training.config import pick_device
+
+    with options_named():
+        try:
+            return pick_device(value)
+        except ValueError as err:
+            raise click.BadParameter(str(err).removeprefix("device: ")) from None
+
+
+#: --device for the commands that compute on logits files (evaluate, fit, apply, compare):
+#: resolved once, where the command starts, to a torch.device that the rest trusts
+device_option = click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    callback=_resolve_device,
+    help="Where to compute: cpu, cuda, cuda:N, mps or auto (a GPU where there is one).",
+)
+
+
+def on_device(array: Any, device: Any) -> Any:
+    """A loaded array as a tensor on ``device`` (None stays None)."""
+    import torch
+
+    return None if array is None else torch.as_tensor(array).to(device)
+
+
 def bootstrap_option(default: int):
     """--bootstrap N, shared by every command that reports intervals."""
     return click.option(

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT, bootstrap_option, cli, console, echo_json, json_option, progress
+from .common import (
+    CONTEXT,
+    bootstrap_option,
+    cli,
+    console,
+    device_option,
+    echo_json,
+    json_option,
+    on_device,
+    progress,
+)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -45,8 +55,9 @@ from .common import CONTEXT, bootstrap_option, cli, console, echo_json, json_opt
     "a new split per seed.",
 )
 @bootstrap_option(200)
+@device_option
 @json_option
-def compare(val, test, both, methods, every, seeds, fraction, bootstrap, as_json) -> None:
+def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device, as_json) -> None:
     """Fit calibrators (the fast default set, --all for every one, or --methods) on the
     calibration split and compare them on the test split:
     accuracy, ECE, AECE, MCE, classwise ECE, NLL, Brier and entropy with bootstrap
@@ -102,14 +113,14 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, as_json
         ticks = (lambda _m: tick(1)) if tick else None
         if fraction is None:
             check_distinct_splits(val, test)
-            zv, yv = load_split(val, "val")
-            zt, yt = load_split(test, "test")
+            zv, yv = (on_device(a, device) for a in load_split(val, "val"))
+            zt, yt = (on_device(a, device) for a in load_split(test, "test"))
             found = compare_methods(
                 (zv, yv), (zt, yt), specs, seeds=seeds, bootstrap=bootstrap, progress=ticks
             )
             title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
         else:
-            z, y = load_split(both, "test")
+            z, y = (on_device(a, device) for a in load_split(both, "test"))
             found = compare_resplit(z, y, specs, fraction=fraction, seeds=seeds,
                                     bootstrap=bootstrap, progress=ticks)  # fmt: skip
             n_cal = round(fraction * len(y))

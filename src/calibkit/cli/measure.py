@@ -12,10 +12,12 @@ from .common import (
     bootstrap_option,
     cli,
     console,
+    device_option,
     evaluate_and_report,
     json_option,
     key_options,
     metric_options,
+    on_device,
     split_option,
 )
 
@@ -35,6 +37,7 @@ from .common import (
     "--ood-key", default=None, help="Array of OOD scores in --ood (default: --logits-key)."
 )
 @metric_options
+@device_option
 def evaluate(
     file,
     labels_file,
@@ -55,8 +58,10 @@ def evaluate(
     no_smooth,
     plot,
     as_json,
+    device,
 ) -> None:
-    """Measure the calibration of saved scores and labels.
+    """Measure the calibration of saved scores and labels (on --device: metrics and the
+    bootstrap compute where the scores are).
 
     FILE is a .npz (keys --logits-key and --labels-key), .csv or .parquet (one column per
     class plus a label column), .pt (a dict of tensors, loaded with weights_only=True), or a
@@ -85,8 +90,8 @@ def evaluate(
             scores_option="--ood-key",
         )
     evaluate_and_report(
-        scores,
-        labels,
+        on_device(scores, device),
+        on_device(labels, device),
         title=Path(file).name,
         probs=probs,
         n_bins=n_bins,
@@ -96,7 +101,7 @@ def evaluate(
         seed=seed,
         ci=ci,
         interval=interval,
-        ood=ood_scores,
+        ood=on_device(ood_scores, device),
         optimal=not no_optimal,
         smooth=not no_smooth,
         plot=plot,

@@ -8,6 +8,7 @@ and standard deviation. Feature data (digits, the Gaussian toy) is stored as flo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +62,28 @@ class LazyImages:
         return torch.stack(out)
 
     def load(self) -> Tensor:
-        """Every image decoded into one uint8 (N, 3, H, W) tensor (for sets that fit in memory)."""
-        return self[torch.arange(len(self))]
+        """Every image decoded into one uint8 (N, 3, H, W) tensor (for sets that fit in memory),
+        on up to 8 threads (decoding releases the GIL). The last :data:`DECODED_KEPT` sets
+        decoded in this process are kept: the runs of a sweep that one worker executes read the
+        same 60,000 CIFAR images once, not once per run (17 s per decode on one core here)."""
+        key = (tuple(self.paths), self.size)
+        if key in _DECODED:
+            return _DECODED[key]
+        from concurrent.futures import ThreadPoolExecutor
+
+        threads = max(1, min(8, os.cpu_count() or 1, len(self) // 1000))
+        parts = torch.arange(len(self)).tensor_split(threads)
+        with ThreadPoolExecutor(threads) as pool:
+            out = torch.cat(list(pool.map(self.__getitem__, parts)))
+        while len(_DECODED) >= DECODED_KEPT:
+            _DECODED.pop(next(iter(_DECODED)))
+        _DECODED[key] = out
+        return out
+
+
+#: decoded image sets kept per process (see :meth:`LazyImages.load`)
+DECODED_KEPT = 2
+_DECODED: dict[tuple, Tensor] = {}
 
 
 @dataclass

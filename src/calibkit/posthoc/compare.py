@@ -152,10 +152,10 @@ def compare_resplit(
     seed's split, and mean ± std are over the ``seeds`` splits. Same return as
     :func:`compare_methods`."""
     z, y = check_fit_data(scores, labels)  # shapes, values and labels, before any split
-    z, y = z.cpu(), y.cpu()
     pairs = []
     for s in range(seeds):
-        cal, test = (torch.from_numpy(i) for i in stratified_split(y.numpy(), fraction, s))
+        cal, test = (torch.from_numpy(i).to(z.device)
+                     for i in stratified_split(y.cpu().numpy(), fraction, s))  # fmt: skip
         pairs.append((s, (z[cal], y[cal]), (z[test], y[test])))
     return _compare(pairs, methods, True, bootstrap, n_bins, progress)
 

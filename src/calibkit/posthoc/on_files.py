@@ -36,6 +36,7 @@ def fit_file(
     *,
     logits_key: str | None = None,
     labels_key: str | None = None,
+    device: torch.device | str = "cpu",
 ) -> FileFit:
     """Fit ``method`` (a logits method's spec) on the calibration split of ``path`` (keys
     ``logits_val``/``labels_val``, or ``logits``/``labels``, or the keys given), save it to
@@ -46,13 +47,16 @@ def fit_file(
             f"{cal.name} calibrates a network, not logits: use calibkit calibrate "
             f"{method} RUN_DIR (or --model, --checkpoint, --data)"
         )
-    z, y = load_split(path, "val", logits_key=logits_key, labels_key=labels_key)
+    z, y = (
+        torch.as_tensor(a).to(device)
+        for a in load_split(path, "val", logits_key=logits_key, labels_key=labels_key)
+    )
     cal.fit(z, y)
     written = cal.save(output)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an undefined AUROC is a NaN here
         before = evaluate(z, y, optimal=False, smooth=False).metrics
-        after = evaluate(cal(torch.as_tensor(z)).double(), y, optimal=False, smooth=False).metrics
+        after = evaluate(cal(z).double(), y, optimal=False, smooth=False).metrics
     return FileFit(cal, before, after, written, len(y))
 
 
@@ -64,6 +68,7 @@ def apply_file(
     split: str = "test",
     logits_key: str | None = None,
     labels_key: str | None = None,
+    device: torch.device | str = "cpu",
 ) -> dict[str, Any]:
     """Apply the fitted logits calibrator ``cal`` to the ``split`` of ``path`` and write
     ``output`` (.npz): ``logits`` (calibrated; log-probabilities for binning and isotonic
@@ -71,7 +76,7 @@ def apply_file(
     in range, one per row). Returns {method, n_samples, path}."""
     keys = split_keys(path, split, logits_key, labels_key)
     z, labels = load_scores(path, **keys, need_labels=False)
-    out = cal(z)  # checked: finite, non-empty, the calibrator's number of classes
+    out = cal(torch.as_tensor(z).to(device)).cpu()  # checked: finite, classes, non-empty
     result = {"logits": out.numpy(), "probs": torch.softmax(out.double(), 1).numpy()}
     if labels is not None:
         labels = as_labels(labels, out.shape[1], name=f"{path}: {keys['labels_key']}")
