@@ -40,31 +40,52 @@ def _sizes(dataset: str | Spec) -> tuple[int, int, tuple[int, ...], int]:
 
 
 def images_per_second(model: str | Spec, shape: tuple[int, ...], classes: int, batch: int,
-                  threads: int, steps: int = 3) -> float:  # fmt: skip
-    """Training images per second of ``model`` here (best of ``steps`` timed steps)."""
+                      threads: int, steps: int = 3, device: str = "cpu",
+                      members: int = 1) -> float:  # fmt: skip
+    """Training images per second of ``model`` here, on ``device`` (best of ``steps`` timed
+    steps, under the trainer's bf16 autocast on CUDA); with ``members`` > 1, of that many
+    networks trained as one pack (:mod:`calibkit.training.packed`), counted over them all."""
+    from ..training.packed import stacked
+    from ..training.trainer import _autocast
+
+    dev = torch.device(device)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        net = models.create(model, num_classes=classes, input_shape=shape)
-        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        x, y = torch.randn(batch, *shape), torch.randint(0, classes, (batch,))
+        nets = [models.create(model, num_classes=classes, input_shape=shape).to(dev)
+                for _ in range(members)]  # fmt: skip
+        x = torch.randn(members, batch, *shape, device=dev)
+        y = torch.randint(0, classes, (members * batch,), device=dev)
+        params, buffers, forward = stacked(nets)
+        opt = torch.optim.SGD(params.values(), lr=0.01, momentum=0.9)
         best = float("inf")
         for i in range(steps + 1):
             start = time.perf_counter()
-            loss = torch.nn.functional.cross_entropy(net(x), y)
+            with _autocast(dev):
+                z = forward(params, buffers, x)
+            loss = torch.nn.functional.cross_entropy(z.reshape(-1, classes).float(), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
             if i:  # the first step warms up
                 best = min(best, time.perf_counter() - start)
-        return batch / best
+        return members * batch / best
     finally:
         torch.set_num_threads(before)
 
 
 def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
     """Seconds of training the sweep would take here, by model and in all (see the module
-    docstring), with the measured rates and the work in GFLOP."""
+    docstring), with the measured rates and the work in GFLOP. Where the runs train on
+    CUDA, the rate is measured there, for packs of as many networks as the bench packs."""
+    from .pack import MAX_MEMBERS, trains_on_cuda
+
+    cuda = trains_on_cuda(spec.runs)
+    device = "cuda" if cuda else "cpu"
+    distinct = len({r.training_key for r in spec.runs if r.trained})
+    members = max(1, min(MAX_MEMBERS, distinct // max(1, workers))) if cuda else 1
     sizes: dict[Spec, tuple[int, int, tuple[int, ...], int]] = {}
     rates: dict[tuple[Spec, Spec], float] = {}
     flops: dict[tuple[Spec, Spec], float] = {}
@@ -80,7 +101,13 @@ def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
         key = (run.model, run.dataset)
         if key not in rates:
             rates[key] = images_per_second(
-                run.model, shape, classes, run.train["batch_size"], threads
+                run.model,
+                shape,
+                classes,
+                run.train["batch_size"],
+                threads,
+                device=device,
+                members=members,
             )
             net = models.create(run.model, num_classes=classes, input_shape=shape)
             flops[key] = flops_per_image(net, shape)
@@ -93,4 +120,4 @@ def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
         row["images_per_s"] = rates[key]
     total = sum(r["seconds"] for r in by_model.values())
     return {"models": by_model, "seconds": total / workers, "workers": workers,
-            "threads": threads, "device": "cpu"}  # fmt: skip
+            "threads": threads, "device": device, "packed_members": members}  # fmt: skip

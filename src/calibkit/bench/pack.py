@@ -25,9 +25,10 @@ from ..training.packed import pack_key, train_packed
 from ..training.throughput import training_rate
 from .runspec import RunSpec
 
-#: most networks in one pack (memory grows with the members; 32 ResNet-20s at batch 128
+#: most networks in one pack: memory grows with the members, and a sweep stopped midway keeps
+#: the packs it finished (12 ResNet-20s at batch 128
 #: take a few GiB of a GPU's memory)
-MAX_MEMBERS = 32
+MAX_MEMBERS = 12
 
 
 def trains_on_cuda(runs: list[RunSpec]) -> bool:
@@ -75,11 +76,11 @@ def train_pack(
         name = label(runs)
         results = train_packed([r.train_config() for r in runs], folders, resume=resume,
                                progress=_epochs(name, report))  # fmt: skip
-    for folder, result in zip(folders, results, strict=True):
-        rate = training_rate(result)
-        for key in ("train_images_per_s", "train_gflops"):
-            if key in rate:
-                rate[key] *= len(runs)  # the pack's steps trained every member at once
+    rate = training_rate(results[0])  # the members share the steps: one rate for all
+    for key in ("train_images_per_s", "train_gflops"):
+        if key in rate:
+            rate[key] *= len(runs)  # the pack's steps trained every member at once
+    for folder in folders:
         write_text(folder / "throughput.json", json.dumps(rate | {"packed_members": len(runs)}))
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

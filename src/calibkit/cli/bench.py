@@ -152,17 +152,20 @@ def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
         echo_json(est)
         return
     out = console()
+    where = "GPU" if est["device"] == "cuda" else "CPU"
+    packed = f", packs of {est['packed_members']}" if est["packed_members"] > 1 else ""
     for model, row in est["models"].items():
         out.print(
             f"{model}: {row['networks']:.0f} networks, {row['gflop']:.3g} GFLOP of training, "
-            f"{row['images_per_s']:.0f} training images/s measured here "
-            f"({threads} thread(s)): {_duration(row['seconds'])} of one worker", markup=False,
+            f"{row['images_per_s']:.0f} training images/s measured here on the {where} "
+            f"({threads} thread(s){packed}): {_duration(row['seconds'])} of one worker",
+            markup=False,
         )  # fmt: skip
     days = est["seconds"] / 86400
     out.print(
         f"{plan.name}: about {_duration(est['seconds'])}"
         + (f" ({days:.1f} days)" if days >= 1 else "")
-        + f" of training on {workers} worker(s) on this CPU; post-hoc fits and measuring "
+        + f" of training on {workers} worker(s) on this {where}; post-hoc fits and measuring "
         "come on top", markup=False,
     )  # fmt: skip
 

@@ -105,11 +105,9 @@ def train_packed(
         raise TrainingError(f"data: '{first.data}' needs a training and a validation split")
     member_opts = [_optimizer(net.parameters(), c) for net, c in zip(nets, configs, strict=True)]
     start, histories = _start(configs, outs, nets, member_opts, resume)
-    params, buffers = stack_module_state(nets)
+    params, buffers, forward = stacked(nets)
     opt = _optimizer(params.values(), first)
     _stack_momentum(opt, params, nets, member_opts)
-    base = copy.deepcopy(nets[0]).to("meta")
-    forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
     train_split = bundle.train.to(device)
     n, size = len(train_split), first.batch_size
     steps_per_epoch = -(-n // size)
@@ -162,6 +160,16 @@ def train_packed(
         results.append(TrainResult(outs[m], histories[m], nets[m], tuple(bundle.input_shape),
                                    len(bundle.train)))  # fmt: skip
     return results
+
+
+def stacked(nets: Sequence[nn.Module]):
+    """(parameters, buffers, forward) of networks of one architecture run as one: their
+    parameters and buffers stacked along a new first axis (leaves that train), and
+    ``forward(params, buffers, x)`` taking x (members, batch, ...) to (members, batch, K)."""
+    params, buffers = stack_module_state(list(nets))
+    base = copy.deepcopy(nets[0]).to("meta")
+    forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
+    return params, buffers, forward
 
 
 def _start(

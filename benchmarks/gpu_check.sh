@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One run on a GPU machine (issue 40 §3), from a fresh checkout, within 9 minutes on one
+# H100 or H200: install calibkit, run the CUDA test tier, print the packed-training
+# throughput table, run the training study at full CIFAR-10 scale (the train-cifar-gpu
+# preset), and write every output to one folder ($OUT, default gpu-check/):
+#   env.txt          the machine, the GPU, the versions
+#   cuda-tier.txt    pytest -m cuda: every case on CUDA against the CPU
+#   throughput.md    benchmarks/packed_speed.py: one ResNet-20 against packs of 8 and 24
+#   estimate.txt     calibkit bench train-cifar-gpu --estimate, measured on this GPU
+#   study.txt        the study's progress lines, headline table, verdicts and timing
+#   real-gpu.md      the study's tables and verdicts (the section docs/real.md takes)
+#   results.sqlite   the study's store (calibkit report results.sqlite -o report/)
+#   report.md        where the study stopped early: the report of the runs it finished
+#   skipped.txt      what did not run, and why
+#
+# The CIFAR-10 JPEG tree must lie in ../shared/data/cifar10-jpeg, or be packed beside the
+# repository for a machine that receives the repository alone (../shared/gpu/README.md):
+#   python ../shared/gpu/pack.py ../shared/data/cifar10-jpeg .gpu-data/cifar10-jpeg
+#   cp ../shared/gpu/unpack.py .gpu-data/
+# then, on the GPU machine, from the repository root:  bash benchmarks/gpu_check.sh
+# The study stops at the time left (STUDY_SECONDS, default what remains of 8 min 40 s);
+# run again on the same machine, it finishes what is missing (the bench resumes).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-gpu-check}"
+mkdir -p "$OUT"
+START=$(date +%s)
+BUDGET="${BUDGET:-520}"
+elapsed() { echo $(( $(date +%s) - START )); }
+say() { echo "[$(elapsed) s] $*"; }
+: > "$OUT/skipped.txt"
+export PYTHONUNBUFFERED=1
+
+say "install"
+if python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1; then
+    CALIBKIT=(calibkit)
+else  # an old setuptools cannot build it: run from the source tree (the scan in PyTorch)
+    echo "pip install failed (see the end of install.log); ran from src/ instead" >> "$OUT/skipped.txt"
+    tail -3 "$OUT/install.log" >> "$OUT/skipped.txt"
+    export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+    CALIBKIT=(python3 -m calibkit)
+fi
+rm -f "$OUT/install.log"
+{
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -c "import torch, calibkit, os; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'calibkit', calibkit.__version__, 'cpus', os.cpu_count())"
+    git rev-parse HEAD 2>/dev/null
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+if [ ! -d ../shared/data/cifar10-jpeg ] && [ -f .gpu-data/cifar10-jpeg.bin ]; then
+    say "unpack the CIFAR-10 JPEG tree"
+    python3 .gpu-data/unpack.py .gpu-data/cifar10-jpeg ../shared/data/cifar10-jpeg
+fi
+
+say "CUDA tier"
+timeout 180 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider -rfEs \
+    -o addopts="" > "$OUT/cuda-tier.txt" 2>&1
+echo "exit code $?" >> "$OUT/cuda-tier.txt"
+tail -4 "$OUT/cuda-tier.txt"
+
+say "throughput"
+timeout 120 python3 benchmarks/packed_speed.py --device cuda --images 20000 --members 1 8 24 \
+    > "$OUT/throughput.md" 2>&1 || echo "throughput: stopped at 120 s or failed" >> "$OUT/skipped.txt"
+cat "$OUT/throughput.md"
+
+if [ -d ../shared/data/cifar10-jpeg ]; then
+    say "estimate"
+    timeout 60 "${CALIBKIT[@]}" bench train-cifar-gpu --estimate > "$OUT/estimate.txt" 2>&1
+    cat "$OUT/estimate.txt"
+    LEFT=$(( BUDGET - $(elapsed) ))
+    STUDY_SECONDS="${STUDY_SECONDS:-$LEFT}"
+    say "study (at most $STUDY_SECONDS s)"
+    timeout --signal=INT "$STUDY_SECONDS" "${CALIBKIT[@]}" bench train-cifar-gpu -o gpu-study \
+        --doc "$OUT/real-gpu.md" > "$OUT/study.txt" 2>&1
+    code=$?
+    echo "exit code $code after $(elapsed) s" >> "$OUT/study.txt"
+    [ "$code" -eq 124 ] || [ "$code" -eq 130 ] && \
+        echo "study: stopped at $STUDY_SECONDS s; run again to finish it (the bench resumes)" >> "$OUT/skipped.txt"
+    cp gpu-study/results.sqlite "$OUT/" 2>/dev/null
+    if [ ! -s "$OUT/real-gpu.md" ] && [ -f gpu-study/results.sqlite ]; then  # stopped early
+        "${CALIBKIT[@]}" report gpu-study/results.sqlite -o gpu-report > /dev/null 2>&1 && \
+            cp gpu-report/report.md "$OUT/report.md"
+    fi
+    tail -25 "$OUT/study.txt"
+else
+    echo "study and estimate: no ../shared/data/cifar10-jpeg and no .gpu-data pack" >> "$OUT/skipped.txt"
+fi
+say "done"
+cat "$OUT/skipped.txt"
