@@ -168,8 +168,20 @@ def stacked(nets: Sequence[nn.Module]):
     ``forward(params, buffers, x)`` taking x (members, batch, ...) to (members, batch, K)."""
     params, buffers = stack_module_state(list(nets))
     base = copy.deepcopy(nets[0]).to("meta")
+    for module in base.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.register_forward_pre_hook(_float_input)
     forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
     return params, buffers, forward
+
+
+def _float_input(module: nn.Module, args: tuple) -> tuple:
+    """Batch norm on float32 input under vmap: under CUDA's bf16 autocast its input stays
+    bf16 beside float32 running statistics, which vmap's backward rule refuses ("Expected
+    running_mean to have type BFloat16 but got Float", measured on an H200 with PyTorch 2.11;
+    pytorch/pytorch#184890). Float32 is what autocast gives batch norm on CPUs and Apple
+    GPUs; the convolutions stay in bf16."""
+    return (args[0].float(), *args[1:])
 
 
 def _start(
