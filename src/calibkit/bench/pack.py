@@ -25,10 +25,10 @@ from ..training.packed import pack_key, train_packed
 from ..training.throughput import training_rate
 from .runspec import RunSpec
 
-#: most networks in one pack: memory grows with the members, and a sweep stopped midway keeps
-#: the packs it finished (12 ResNet-20s at batch 128
-#: take a few GiB of a GPU's memory)
-MAX_MEMBERS = 12
+#: most networks in one pack: the aggregate rate grows with the members (ResNet-20 on an
+#: H200: 13,577 images/s alone, 28,844 for 8 packed, 45,495 for 24; benchmarks/
+#: packed_speed.py), and so does memory (24 ResNet-20s at batch 128 take a few GiB)
+MAX_MEMBERS = 24
 
 
 def trains_on_cuda(runs: list[RunSpec]) -> bool:
