@@ -84,3 +84,18 @@ def test_an_insane_or_missing_temperature_leaves_the_premise_unmeasured(tmp_path
     assert holds is None and "outside" in text
     row = _row(verdict_table(res), CLAIMS[0].text)
     assert row["verdict"] == NOT_TESTABLE_HERE and row["premise"].startswith("not measured")
+
+
+def test_keeping_accuracy_is_judged_as_non_inferiority():
+    """Issue 42 §7: "keeps CE's accuracy" holds only when the paired 95 % interval of the
+    difference lies above −1 point; no significant drop with 2 seeds is "inconclusive"."""
+    from calibkit.bench.verdicts import CLAIMS, judge
+
+    keeps = next(c for c in CLAIMS if c.metric == "accuracy")
+    ce = {1: 0.820, 2: 0.830, 3: 0.825, 4: 0.822, 5: 0.828}
+    close = {s: v - 0.002 + 0.0005 * (s % 2) for s, v in ce.items()}
+    assert judge(keeps, close, ce)[0] == "holds"
+    dropped = {s: v - 0.03 + 0.001 * (s % 2) for s, v in ce.items()}
+    assert judge(keeps, dropped, ce)[0] == "does not hold"
+    noisy = {1: 0.80, 2: 0.84}  # two seeds, p = 0.5 in the old rule: "holds"; now unknown
+    assert judge(keeps, noisy, {1: 0.83, 2: 0.82})[0] == "inconclusive"

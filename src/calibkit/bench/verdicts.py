@@ -100,7 +100,8 @@ CLAIMS = (
           "ece", "ts"),
     Claim("MaC-Cal §5, Table 1", "MaC-Cal has a lower test ECE than CE",
           ("stage2", "maccal"), ("loss", "ce"), "ece"),
-    Claim("MaC-Cal §5, Table 1", "MaC-Cal keeps CE's accuracy (not significantly lower)",
+    Claim("MaC-Cal §5, Table 1", "MaC-Cal keeps CE's accuracy (within 1 point: the 95 % CI "
+          "of the drop lies above −1)",
           ("stage2", "maccal"), ("loss", "ce"), "accuracy", lower=False, premise=None),
     Claim("Neural Clamping §4, Table 2", "Neural Clamping has a lower test ECE than TS",
           ("posthoc", "neural-clamping"), ("posthoc", "ts"), "ece"),
@@ -229,6 +230,24 @@ def nested_p(
     return p, len(seeds), d.size
 
 
+#: a "keeps accuracy" claim holds when the 95 % interval of the accuracy difference lies
+#: above minus this margin (a fraction: 1 accuracy point). Not finding a significant drop
+#: is not evidence of none (2 seeds and p = 0.5 show nothing): it is a non-inferiority claim.
+NONINFERIORITY_MARGIN = 0.01
+
+
+def _kept(ci: tuple[float, float] | None, numbers: str) -> tuple[str, str]:
+    """The verdict of a non-inferiority claim from the paired 95 % interval of a − b."""
+    m = NONINFERIORITY_MARGIN
+    if ci is None:
+        return INCONCLUSIVE, f"{numbers}: no interval over paired seeds to judge a drop by"
+    if ci[0] > -m:
+        return "holds", f"{numbers}: the interval lies above −{100 * m:g} point (the margin)"
+    if ci[1] < -m:
+        return "does not hold", f"{numbers}: the drop exceeds the {100 * m:g}-point margin"
+    return INCONCLUSIVE, f"{numbers}: the interval reaches below −{100 * m:g} point (the margin)"
+
+
 def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
           unit: str = "seeds", nested: tuple[dict, dict] | None = None,
           names: tuple[str, str] | None = None) -> tuple[str, str]:  # fmt: skip
@@ -249,9 +268,11 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
     na, nb = (f"{n} " for n in names) if names else ("", "")
     numbers = (f"{na}{mean_a * scale:.2f} vs {nb}{mean_b * scale:.2f} "
                f"(difference {diff * scale:+.2f}")  # fmt: skip
+    ci = None
     if paired and len(diffs) > 1 and statistics.stdev(diffs) > 0:
         half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
-        numbers += f", 95 % CI [{(diff - half) * scale:+.2f}, {(diff + half) * scale:+.2f}]"
+        ci = (diff - half, diff + half)
+        numbers += f", 95 % CI [{ci[0] * scale:+.2f}, {ci[1] * scale:+.2f}]"
     test = compare(a, b)
     if test is None:
         return "does not hold", numbers + "); the two sides are identical"
@@ -264,9 +285,8 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
         numbers += f"; {NESTED} in {rows[1]} seeds, p {shown}"
     numbers += ")"
     right = diff < 0 if claim.lower else diff > 0
-    if claim.metric == "accuracy" and not claim.lower:  # a "keeps" claim: not lower
-        ok = right or p >= 0.05
-        return ("holds" if ok else "does not hold"), numbers
+    if claim.metric == "accuracy" and not claim.lower:  # a "keeps" claim: non-inferiority
+        return _kept(ci, numbers)
     if right and p < 0.05:
         return "holds", numbers
     if right and q < 0.05:
