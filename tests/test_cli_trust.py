@@ -155,7 +155,7 @@ posthoc: [ts]
 def test_bench_with_failed_runs_exits_non_zero_and_names_them(tmp_path, capsys, monkeypatch):
     import calibkit.bench.runner as runner
 
-    def broken(run, root):
+    def broken(run, root, report=None):
         raise RuntimeError("out of memory in a test")
 
     monkeypatch.setattr(runner, "execute", broken)

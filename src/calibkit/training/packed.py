@@ -47,6 +47,7 @@ from .trainer import (
     build,
     epoch_record,
     provenance,
+    set_epoch_lr,
     step_inputs,
 )
 
@@ -116,9 +117,7 @@ def train_packed(
     augment = augmentation(bundle.augment)
     for epoch in range(start, first.epochs):
         began = time.perf_counter()
-        lr = schedule.lr(first.lr, epoch, first.epochs)
-        for group in opt.param_groups:
-            group["lr"] = lr
+        lr = set_epoch_lr(opt, schedule, first, epoch)
         draws = [EpochDraws(c, epoch, n, train_split.y.device) for c in configs]
         totals = [EpochTotals(device) for _ in configs]
         for step in range(steps_per_epoch):

@@ -130,6 +130,16 @@ def _val_metrics(logits: Tensor, labels: Tensor, epoch: int) -> dict[str, float]
     return {field: m[name] for field, name in VAL_METRICS.items()}
 
 
+def set_epoch_lr(
+    opt: torch.optim.Optimizer, schedule: Any, config: TrainConfig, epoch: int
+) -> float:
+    """Give ``opt`` the learning rate of 0-based ``epoch`` under ``schedule``; return it."""
+    lr = schedule.lr(config.lr, epoch, config.epochs)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    return lr
+
+
 class EpochDraws:
     """Every random draw of one epoch of one run: the order of the samples, then the
     generators of its augmentations and mixup, all seeded with (seed, epoch)."""
@@ -276,9 +286,7 @@ def train(
     augment = augmentation(bundle.augment)
     for epoch in range(start, config.epochs):
         began = time.perf_counter()
-        lr = schedule.lr(config.lr, epoch, config.epochs)
-        for group in opt.param_groups:
-            group["lr"] = lr
+        lr = set_epoch_lr(opt, schedule, config, epoch)
         wrapped.train()
         draws = EpochDraws(config, epoch, len(train_split), train_split.y.device)
         totals = EpochTotals(device, learned)
