@@ -8,7 +8,10 @@ Formats, by extension:
     a pair of files: scores, then labels.
 ``.csv`` / ``.parquet``
     one column per class plus a label column (default ``labels``; ``label`` also found);
-    the class columns keep their file order. Parquet needs the ``parquet`` extra (pyarrow).
+    every other column is a class score, in file order (:func:`table_columns`). Refused in
+    one line: two label-like columns, a column named like a row index (pandas writes one
+    unless ``index=False``), a CSV separated by anything but commas. A UTF-8 byte-order
+    mark is dropped. Parquet needs the ``parquet`` extra (pyarrow).
 ``.pt`` / ``.pth``
     a dict of tensors, read with ``torch.load(weights_only=True)``.
 
@@ -137,27 +140,53 @@ def _table_to_arrays(header: list[str], columns: list[np.ndarray]) -> dict[str, 
     }
 
 
+#: other separators a CSV header may use, named in the error that refuses them
+_SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+
+
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
+    try:  # utf-8-sig: a byte-order mark (Excel writes one) is not part of the first name
+        with open(path, newline="", encoding="utf-8-sig") as f:
             rows = list(csv.reader(f))
     except UnicodeDecodeError as err:
         raise FileFormatError(f"{path}: not UTF-8 text (byte {err.start})") from None
     if not rows:
         raise FileFormatError(f"{path}: empty CSV file")
     header, body = rows[0], [r for r in rows[1:] if r]
+    if len(header) == 1:
+        for sep, name in _SEPARATORS.items():
+            if sep in header[0]:
+                raise FileFormatError(
+                    f"{path}: the header is separated by {name}, not commas; write the CSV "
+                    "with commas (pandas: to_csv(sep=','))"
+                )
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:
         raise FileFormatError(f"{path}: the header names column {twice[0]!r} more than once")
     if not body:
         raise FileFormatError(f"{path}: CSV file has a header but no rows")
+    for i, row in enumerate(body):
+        if len(row) != len(header):
+            raise FileFormatError(
+                f"{path}: row {i + 2} has {len(row)} columns, the header {len(header)}"
+            )
     try:
         data = np.array(body, dtype=np.float64)
     except ValueError:
-        raise FileFormatError(f"{path}: CSV must hold only numbers below its header row") from None
-    if data.ndim != 2 or data.shape[1] != len(header):
-        raise FileFormatError(f"{path}: rows do not all have {len(header)} columns")
+        i, j = next((i, j) for i, row in enumerate(body) for j, v in enumerate(row)
+                    if not _is_number(v))  # fmt: skip
+        raise FileFormatError(
+            f"{path}: row {i + 2}, column {header[j]!r}: {body[i][j]!r} is not a number"
+        ) from None
     return _table_to_arrays(header, list(data.T))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _read_parquet(path: Path) -> dict[str, np.ndarray]:
@@ -172,6 +201,13 @@ def _read_parquet(path: Path) -> dict[str, np.ndarray]:
     except Exception as e:  # pyarrow raises its own types for corrupt files
         raise FileFormatError(f"{path}: not a readable parquet file ({e})") from None
     header = list(table.column_names)
+    meta = table.schema.pandas_metadata or {}
+    stored = [c for c in meta.get("index_columns", []) if isinstance(c, str)]
+    if stored:  # a pandas index kept as a column (a range index is metadata only)
+        raise FileFormatError(
+            f"{path}: column {stored[0]!r} is the pandas index of the table, not a class "
+            "score; write it with to_parquet(index=False)"
+        )
     return _table_to_arrays(header, [table.column(c).to_numpy() for c in header])
 
 
@@ -180,6 +216,45 @@ def _missing_key(path: Path, key: str, what: str, keys: list[str], option: str) 
         f"{path}: no {what} array {key!r} (found: {', '.join(keys) or 'nothing'}); "
         f"name the right one with {option}"
     )
+
+
+#: names of a label column found without --labels-key
+LABEL_NAMES = ("labels", "label")
+#: column names that pandas and spreadsheets give a row index
+_INDEX_NAMES = ("", "index", "__index_level_0__", "level_0", "id")
+
+
+def table_columns(
+    path: Path, header: list[str], labels_key: str, need_labels: bool
+) -> tuple[str | None, list[str]]:
+    """(label column, class columns in file order) of a CSV or parquet table, by the rule
+    the README's file formats give: the label column is ``labels_key`` (default
+    ``labels``) or ``label``, and every other column is a class score. Ambiguous tables are
+    refused in one line naming the columns: two label-like columns, and a column named like
+    a row index (``""``, ``Unnamed: 0``, ``index``, ``__index_level_0__``, ...: pandas
+    writes one unless ``index=False``), which would be read as class 0 and shift every
+    class by one."""
+    found = [c for c in (labels_key, *LABEL_NAMES) if c in header]
+    found = list(dict.fromkeys(found))
+    if len(found) > 1:
+        raise FileFormatError(
+            f"{path}: two label-like columns, {found[0]!r} and {found[1]!r}; keep one (the "
+            "other would be read as a class score)"
+        )
+    label_col = found[0] if found else None
+    if label_col is None and need_labels:
+        raise _missing_key(path, labels_key, "label column", header, "--labels-key")
+    for c in header:
+        if c.strip().lower() in _INDEX_NAMES or c.startswith("Unnamed: "):
+            shown = repr(c) if c else "an unnamed first column"
+            raise FileFormatError(
+                f"{path}: column {shown} looks like a row index, not a class score; drop "
+                "it (pandas: to_csv(index=False) or to_parquet(index=False))"
+            )
+    classes = [c for c in header if c != label_col]
+    if not classes:
+        raise FileFormatError(f"{path}: no class-score columns besides {label_col!r}")
+    return label_col, classes
 
 
 def load_scores(
@@ -211,12 +286,7 @@ def load_scores(
     arrays = read_arrays(path)
     if "__columns__" in arrays:
         header = [str(c) for c in arrays.pop("__columns__")]
-        label_col = labels_key if labels_key in header else ("label" if "label" in header else None)
-        if label_col is None and need_labels:
-            raise _missing_key(path, labels_key, "label column", header, "--labels-key")
-        classes = [c for c in header if c != label_col]
-        if not classes:
-            raise FileFormatError(f"{path}: no class-score columns besides {label_col!r}")
+        label_col, classes = table_columns(path, header, labels_key, need_labels)
         labels = None if label_col is None else arrays[label_col]
         return np.stack([arrays[c] for c in classes], 1), labels
     keys = sorted(arrays)
