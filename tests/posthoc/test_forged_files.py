@@ -101,7 +101,22 @@ FORGERIES = {
     "learned a list": ("dir-odir:lambdas=[1],mus=[1],folds=2", _meta("learned", [1])),
     "method unknown": ("ts", _meta("method", "nope")),
     "settings a string": ("ts", _meta("settings", "t_min=0")),
-}
+    # issue 41 §3: values of the right shape, finite, that the method's own fit never makes
+    "temperature 1e300 (uniform)": ("ts", _set("temperature_", torch.tensor(1e300, dtype=F64))),
+    "temperature 1e-6 (one-hot)": ("ts", _set("temperature_", torch.tensor(1e-6, dtype=F64))),
+    "temperature a boolean": ("ts", _set("temperature_", torch.tensor(True))),
+    "grid temperature off its grid": ("ts-grid", _set("temperature_", torch.tensor(50.0, dtype=F64))),
+    "ets weights not summing to 1": ("ets", _set("weights_", torch.tensor([0.9, 0.9, 0.0], dtype=F64))),
+    "ets weight negative": ("ets", _set("weights_", torch.tensor([1.2, -0.2, 0.0], dtype=F64))),
+    "isotonic map reversed": ("isotonic", lambda m, t: t.update(y_=t["y_"].flip(-1).contiguous())),
+    "isotonic thresholds reversed": ("isotonic", lambda m, t: t.update(x_=t["x_"].flip(-1).contiguous())),
+    "histogram edges unsorted": ("hist-binning", lambda m, t: t.update(edges_=t["edges_"].flip(-1).contiguous())),
+    "histogram values times 5": ("hist-binning", lambda m, t: t.update(values_=t["values_"] * 5)),
+    "histogram edges from 0.2": ("hist-binning", lambda m, t: t["edges_"].__setitem__((0, 0), 0.2)),
+    "scaling-binning values above 1": ("scaling-binning", lambda m, t: t.update(values_=t["values_"] + 2)),
+    "n_classes null on vector scaling": ("vector", _meta("n_classes", None)),
+    "version a string": ("ts", _meta("version", "1")),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(FORGERIES))
@@ -112,6 +127,14 @@ def test_a_forged_file_is_refused_in_one_line(tmp_path, case):
         posthoc.load(path)
     message = str(err.value)
     assert message.startswith(path) and "\n" not in message
+    assert "newer calibkit" not in message  # format 1 is this one's
+
+
+def test_a_vector_scaling_file_with_a_negative_weight_is_a_possible_fit(tmp_path):
+    """Vector scaling promises no ranking: on logits without information its optimum has
+    weights at or below 0 (tests/posthoc/test_trust.py), so such a file loads."""
+    path = forge(tmp_path, "vector", lambda m, t: t.update(weight_=-t["weight_"]))
+    assert bool((posthoc.load(path).weight_ < 0).all())
 
 
 GENUINE = ["ts", "ts-grid", "ets", "vector", "matrix", "hist-binning", "isotonic",

@@ -238,7 +238,9 @@ class _Unregularised(AffineCalibrator):
 
 
 class VectorScaling(_Unregularised):
-    """w ⊙ z + b by NLL (Guo et al. 2017)."""
+    """w ⊙ z + b by NLL (Guo et al. 2017). Its weights are not constrained: on logits that
+    carry no information a weight of 0 or below is the optimum (tests/posthoc/test_trust.py),
+    so a file with a negative weight is a possible fit, not a forgery (docs/posthoc.md)."""
 
     name, matrix = "vector", False
 

@@ -180,6 +180,13 @@ class Method(nn.Module):
             setattr(self, k, v)
         self._restore(learned)
 
+    def invariant_problem(self) -> str | None:
+        """What breaks an invariant that this method's own fit guarantees (a temperature
+        within the fit's bounds, a monotone map, sorted edges, probabilities in [0, 1]), or
+        None. A loaded file must keep them: its checksum has no key, so a forged value that
+        is finite and of the right shape is caught here (posthoc.files.loaded_problem)."""
+        return None
+
     def state_tensors(self) -> dict[str, Tensor]:
         """Learned tensors by name (names end in ``_``)."""
         return {
@@ -292,6 +299,9 @@ class Calibrator(Method):
             self.n_classes_ = z.shape[1]
             report = self._fit(z, y)
             report.seconds = time.perf_counter() - start
+            broken = self.invariant_problem()
+            if broken:  # the same check as at load: the fit keeps what a file must hold
+                raise FitDivergedError(f"{self.name}: the fit broke its own invariant: {broken}")
             self.fit_report_ = report
             check_calibration_split(self, z, y)
         return self

@@ -117,6 +117,23 @@ class _ConfidenceMap(Calibrator):
         raise NotImplementedError
 
 
+def _map_problem(
+    edges: Tensor | None, values: Tensor, *, increasing: bool, name: str
+) -> str | None:
+    """The invariants of a fitted confidence map: ``edges`` (rows of bin edges or
+    thresholds) non-decreasing, from 0 to 1 where they are bin edges; ``values``
+    probabilities in [0, 1] (NaN: an empty bin), non-decreasing where ``increasing``."""
+    if edges is not None:
+        if not edges.is_floating_point() or bool((edges.diff(dim=-1) < 0).any()):
+            return f"the {name} edges are not sorted"
+    v = values.nan_to_num(0.5)
+    if not values.is_floating_point() or bool(((v < 0) | (v > 1)).any()):
+        return f"the {name} map gives values outside [0, 1]"
+    if increasing and bool((v.diff(dim=-1) < 0).any()):
+        return f"the {name} map decreases (its fit is monotone non-decreasing)"
+    return None
+
+
 class HistogramBinning(_ConfidenceMap):
     """Confidence → accuracy of its bin on the calibration split (Zadrozny & Elkan 2001).
 
@@ -175,6 +192,12 @@ class HistogramBinning(_ConfidenceMap):
             values.append(torch.where(count > 0, acc, torch.full_like(acc, torch.nan)))
         self.edges_, self.values_ = torch.stack(edges), torch.stack(values)
 
+    def invariant_problem(self) -> str | None:
+        e = self.edges_
+        if bool((e[..., 0] != 0).any()) or bool((e[..., -1] != 1).any()):
+            return "the histogram edges do not run from 0 to 1"
+        return _map_problem(e, self.values_, increasing=False, name="histogram")
+
     def _apply_map(self, column: int, values: Tensor) -> Tensor:
         e, v = self.edges_[column].to(values.device), self.values_[column].to(values.device)
         mapped = v[torch.bucketize(values.contiguous(), e[1:-1].contiguous())]
@@ -205,6 +228,9 @@ class IsotonicCalibration(_ConfidenceMap):
         width = int(self.sizes_.max())
         pad = lambda t: torch.cat([t, t[-1:].expand(width - len(t))])  # noqa: E731
         self.x_, self.y_ = torch.stack([pad(x) for x in xs]), torch.stack([pad(y) for y in ys])
+
+    def invariant_problem(self) -> str | None:
+        return _map_problem(self.x_, self.y_, increasing=True, name="isotonic")
 
     def _apply_map(self, column: int, values: Tensor) -> Tensor:
         # x_ and y_ are padded by repeating the last threshold: a point at or past it lands
@@ -261,6 +287,13 @@ class ScalingBinning(_ConfidenceMap):
         p = torch.softmax(z, 1)
         before, after = _nll_gain(p, y, self._transform(z))
         return FitReport("nll", before, after, 1, True, details={"temperature": round(t, 6)})
+
+    def invariant_problem(self) -> str | None:
+        from .temperature import temperature_problem
+
+        return temperature_problem(self.temperature_, 0.01, 100.0) or _map_problem(
+            self.edges_, self.values_, increasing=False, name="scaling-binning"
+        )
 
     def _transform(self, z: Tensor) -> Tensor:
         p_t = torch.softmax(z.double() / self.temperature_.to(z.device), 1)

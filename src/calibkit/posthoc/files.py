@@ -55,9 +55,15 @@ def read_checked(path: str | Path, what: str) -> tuple[dict[str, Any], dict[str,
     meta = json.loads(text)
     if not isinstance(meta, dict):
         raise FileFormatError(f"{path}: the metadata is a {type(meta).__name__}, not a mapping")
-    if not isinstance(meta.get("version", 0), int) or meta.get("version", 0) > FORMAT_VERSION:
+    version = meta.get("version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
         raise FileFormatError(
-            f"{path}: written by a newer calibkit (format {meta['version']}); upgrade calibkit"
+            f"{path}: metadata 'version' must be an integer, got {type(version).__name__} "
+            f"{version!r}"
+        )
+    if version > FORMAT_VERSION:
+        raise FileFormatError(
+            f"{path}: written by a newer calibkit (format {version}); upgrade calibkit"
         )
     return meta, tensors
 
@@ -106,12 +112,22 @@ def loaded_problem(obj: Any, tensors: dict[str, Tensor]) -> str | None:
             t = t[~torch.isnan(t)]
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             return f"tensor {name!r} holds NaN or infinite values"
+        if t.dtype == torch.bool:
+            return f"tensor {name!r} holds booleans, not numbers"
     t = getattr(obj, "temperature_", None)
     if isinstance(t, Tensor) and not bool((t > 0).all()):
         return f"temperature {t.flatten()[:3].tolist()} is not positive"
+    try:
+        broken = obj.invariant_problem()
+    except AttributeError as err:  # a learned tensor the method needs is not in the file
+        return f"a learned value is missing ({first_line(err)})"
+    if broken:
+        return broken
     k = getattr(obj, "n_classes_", None)
-    if obj.level == "model" or k is None:
+    if obj.level == "model":
         return None
+    if k is None:
+        return "the number of classes (n_classes) is missing"
     probe = 3 * torch.randn(PROBE_ROWS, k, generator=torch.Generator().manual_seed(0),
                             dtype=torch.float64)  # fmt: skip
     try:

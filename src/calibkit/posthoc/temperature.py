@@ -139,6 +139,19 @@ class TemperatureScaling(Calibrator):
     def _transform(self, z: Tensor) -> Tensor:
         return z / self.temperature_.to(z.device)
 
+    def invariant_problem(self) -> str | None:
+        return temperature_problem(self.temperature_, self.t_min, self.t_max)
+
+
+def temperature_problem(t: Tensor, low: float, high: float) -> str | None:
+    """A fitted temperature's invariant: one float in [low, high], the bounds its fit keeps."""
+    if t.dtype not in (torch.float32, torch.float64) or t.numel() != 1:
+        return f"the temperature is {t.dtype} of shape {tuple(t.shape)}, not one float"
+    value = float(t)
+    if not low <= value <= high:
+        return f"the temperature {value:.6g} lies outside the fit's bounds [{low:g}, {high:g}]"
+    return None
+
 
 class TemperatureGrid(Calibrator):
     """z / T with T from a grid, minimising the ECE on the calibration split.
@@ -178,6 +191,10 @@ class TemperatureGrid(Calibrator):
 
     def _transform(self, z: Tensor) -> Tensor:
         return z / self.temperature_.to(z.device)
+
+    def invariant_problem(self) -> str | None:
+        grid = self.checked()["grid"]
+        return temperature_problem(self.temperature_, float(grid.min()), float(grid.max()))
 
 
 class EnsembleTemperatureScaling(Calibrator):
@@ -246,6 +263,14 @@ class EnsembleTemperatureScaling(Calibrator):
             bool(res.success),
             details={"temperature": round(t, 6), "weights": [round(float(v), 6) for v in w]},
         )
+
+    def invariant_problem(self) -> str | None:
+        w = self.weights_
+        if w.dtype != torch.float64 or w.shape != (3,) or bool((w < 0).any()):
+            return "the mixture weights are not 3 non-negative floats"
+        if abs(float(w.sum()) - 1) > 1e-9:
+            return f"the mixture weights sum to {float(w.sum()):.6g}, not 1"
+        return temperature_problem(self.temperature_, self.t_min, self.t_max)
 
     def _transform(self, z: Tensor) -> Tensor:
         w = self.weights_.to(z.device)
