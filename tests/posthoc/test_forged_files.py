@@ -79,6 +79,13 @@ def _cut_classes(meta, tensors):
         tensors[name] = t[:5, :5].contiguous() if t.ndim == 2 else t[:5].contiguous()
 
 
+def _flip(name):
+    def edit(meta, tensors):
+        tensors[name] = tensors[name].flip(-1).contiguous()
+
+    return edit
+
+
 F64 = torch.float64
 FORGERIES = {
     "metadata is a JSON list": ("ts", lambda meta, tensors: [1, 2]),
@@ -105,15 +112,16 @@ FORGERIES = {
     "temperature 1e300 (uniform)": ("ts", _set("temperature_", torch.tensor(1e300, dtype=F64))),
     "temperature 1e-6 (one-hot)": ("ts", _set("temperature_", torch.tensor(1e-6, dtype=F64))),
     "temperature a boolean": ("ts", _set("temperature_", torch.tensor(True))),
-    "grid temperature off its grid": ("ts-grid", _set("temperature_", torch.tensor(50.0, dtype=F64))),
-    "ets weights not summing to 1": ("ets", _set("weights_", torch.tensor([0.9, 0.9, 0.0], dtype=F64))),
-    "ets weight negative": ("ets", _set("weights_", torch.tensor([1.2, -0.2, 0.0], dtype=F64))),
-    "isotonic map reversed": ("isotonic", lambda m, t: t.update(y_=t["y_"].flip(-1).contiguous())),
-    "isotonic thresholds reversed": ("isotonic", lambda m, t: t.update(x_=t["x_"].flip(-1).contiguous())),
-    "histogram edges unsorted": ("hist-binning", lambda m, t: t.update(edges_=t["edges_"].flip(-1).contiguous())),
+    "grid temperature off its grid": ("ts-grid", _set("temperature_", torch.tensor(50.0))),
+    "ets weights not summing to 1": ("ets", _set("weights_", torch.tensor([0.9, 0.9, 0.0]))),
+    "ets weight negative": ("ets", _set("weights_", torch.tensor([1.2, -0.2, 0.0]))),
+    "isotonic map reversed": ("isotonic", _flip("y_")),
+    "isotonic thresholds reversed": ("isotonic", _flip("x_")),
+    "histogram edges unsorted": ("hist-binning", _flip("edges_")),
     "histogram values times 5": ("hist-binning", lambda m, t: t.update(values_=t["values_"] * 5)),
     "histogram edges from 0.2": ("hist-binning", lambda m, t: t["edges_"].__setitem__((0, 0), 0.2)),
-    "scaling-binning values above 1": ("scaling-binning", lambda m, t: t.update(values_=t["values_"] + 2)),
+    "scaling-binning values above 1": ("scaling-binning",
+                                       lambda m, t: t.update(values_=t["values_"] + 2)),
     "n_classes null on vector scaling": ("vector", _meta("n_classes", None)),
     "version a string": ("ts", _meta("version", "1")),
 }  # fmt: skip

@@ -123,9 +123,10 @@ def _map_problem(
     """The invariants of a fitted confidence map: ``edges`` (rows of bin edges or
     thresholds) non-decreasing, from 0 to 1 where they are bin edges; ``values``
     probabilities in [0, 1] (NaN: an empty bin), non-decreasing where ``increasing``."""
-    if edges is not None:
-        if not edges.is_floating_point() or bool((edges.diff(dim=-1) < 0).any()):
-            return f"the {name} edges are not sorted"
+    if edges is not None and (
+        not edges.is_floating_point() or bool((edges.diff(dim=-1) < 0).any())
+    ):
+        return f"the {name} edges are not sorted"
     v = values.nan_to_num(0.5)
     if not values.is_floating_point() or bool(((v < 0) | (v > 1)).any()):
         return f"the {name} map gives values outside [0, 1]"
