@@ -65,3 +65,26 @@ def test_bfloat16_tensors_are_read_exactly_as_float32(tmp_path):
     scores, labels = load_scores(tmp_path / "bf.pt")
     assert scores.dtype == np.float32 and np.array_equal(scores, z.float().numpy())
     assert labels.tolist() == (torch.arange(20) % 4).tolist()
+
+
+def test_a_full_disk_under_torch_save_names_the_users_file(tmp_path, monkeypatch):
+    """Issue 41 §4: torch.save onto a full disk raised RuntimeError('unexpected pos') with
+    no errno; atomic_write reports it as 'No space left on device' naming the user's path,
+    and leaves no temporary file."""
+    import errno
+    import shutil
+
+    from calibkit.io import atomic_write
+
+    def write(tmp):
+        raise RuntimeError("[enforce fail at inline_container.cc] . unexpected pos 64")
+
+    full = shutil.disk_usage(tmp_path)._replace(free=0)
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: full)
+    with pytest.raises(OSError) as err:
+        atomic_write(tmp_path / "checkpoint.pt", write)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path / "checkpoint.pt")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="unexpected pos"):  # not full: the error as it was
+        atomic_write(tmp_path / "checkpoint.pt", write)

@@ -29,6 +29,8 @@ def prob_sum_tolerance(dtype: torch.dtype, n_classes: int) -> float:
 def to_tensor(x: Any, name: str) -> Tensor:
     """Return ``x`` (NumPy array, tensor, or nested list) as a tensor, without copying tensors."""
     if isinstance(x, Tensor):
+        if x.is_meta:
+            raise TypeError(f"{name}: a tensor on the meta device holds no values")
         return x.detach()
     if isinstance(x, np.ndarray | list | tuple) or np.isscalar(x):
         arr = np.asarray(x)

@@ -21,7 +21,9 @@ No user file is ever unpickled: a file that needs pickle gets an error naming th
 from __future__ import annotations
 
 import csv
+import errno
 import os
+import shutil
 import stat
 import tempfile
 import warnings
@@ -386,6 +388,11 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
     except OSError as err:  # name the user's file, not the hidden temporary one
         Path(tmp).unlink(missing_ok=True)
         raise OSError(err.errno, err.strerror or str(err), str(path)) from None
+    except RuntimeError:  # torch.save on a full disk: "unexpected pos ...", no errno
+        Path(tmp).unlink(missing_ok=True)
+        if shutil.disk_usage(path.parent).free < 1 << 20:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -102,7 +102,14 @@ def _plain(node: yaml.Node, path: str, lines: _Lines) -> Any:
                         "(nested YAML aliases?); write it out")  # fmt: skip
     if isinstance(node, yaml.MappingNode):
         out = {}
+        merged: dict[str, Any] = {}
         for k, v in node.value:
+            if k.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys, unless given
+                for source in v.value if isinstance(v, yaml.SequenceNode) else [v]:
+                    if not isinstance(source, yaml.MappingNode):
+                        raise _fail(lines, path or "(top)", "`<<` merges mappings only")
+                    merged = _plain(source, path, lines) | merged
+                continue
             key = str(yaml.safe_load(yaml.serialize(k)))
             sub = f"{path}.{key}" if path else key
             lines.at[sub] = k.start_mark.line + 1
@@ -110,7 +117,7 @@ def _plain(node: yaml.Node, path: str, lines: _Lines) -> Any:
                 raise _fail(lines, sub, "this key is given twice in one mapping")
             out[key] = _plain(v, sub, lines)
             lines.at[sub] = k.start_mark.line + 1
-        return out
+        return merged | out
     if isinstance(node, yaml.SequenceNode):
         return [_plain(v, f"{path}[{i}]", lines) for i, v in enumerate(node.value)]
     return yaml.safe_load(yaml.serialize(node))
@@ -137,7 +144,10 @@ def load_spec(source: str | Path) -> BenchSpec:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise SpecError(f"{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
     lines = _Lines(path.name)
-    raw = _plain(node, "", lines) if node is not None else None
+    try:
+        raw = _plain(node, "", lines) if node is not None else None
+    except yaml.YAMLError as err:  # a value YAML cannot build (an unknown tag, ...)
+        raise SpecError(f"{path}: not valid YAML ({getattr(err, 'problem', err)})") from None
     return resolve(raw, lines)
 
 

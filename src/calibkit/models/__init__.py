@@ -87,8 +87,15 @@ def names() -> list[str]:
 
 def create(spec: str, checkpoint: str | os.PathLike | None = None, **overrides) -> Classifier:
     """A model from a spec such as ``"resnet110"`` or ``"mlp:hidden=512"``, with the weights
-    of ``checkpoint`` loaded when one is given (see :func:`load_checkpoint`)."""
-    model = REGISTRY.create(spec, **overrides)
+    of ``checkpoint`` loaded when one is given (see :func:`load_checkpoint`). A model too
+    large for this machine's memory is a one-line ``ValueError``, not the allocator's."""
+    try:
+        model = REGISTRY.create(spec, **overrides)
+    except (RuntimeError, MemoryError) as err:  # "DefaultCPUAllocator: not enough memory"
+        first = (str(err).splitlines() or [type(err).__name__])[0]
+        raise ValueError(
+            f"model {spec}: cannot be built in this machine's memory ({first})"
+        ) from None
     return model if checkpoint is None else load_checkpoint(model, checkpoint)
 
 

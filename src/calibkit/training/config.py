@@ -63,14 +63,14 @@ class TrainConfig:
     def check(self) -> TrainConfig:
         """Validate every field, building nothing heavy, and keep each spec parsed (a
         :class:`~calibkit.registry.Spec`); returns self. Checking again costs no parsing."""
-        for name in ("epochs", "batch_size"):
+        for name, most in (("epochs", MAX_EPOCHS), ("batch_size", MAX_BATCH)):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-        for name in ("lr", "momentum", "weight_decay", "mixup"):
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= most:
+                raise ValueError(f"{name}: expected an integer in 1..{most:,}, got {_short(v)}")
+        for name, most in RANGES.items():
             v = getattr(self, name)
-            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+            if not isinstance(v, int | float) or isinstance(v, bool) or not _within(v, most):
+                raise ValueError(f"{name}: expected a number in [0, {most:g}], got {_short(v)}")
         if self.lr <= 0:
             raise ValueError(f"lr: expected a learning rate > 0, got {self.lr!r}")
         if self.momentum >= 1:
@@ -118,6 +118,25 @@ class TrainResult:
     model: nn.Module
     input_shape: tuple[int, ...] = ()  # of one input, as the model takes it
     train_images: int = 0  # images in the training split (one epoch)
+
+
+#: the largest setting a run accepts: beyond them training diverges at once or never ends
+#: (an lr of 1e308 or a weight decay of 1e308 overflow the first step; a mixup alpha of
+#: 1e308 makes Beta draws of NaN; 10**30 epochs is not a run)
+RANGES = {"lr": 100.0, "momentum": 1.0, "weight_decay": 1.0, "mixup": 100.0}
+MAX_EPOCHS, MAX_BATCH = 1_000_000, 1_000_000
+
+
+def _within(v: float, most: float) -> bool:
+    try:
+        return math.isfinite(float(v)) and 0 <= v <= most
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
 
 
 def pick_device(name: str) -> torch.device:
