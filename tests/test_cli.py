@@ -168,7 +168,11 @@ def _write_pickled_npz(path):
             "not a readable .npz",
         ),
         (lambda p: (p / "x.txt").write_text("1,2"), ["x.txt"], "unknown extension"),
-        (lambda p: (p / "x.csv").write_text("a,b,labels\n0.1,x,1\n"), ["x.csv"], "only numbers"),
+        (
+            lambda p: (p / "x.csv").write_text("a,b,labels\n0.1,x,1\n"),
+            ["x.csv"],
+            "row 2, column 'b': 'x' is not a number",
+        ),
         (lambda p: np.save(p / "x.npy", np.zeros((2, 2))), ["x.npy"], "pass the labels .npy too"),
         (
             lambda p: np.savez(p / "x.npz", logits=np.zeros((2, 2)), labels=[0, 1]),

@@ -58,3 +58,32 @@ def test_metrics_refuse_a_meta_tensor_in_one_line():
 
     with pytest.raises(TypeError, match="meta device holds no values"):
         ece(torch.empty(3, 2, device="meta"), torch.zeros(3, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["train", "--schedule", "step:milestones=[5,2]", "--epochs", "1"],
+            "milestones must increase",
+        ),
+        (["bench", "--estimate", "--workers", "0"], "--workers"),
+    ],
+)
+def test_silent_acceptances_are_refused(tmp_path, capsys, argv, says):
+    """Issue 41 §6: these ran as if given something else."""
+    code, _, err = run([*argv, "-o", str(tmp_path / "o")], capsys)
+    assert code == 2 and says in err and len(err.splitlines()) == 1, err
+
+
+def test_integer_weights_in_a_checkpoint_are_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    from calibkit import models
+    from calibkit.models import CheckpointError
+
+    net = models.create("mlp", num_classes=10, input_shape=(1, 8, 8))
+    save_file({k: v.round().int() if v.is_floating_point() else v
+               for k, v in net.state_dict().items()}, tmp_path / "w.safetensors")  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"holds torch\.int32 values where the model has"):
+        models.create("mlp", tmp_path / "w.safetensors", num_classes=10, input_shape=(1, 8, 8))

@@ -21,7 +21,7 @@ from .common import CONTEXT, cli, console, echo_json, json_option, progress
     help="local processes, or Ray tasks (pip install 'calibkit[ray]').",
 )  # fmt: skip
 @click.option(
-    "--workers", default=0, type=click.IntRange(min=0),
+    "--workers", default=None, type=click.IntRange(min=1),
     help="Local worker processes (default: one per GPU where the runs train on CUDA, else "
     "one per CPU core).",
 )  # fmt: skip

@@ -103,5 +103,12 @@ def load_checkpoint(model: nn.Module, path: str | os.PathLike) -> nn.Module:
             f"{tuple(own[k].shape)} ({len(wrong)} such keys; check the depth, input channels "
             "and classes)"
         )
+    kinds = [k for k in own if own[k].is_floating_point() != state[k].is_floating_point()]
+    if kinds:  # load_state_dict would cast integer weights to float without a word
+        k = kinds[0]
+        raise CheckpointError(
+            f"{path}: {k} holds {state[k].dtype} values where the model has "
+            f"{own[k].dtype} ({len(kinds)} such keys): not this model's weights"
+        )
     model.load_state_dict(state)
     return model

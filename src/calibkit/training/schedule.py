@@ -61,6 +61,10 @@ def _step_settings(milestones: Any = (), gamma: Any = 0.1) -> tuple[tuple[int, .
         isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in ms
     ):
         raise ValueError(f"milestones must be positive integers, got {milestones!r}")
+    if list(ms) != sorted(set(ms)):  # [5, 2] is a typo more often than an intent
+        raise ValueError(
+            f"milestones must increase (epochs in order, each once), got {milestones!r}"
+        )
     if not (isinstance(gamma, int | float) and math.isfinite(gamma) and gamma > 0):
         raise ValueError(f"gamma must be a finite number > 0, got {gamma!r}")
     return tuple(sorted(ms)), float(gamma)
