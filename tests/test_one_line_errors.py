@@ -87,3 +87,50 @@ def test_integer_weights_in_a_checkpoint_are_refused(tmp_path):
                for k, v in net.state_dict().items()}, tmp_path / "w.safetensors")  # fmt: skip
     with pytest.raises(CheckpointError, match=r"holds torch\.int32 values where the model has"):
         models.create("mlp", tmp_path / "w.safetensors", num_classes=10, input_shape=(1, 8, 8))
+
+
+def test_misleading_messages_now_name_the_cause(tmp_path, capsys):
+    """Issue 41 §5: each message names what is wrong and where."""
+    import numpy as np
+
+    from calibkit import posthoc
+    from calibkit.io import atomic_write, load_scores, load_split
+
+    z = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    y = np.arange(40) % 3
+    np.savez(tmp_path / "s.npz", logits_val=z, labels_val=y, logits_test=z, labels_test=y)
+    with pytest.raises(ValueError, match=r"no split 'tset' \(the file has: test, val\)"):
+        load_split(tmp_path / "s.npz", "tset")
+    torch.save({"logits": {"a": torch.zeros(2)}}, tmp_path / "nested.pt")
+    with pytest.raises(ValueError, match="key 'logits' holds a dict, not a tensor"):
+        load_scores(tmp_path / "nested.pt")
+    torch.save({"logits": torch.from_numpy(z).to(torch.float8_e4m3fn),
+                "labels": torch.from_numpy(y)}, tmp_path / "f8.pt")  # fmt: skip
+    got, _ = load_scores(tmp_path / "f8.pt")  # widened to float32, as bfloat16 is
+    assert got.dtype == np.float32 and got.shape == (40, 3)
+    big = np.full(40, 2**63 + 7, dtype=np.uint64)
+    with pytest.raises(ValueError, match=f"found {2**63 + 7}"):
+        from calibkit.metrics import ece
+
+        ece(z, big)
+    with pytest.raises(ValueError, match="neural-clamping calibrates a network, not logits"):
+        from calibkit.posthoc.compare import compare_methods
+
+        compare_methods((z, y), (z, y), ["neural-clamping"])
+    code, _, err = run(["compare", "--file", str(tmp_path / "s.npz"), "--methods",
+                        "ts,neural-clamping"], capsys)  # fmt: skip
+    assert code == 2 and "use calibkit calibrate neural-clamping RUN_DIR" in err
+
+    def named(tmp):
+        raise ValueError(f"Error while serializing: disk full at {tmp}")
+
+    with pytest.raises(OSError) as failed:
+        atomic_write(tmp_path / "c.calib", named)
+    assert str(tmp_path / "c.calib") in str(failed.value) and ".c.calib." not in str(failed.value)
+    assert posthoc  # imported for its registry
+
+
+def test_a_path_with_a_newline_is_shown_whole(tmp_path, capsys):
+    odd = tmp_path / "a\nb"
+    code, _, err = run(["evaluate", str(odd / "x.npz")], capsys)
+    assert code == 2 and err.strip().endswith("a\\nb/x.npz: no such file"), err

@@ -91,6 +91,10 @@ def check_finite(t: Tensor, name: str = "scores") -> None:
 
 def as_labels(labels: Any, n_classes: int | None = None, name: str = "labels") -> Tensor:
     """Labels as an int64 vector, checked to be whole numbers in ``[0, n_classes)``."""
+    if isinstance(labels, np.ndarray) and labels.dtype.kind == "u" and labels.size:
+        top = int(labels.max())  # uint64 above 2**63 would wrap to a negative int64
+        if top >= 2**62:
+            raise ValueError(f"{name}: class indices must lie in 0..K-1, found {top}")
     t = to_tensor(labels, name)
     if t.ndim == 2 and t.shape[1] == 1:
         t = t[:, 0]

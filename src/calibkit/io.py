@@ -127,13 +127,25 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     except (RuntimeError, EOFError, OSError) as e:
         why = (str(e).splitlines() or ["empty or truncated"])[0] or "empty or truncated"
         raise FileFormatError(f"{path}: not a readable torch file ({why})") from None
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise FileFormatError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
-    # bfloat16 has no NumPy type: widened to float32, which holds every bfloat16 exactly
-    return {
-        str(k): (v.float() if v.dtype == torch.bfloat16 else v).detach().cpu().numpy()
-        for k, v in obj.items()
-    }
+    if not isinstance(obj, dict):
+        raise FileFormatError(f"{path}: expected a dict of tensors, got a {type(obj).__name__}")
+    for k, v in obj.items():
+        if not isinstance(v, torch.Tensor):
+            raise FileFormatError(
+                f"{path}: key {k!r} holds a {type(v).__name__}, not a tensor; save a flat dict "
+                "of tensors"
+            )
+
+    # bfloat16 and the float8 types have no NumPy type: widened to float32, which holds
+    # every value of theirs exactly
+    def narrow(v: torch.Tensor) -> bool:
+        return v.is_floating_point() and v.dtype not in (
+            torch.float16,
+            torch.float32,
+            torch.float64,
+        )
+
+    return {str(k): (v.float() if narrow(v) else v).detach().cpu().numpy() for k, v in obj.items()}
 
 
 def _table_to_arrays(header: list[str], columns: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -314,6 +326,12 @@ def split_keys(
             if Path(path).suffix.lower() in (".npz", ".pt", ".pth")
             else set()
         )
+        splits = sorted(k.removeprefix("logits_") for k in keys if k.startswith("logits_"))
+        if logits_key is None and splits and f"logits_{split}" not in keys and "logits" not in keys:
+            raise FileFormatError(
+                f"{path}: no split {split!r} (the file has: {', '.join(splits)}); choose one "
+                "with --split"
+            )
         logits_key = logits_key or (f"logits_{split}" if f"logits_{split}" in keys else "logits")
         labels_key = labels_key or (f"labels_{split}" if f"labels_{split}" in keys else "labels")
     return {"logits_key": logits_key, "labels_key": labels_key}
@@ -392,6 +410,11 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
         Path(tmp).unlink(missing_ok=True)
         if shutil.disk_usage(path.parent).free < 1 << 20:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+        raise
+    except Exception as err:  # a library's own error (safetensors) that names the hidden file
+        Path(tmp).unlink(missing_ok=True)
+        if tmp in str(err):
+            raise OSError(errno.EIO, str(err).replace(tmp, str(path)), str(path)) from None
         raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -43,6 +43,8 @@ class CalibkitGroup(click.Group):
             return self._main(*args, **kwargs)
 
     def _main(self, *args, **kwargs):
+        given = kwargs.get("args") if kwargs.get("args") is not None else sys.argv[1:]
+        newline = any("\n" in str(a) for a in given or [])
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as e:
@@ -59,11 +61,19 @@ class CalibkitGroup(click.Group):
             sys.exit(130)
         except USER_ERRORS as e:
             msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-            click.echo(f"error: {msg.splitlines()[0] if msg else type(e).__name__}", err=True)
+            click.echo(f"error: {_one_line(msg, newline) or type(e).__name__}", err=True)
             sys.exit(2)
         except OSError as e:
             click.echo(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), err=True)
             sys.exit(2)
+
+
+def _one_line(message: str, newline_given: bool) -> str:
+    """An error as one line: its first line; where an argument held a newline (a path), the
+    whole message with each newline shown as \\n, so that the path is not cut."""
+    if newline_given:
+        return message.replace("\n", "\\n")
+    return message.splitlines()[0] if message else ""
 
 
 def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:

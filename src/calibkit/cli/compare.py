@@ -72,13 +72,13 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
       calibkit compare --val val.npz --test test.npz --methods ts,ts-grid,dir-odir --seeds 5 --json
       calibkit compare --file cifar10_resnet20.npz --split 0.5 --seeds 5 --methods ts,vector
     """
-    from .. import posthoc
     from ..io import check_distinct_splits, has_both_splits, load_split
     from ..posthoc.compare import (
         COLUMNS,
         anomaly_lines,
         best_per_column,
         cell,
+        check_logits_methods,
         compare_methods,
         compare_resplit,
         default_methods,
@@ -105,9 +105,8 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     specs = split_specs(methods) if methods is not None else "all" if every else None
     if specs == []:
         raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
-    for m in specs if isinstance(specs, list) else []:  # checked before any data is read
-        if m != "uncalibrated":
-            posthoc.create(m)
+    if isinstance(specs, list):  # checked before any data is read
+        check_logits_methods(specs)
     count = len(specs) if isinstance(specs, list) else len(default_methods(every=every)[0])
     with progress(count, "fitting", not as_json) as tick:
         ticks = (lambda _m: tick(1)) if tick else None

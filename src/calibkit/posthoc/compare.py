@@ -160,6 +160,17 @@ def compare_resplit(
     return _compare(pairs, methods, True, bootstrap, n_bins, progress)
 
 
+def check_logits_methods(methods: list[str]) -> None:
+    """Every spec of ``methods`` valid and a method on logits (compare fits on logits; a
+    method that calibrates a network is named with the command that runs it)."""
+    for m in methods:
+        if m != "uncalibrated" and create(m).level != "logits":
+            raise ValueError(
+                f"{m} calibrates a network, not logits: compare takes logits methods; use "
+                f"calibkit calibrate {m} RUN_DIR"
+            )
+
+
 def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, progress):
     """Each method over (seed, val, test) ``pairs``: all pairs when ``every_seed`` (splits
     differ), else only the first unless the method has randomness (one split, many seeds)."""
@@ -167,9 +178,7 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
     left: list[str] = []
     if methods is None or methods == "all":
         methods, left = default_methods(rows, k, every=methods == "all")
-    for m in methods:  # validate every spec before fitting anything
-        if m != "uncalibrated":
-            create(m)
+    check_logits_methods(methods)
     # the uncalibrated metrics of each test split, for the checks (one split may serve
     # several seeds: keyed by the split's object, evaluated once)
     plain: dict[int, dict[str, float]] = {}
