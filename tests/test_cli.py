@@ -239,7 +239,7 @@ def test_evaluate_reads_a_split_as_fit_and_apply_do(tmp_path, data, capsys):
     out = run_ok(["evaluate", str(tmp_path / "two.npz"), "--split", "val", "--json"], capsys)
     assert _json_metrics(out)["ece"] == pytest.approx(M.ece(z[:100], y[:100]))
     code, _, err = run(["evaluate", str(tmp_path / "two.npz"), "--split", "train"], capsys)
-    assert code == 2 and "logits" in err
+    assert code == 2 and "no split 'train' (the file has: test, val)" in err
 
 
 def test_long_commands_talk_off_a_terminal(tmp_path, data, capsys, monkeypatch):
