@@ -242,6 +242,21 @@ def test_a_second_sweep_on_a_held_folder_is_refused_naming_the_holder(tmp_path):
     assert not (tmp_path / "results.sqlite").exists()
 
 
+def test_two_sweeps_on_one_store_from_two_folders_are_refused(tmp_path):
+    """Issue 41 §7: the lock guarded the folder, not the store: two benches with different
+    -o and the same --db both ran every run."""
+    from calibkit.bench.runner import folder_lock, run_bench
+
+    db = tmp_path / "shared.sqlite"
+    spec = load_spec("default")
+    with (
+        folder_lock(db, "store", db.with_name(db.name + ".lock")),
+        pytest.raises(ValueError, match=r"running on this store; wait .* choose another --db"),
+    ):
+        run_bench(spec, tmp_path / "second", db=db)
+    assert not db.exists()
+
+
 WORKERS = """
 import os, sys, time
 from calibkit.bench.runner import worker_pool

@@ -117,18 +117,19 @@ def worker_pool(workers: int, reports: Any = None, gpus: int = 0) -> ProcessPool
 
 
 @contextmanager
-def folder_lock(out: Path) -> Iterator[None]:
-    """Hold ``out/.bench.lock`` for a sweep: a second ``calibkit bench`` on the same folder
-    is refused at once, naming the process that holds it, instead of running every run
-    again beside the first."""
+def folder_lock(out: Path, what: str = "folder", lock: Path | None = None) -> Iterator[None]:
+    """Hold ``out/.bench.lock`` (or ``lock``) for a sweep: a second ``calibkit bench`` on the
+    same folder, or on the same store from another folder, is refused at once, naming the
+    process that holds it, instead of running every run again beside the first."""
+    lock = lock or out / ".bench.lock"
     with ExitStack() as stack:
         try:
-            handle = stack.enter_context(file_lock(out / ".bench.lock", wait=False))
+            handle = stack.enter_context(file_lock(lock, wait=False))
         except BlockingIOError:
-            holder = (out / ".bench.lock").read_text().strip() or "another process"
+            holder = lock.read_text().strip() or "another process"
             raise ValueError(
-                f"{out}: another calibkit bench ({holder}) is running on this folder; wait "
-                "for it to finish or choose another -o"
+                f"{out}: another calibkit bench ({holder}) is running on this {what}; wait "
+                "for it to finish or choose another " + ("-o" if what == "folder" else "--db")
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -172,7 +173,8 @@ def run_bench(
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
-    with folder_lock(out):
+    store = Path(db) if db is not None else out / "results.sqlite"
+    with folder_lock(out), folder_lock(store, "store", store.with_name(store.name + ".lock")):
         return _sweep(spec, out, ray, workers, address, db, threads, progress, pack)
 
 
