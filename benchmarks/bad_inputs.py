@@ -7,9 +7,15 @@ run), run in this process, and classed as
 - **accepted**: an expected success (exit 0);
 - **silent**: a bad input that exited 0 (or a good one that failed);
 - **traceback**: anything else (an uncaught exception, another exit code, a multi-line
-  error).
+  error);
+- **data loss**: a file the command read was changed or replaced (checked for the cases
+  that name their inputs), whatever the exit code.
 
-    python benchmarks/bad_inputs.py                 # about 35 s on 2 cores (quiet)
+The third round (issue 41, :func:`third_round`) adds cases by family: an output onto an
+input, table files, forged calibrator files, settings beyond reason, label dtypes, torch
+files, split names, methods, devices and bench specs. ``--round 3`` runs those alone.
+
+    python benchmarks/bad_inputs.py                 # 816 cases, about 35 s on 2 cores
     python benchmarks/bad_inputs.py --json          # every case and its class
     python benchmarks/bad_inputs.py --only train    # the cases of one command
 
@@ -51,6 +57,8 @@ class Case:
     argv: list[str]
     ok: bool  # True: the command should run; False: it should fail in one line
     what: str
+    family: str = "round 2"  # the sweep that added it (round 3: issue 41, by family)
+    inputs: tuple[str, ...] = ()  # files whose bytes must survive the command (data loss)
 
 
 def _logits(n: int = 300, k: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -300,17 +308,17 @@ def spec_cases(d: Path) -> list[Case]:
     return cases
 
 
-#: files a command takes although evaluate's verdict differs: probabilities are valid
-#: logits to a calibrator (the file does not say which it holds), apply needs no labels
+#: files a command takes although evaluate's verdict differs: probabilities out of range are
+#: finite numbers to a calibrator (they are no probabilities), apply needs no labels
 TAKEN = {
-    "fit": {"probs.npz", "probsbad.npz", "probsneg.npz"},
-    "apply": {"probs.npz", "probsbad.npz", "probsneg.npz", "nolabels.npz", "good.npy",
-              "oneclass.npz"},
-    "compare": {"probs.npz", "probsbad.npz", "probsneg.npz"},
+    "fit": {"probsbad.npz", "probsneg.npz"},
+    "apply": {"probsbad.npz", "probsneg.npz", "nolabels.npz", "good.npy", "oneclass.npz"},
+    "compare": {"probsbad.npz", "probsneg.npz"},
 }  # fmt: skip
 #: files evaluate takes that a calibrator must refuse: one class only (nothing to fit, and
-#: a 10-class calibrator cannot take a single column)
-REFUSED = {"oneclass.npz", "onecol.npz"}
+#: a 10-class calibrator cannot take a single column), and probabilities where logits are
+#: expected (issue 42 §1: refused everywhere; evaluate takes them with --probs)
+REFUSED = {"oneclass.npz", "onecol.npz", "probs.npz"}
 
 
 def expected(command: str, name: str, ok: bool) -> bool:
@@ -562,11 +570,401 @@ def cases(d: Path) -> list[Case]:
                         f"forged calibrator: {what}"))  # fmt: skip
     out.append(Case("methods", ["methods", "--json"], True, "methods"))
     out.append(Case("methods", ["methods", "extra"], False, "an argument"))
+    return out + third_round(d)
+
+
+def _tables(d: Path) -> dict[str, bool]:
+    """Table files written as pandas and spreadsheets write them (issue 41 §2), by name,
+    each with whether it should be read."""
+    import pandas as pd
+
+    z, y = _logits()
+    df = pd.DataFrame(z, columns=[f"c{i}" for i in range(10)])
+    df["labels"] = y
+    t = d / "tables"
+    t.mkdir()
+    df.to_csv(t / "pandas-index.csv")
+    df.rename_axis("index").to_csv(t / "named-index.csv")
+    df.to_csv(t / "semicolon.csv", index=False, sep=";")
+    df.to_csv(t / "tab.csv", index=False, sep="\t")
+    df.to_csv(t / "bar.csv", index=False, sep="|")
+    df.assign(label=y).to_csv(t / "two-labels.csv", index=False)
+    (t / "bom.csv").write_text(df.to_csv(index=False), encoding="utf-8-sig")
+    (t / "bad-cell.csv").write_text(df.to_csv(index=False).replace("0.", "o.", 1))
+    (t / "ragged-row.csv").write_text(df.to_csv(index=False) + "1,2,3\n")
+    (t / "decimal-comma.csv").write_text(df.to_csv(index=False, sep=";", decimal=","))
+    df.to_csv(t / "plain.csv", index=False)
+    df.rename(columns={"labels": "label"}).to_csv(t / "label-column.csv", index=False)
+    df.iloc[np.random.default_rng(2).permutation(len(df))].to_parquet(t / "level0.parquet")
+    df.set_index(pd.Index(np.random.default_rng(1).permutation(len(df)), name="row")).to_parquet(
+        t / "named-index.parquet"
+    )
+    df.to_parquet(t / "plain.parquet", index=False)
+    df.assign(label=y).to_parquet(t / "two-labels.parquet", index=False)
+    good = {"bom.csv", "plain.csv", "label-column.csv", "plain.parquet"}
+    return {f"tables/{p.name}": p.name in good for p in sorted(t.iterdir())}
+
+
+def _odd_files(d: Path) -> dict[str, bool]:
+    """Label dtypes and torch files that were misread or misnamed (issue 41 §5)."""
+    z, y = _logits()
+    o = d / "odd"
+    o.mkdir()
+    files = {}
+    for name, labels, ok in (
+        ("uint64-huge", np.where(np.arange(len(y)) == 3, 2**63 + 7, y).astype(np.uint64), False),
+        ("uint64", y.astype(np.uint64), True),
+        ("uint8", y.astype(np.uint8), True),
+        ("int8-negative", np.where(np.arange(len(y)) == 3, -3, y).astype(np.int8), False),
+        ("float16", y.astype(np.float16), True),
+        ("bool", (y > 4), True),
+        ("int16-out-of-range", np.where(np.arange(len(y)) == 3, 300, y).astype(np.int16), False),
+    ):
+        np.savez(o / f"{name}.npz", logits=z, labels=labels)
+        files[f"odd/{name}.npz"] = ok
+    zt, yt = torch.from_numpy(z), torch.from_numpy(y)
+    for name, obj, ok in (
+        ("nested", {"logits": {"a": zt}, "labels": yt}, False),
+        ("float8", {"logits": zt.to(torch.float8_e4m3fn), "labels": yt}, True),
+        ("list", [zt, yt], False),
+        ("int-logits", {"logits": zt.round().long(), "labels": yt}, True),
+        ("labels-float", {"logits": zt, "labels": yt.double()}, True),
+        ("empty-dict", {}, False),
+    ):
+        torch.save(obj, o / f"{name}.pt")
+        files[f"odd/{name}.pt"] = ok
+    return files
+
+
+def third_round(d: Path) -> list[Case]:
+    """Issue 41's families, each case with the command line that shows it."""
+    out: list[Case] = []
+    good, ts = str(d / "good.npz"), str(d / "ts.calib")
+    split, run = str(d / "split.npz"), str(d / "run")
+
+    def case(command, argv, ok, what, family, inputs=()):
+        out.append(Case(command, [str(a) for a in argv], ok, what, family,
+                        tuple(str(p) for p in inputs)))  # fmt: skip
+
+    # §1: an output never replaces an input, by path, link or inode, nor lies inside one
+    (d / "links").mkdir()
+    os.link(d / "good.npz", d / "links" / "hard.npz")
+    (d / "links" / "soft.npz").symlink_to(d / "good.npz")
+    os.link(d / "ts.calib", d / "links" / "hard.calib")
+    spec = d / "spec-b.yaml"
+    spec.write_text(
+        "seeds: [1]\ntrain: {epochs: 1}\ndatasets:\n  - data: digits\n"
+        "    models: [mlp]\nmethods:\n  - {name: CE, loss: ce}\nposthoc: [ts]\n"
+    )
+    onto = [good, d / "links" / "hard.npz", d / "links" / "soft.npz"]
+    for target in onto:
+        case(
+            "fit",
+            ["fit", "--method", "ts", "--val", good, "-o", target],
+            False,
+            f"-o onto the input ({Path(target).name})",
+            "data loss",
+            [good],
+        )
+        case(
+            "apply",
+            ["apply", ts, good, "-o", target],
+            False,
+            f"-o onto the logits ({Path(target).name})",
+            "data loss",
+            [good, ts],
+        )
+        case(
+            "evaluate",
+            ["evaluate", good, "--plot", str(target) + ".png"],
+            True,
+            f"--plot beside the input ({Path(target).name}.png)",
+            "data loss",
+            [good],
+        )
+    for target in (ts, d / "links" / "hard.calib"):
+        case(
+            "apply",
+            ["apply", ts, good, "-o", target],
+            False,
+            f"-o onto the calibrator ({Path(target).name})",
+            "data loss",
+            [good, ts],
+        )
+        case(
+            "apply",
+            ["apply", ts, "--onnx", target],
+            False,
+            f"--onnx onto the calibrator ({Path(target).name})",
+            "data loss",
+            [ts],
+        )
+    for empty in ("", " "):
+        for command, argv in (
+            ("fit", ["fit", "--method", "ts", "--val", good, "-o", empty]),
+            ("apply", ["apply", ts, good, "-o", empty]),
+            ("train", ["train", "--epochs", "1", "-o", empty]),
+            ("report", ["report", d / "b-good" / "results.sqlite", "-o", empty]),
+            ("demo", ["demo", "-o", empty]),
+            ("bench", ["bench", spec, "-o", empty]),
+            ("calibrate", ["calibrate", "ts", run, "-o", empty]),
+        ):
+            case(command, argv, False, f"an empty output {empty!r}", "data loss", [good, ts])
+    for sub in ("sub", "a/b", "."):
+        case(
+            "calibrate",
+            ["calibrate", "ts", run, "-o", Path(run) / sub],
+            False,
+            f"-o inside the source run ({sub})",
+            "data loss",
+            [Path(run) / "logits.npz"],
+        )
+        case("train", ["train", "--data", f"folder:root={d / 'tables'}", "-o",
+                       d / "tables" / sub], False,
+             f"-o inside the data folder ({sub})", "data loss", [d / "tables"])  # fmt: skip
+    for flag in ("--db", "--doc"):
+        case(
+            "bench",
+            ["bench", spec, flag, spec, "-o", d / "b-new"],
+            False,
+            f"{flag} onto the spec",
+            "data loss",
+            [spec],
+        )
+    for suffix in (".csv", ".parquet", ".pt", ".calib", ""):
+        case(
+            "apply",
+            ["apply", ts, good, "-o", d / f"out{suffix}"],
+            False,
+            f"-o out{suffix}: apply writes .npz",
+            "data loss",
+            [good],
+        )
+
+    # §2: table files read by rule
+    for name, ok in _tables(d).items():
+        f = d / name
+        case("evaluate", ["evaluate", f, "--no-smooth", "--no-optimal"], ok, name, "tables")
+        case("fit", ["fit", "--method", "ts", "--val", f, "-o", d / "t.calib"], ok, name, "tables")
+        case("apply", ["apply", ts, f, "-o", d / "t.npz"], ok, name, "tables")
+        case("compare", ["compare", "--file", f, "--split", "0.5", "--methods", "ts",
+                         "--seeds", "2"], ok, name, "tables")  # fmt: skip
+
+    # §3: forged files, exported as well as applied (the new forgeries are round 3's)
+    for what, (spec_, edit) in FORGERIES.items():
+        folder = d / "forged3" / what.replace(" ", "-")
+        folder.mkdir(parents=True)
+        path = forge(folder, spec_, edit)
+        case(
+            "apply",
+            ["apply", path, "--onnx", folder / "x.onnx"],
+            False,
+            f"forged calibrator exported: {what}",
+            "forged files",
+        )
+
+    # §4 and §6: settings beyond reason, on the command line and in specs
+    settings = {
+        "--lr": ["1e308", "1e400", "101", "-1", "nan", "inf", "0"],
+        "--weight-decay": ["1e308", "2", "-1", "nan"],
+        "--momentum": ["1", "1.5", "-0.1", "inf"],
+        "--mixup": ["1e308", "101", "-1", "nan"],
+        "--epochs": [str(10**30), "0", "-1", "1.5", str(10**7)],
+        "--batch-size": ["0", str(10**7), "-3"],
+        "--schedule": ["step:milestones=[5,2]", "step:milestones=[2,2]", "step:gamma=0",
+                       "step:milestones=[0]"],
+        "--model": ["mlp:hidden=100000000000", "mlp:hidden=0", "mlp:hidden=-1"],
+        "--seed": [str(2**63), "-1", "1.5"],
+        "--device": ["gpu", "cuda:99", "", "tpu"],
+    }  # fmt: skip
+    for option, values in settings.items():
+        for v in values:
+            case(
+                "train",
+                ["train", "--epochs", "1", option, v, "-o", d / "t-set"],
+                False,
+                f"{option} {v}",
+                "settings",
+            )
+    spec_values = {
+        "lr": ["1" + "0" * 400, "1e308", "-1"],
+        "epochs": [str(10**30), "0"],
+        "weight_decay": ["1e308"],
+        "momentum": ["1"],
+        "batch_size": ["0"],
+    }
+    for key, values in spec_values.items():
+        for v in values:
+            f = d / f"spec-{key}-{len(v)}-{v[:3]}.yaml"
+            f.write_text(spec.read_text().replace("epochs: 1}", f"epochs: 1, {key}: {v}}}")
+                         if key != "epochs" else
+                         spec.read_text().replace("epochs: 1}", f"epochs: {v}}}"))  # fmt: skip
+            case("bench", ["bench", f, "--estimate"], False, f"spec {key}: {v[:12]}", "settings")
+    merge = d / "spec-merge.yaml"
+    merge.write_text(spec.read_text().replace("  - {name: CE, loss: ce}",
+                                              "  - &m {name: CE, loss: ce}\n"
+                                              "  - {<<: *m, name: CE2}"))  # fmt: skip
+    case("bench", ["bench", merge, "--estimate"], True, "spec with a YAML merge key", "settings")
+    for workers in ("0", "-1", "x"):
+        case(
+            "bench",
+            ["bench", spec, "--estimate", "--workers", workers],
+            False,
+            f"--workers {workers}",
+            "settings",
+        )
+
+    # §5: labels, torch files, split names, methods, devices
+    for name, ok in _odd_files(d).items():
+        f = d / name
+        case(
+            "evaluate", ["evaluate", f, "--no-smooth", "--no-optimal"], ok, name, "labels and files"
+        )
+        case(
+            "fit",
+            ["fit", "--method", "ts", "--val", f, "-o", d / "o3.calib"],
+            ok,
+            name,
+            "labels and files",
+        )
+        case("compare", ["compare", "--file", f, "--split", "0.5", "--methods", "ts",
+                         "--seeds", "2"], ok, name, "labels and files")  # fmt: skip
+    for name in ("tset", "Test", "train", "validation", "", "val ", "TEST"):
+        case("evaluate", ["evaluate", split, "--split", name], False, f"--split {name!r}", "splits")
+        case(
+            "apply",
+            ["apply", ts, split, "--split", name, "-o", d / "s.npz"],
+            False,
+            f"--split {name!r}",
+            "splits",
+        )
+    for name in ("val", "test"):
+        case(
+            "evaluate",
+            ["evaluate", split, "--split", name, "--no-smooth"],
+            True,
+            f"--split {name}",
+            "splits",
+        )
+    for methods in ("neural-clamping", "ts,maccal", "ts,nc", "platt", "ts,,ts", "TS"):
+        case(
+            "compare",
+            ["compare", "--file", good, "--split", "0.5", "--methods", methods],
+            False,
+            f"--methods {methods}",
+            "methods",
+        )
+    for command, argv in (
+        ("evaluate", ["evaluate", good, "--no-smooth"]),
+        ("fit", ["fit", "--method", "ts", "--val", good, "-o", d / "dev.calib"]),
+        ("apply", ["apply", ts, good, "-o", d / "dev.npz"]),
+        ("compare", ["compare", "--file", good, "--split", "0.5", "--methods", "ts"]),
+    ):
+        cuda = torch.cuda.is_available()
+        for device, ok in (("cpu", True), ("auto", True), ("gpu", False), ("cuda:99", False),
+                           ("", False), ("tpu", False), ("cuda", cuda)):  # fmt: skip
+            if device == "auto" and torch.cuda.is_available():
+                continue
+            case(command, [*argv, "--device", device], ok, f"--device {device!r}", "devices")
+    for device in ("gpu", "cuda:99", ""):
+        case("calibrate", ["calibrate", "ts", run, "--device", device, "-o", d / "cd"], False,
+             f"--device {device!r}", "devices")  # fmt: skip
+    # method specs: at fit, compare and calibrate
+    for method in ("ts:t_min=0", "ts:t_max=1e400", "ts:t_min=5,t_max=1", "dir-odir:folds=1",
+                   "hist-binning:n_bins=0", "hist-binning:n_bins=1e9", "isotonic:mode=x",
+                   "vector:max_iter=0", "sigmoid", "TS", ":ts", "ts:tmax=5",
+                   "scaling-binning:seed=-1", "ets:loss=l1", "ts-grid:grid=[0,1]",
+                   "ts-grid:grid=[]", "dir-l2:mus=[1]", "neural-clamping:epochs=0",
+                   "maccal:lr=1e308"):  # fmt: skip
+        case("fit", ["fit", "--method", method, "--val", good, "-o", d / "m.calib"], False,
+             f"--method {method}", "methods")  # fmt: skip
+        case("compare", ["compare", "--file", good, "--split", "0.5", "--methods", method],
+             False, f"--methods {method}", "methods")  # fmt: skip
+    for method in ("neural-clamping:epochs=0", "maccal:lr=1e308", "ts:t_min=0", "nope"):
+        case("calibrate", ["calibrate", method, run, "-o", d / "cm"], False, method, "methods")
+    # table files read with a label key, and applied
+    for name, ok in _tables_named(d).items():
+        case("evaluate", ["evaluate", d / name, "--labels-key", "label", "--no-smooth",
+                          "--no-optimal"], ok and "label-column" in name, f"{name}, label key",
+             "tables")  # fmt: skip
+    for name, ok in _odd_named(d).items():
+        case("apply", ["apply", ts, d / name, "-o", d / "odd.npz"], ok, name, "labels and files")
+    for fraction in ("0", "1", "1.5", "-0.1", "nan", "0.5x"):
+        case("compare", ["compare", "--file", good, "--split", fraction], False,
+             f"--split {fraction}", "splits")  # fmt: skip
+    # the built-in data's options (issue 45), on the command line and in specs
+    for data_spec, ok in (("digits:train_size=5", False), ("digits:train_size=2000", False),
+                          ("digits:train_size=x", False), ("digits:label_noise=1", False),
+                          ("digits:label_noise=-0.1", False), ("digits:label_noise=a", False),
+                          ("digits:subset_seed=-1", False), ("digits:train_size=300.5", False),
+                          ("gaussian-toy:label_noise=1.5", False),
+                          ("gaussian-toy:n_train=20,train_size=500", False),
+                          ("digits:train_size=200,label_noise=0.2", True)):  # fmt: skip
+        case("train", ["train", "--data", data_spec, "--epochs", "1", "-o", d / f"dt{len(out)}"],
+             ok, f"--data {data_spec}", "settings")  # fmt: skip
+        f = d / f"spec-data-{len(out)}.yaml"
+        f.write_text(spec.read_text().replace("data: digits", f"data: '{data_spec}'"))
+        case("bench", ["bench", f, "--estimate"], ok, f"spec data {data_spec}", "settings")
+    for posthoc_spec, ok in (("ts:t_min=0", False), ("hist-binning:n_bins=0", False),
+                             ("nope", False), ("maccal", True), ("ts-grid:grid=[-1]", False),
+                             ("vector:max_iter=-5", False), ("dir-odir:lambdas=[]", False),
+                             ("ts", True)):  # fmt: skip
+        f = d / f"spec-posthoc-{len(out)}.yaml"
+        f.write_text(spec.read_text().replace("posthoc: [ts]", f"posthoc: ['{posthoc_spec}']"))
+        case("bench", ["bench", f, "--estimate"], ok, f"spec posthoc {posthoc_spec}", "settings")
+    for seeds in ("0", "-1", "x", str(10**9)):
+        case("compare", ["compare", "--file", good, "--split", "0.5", "--seeds", seeds], False,
+             f"--seeds {seeds}", "settings")  # fmt: skip
+    # an output that is another file, not an input: refused or left as it was, never lost
+    for command, argv in (
+        ("bench", ["bench", spec, "--db", good, "-o", d / "b-db"]),
+        ("bench", ["bench", spec, "-o", good]),
+        ("report", ["report", d / "b-none.sqlite", "-o", good]),
+        ("train", ["train", "--epochs", "1", "-o", good]),
+        ("demo", ["demo", "-o", good]),
+        ("calibrate", ["calibrate", "ts", run, "-o", good]),
+        ("bench", ["bench", spec, "--estimate", "--doc", d / "links"]),
+    ):
+        case(command, argv, False, f"-o onto a file of another kind ({argv[-1]})", "data loss",
+             [good])  # fmt: skip
+    return out
+
+
+def _tables_named(d: Path) -> dict[str, bool]:
+    names = sorted(p.name for p in (d / "tables").iterdir())
+    good = {"bom.csv", "plain.csv", "label-column.csv", "plain.parquet"}
+    return {f"tables/{n}": n in good for n in names}
+
+
+def _odd_named(d: Path) -> dict[str, bool]:
+    bad = {"uint64-huge.npz", "int8-negative.npz", "int16-out-of-range.npz", "nested.pt",
+           "list.pt", "empty-dict.pt"}  # fmt: skip
+    return {f"odd/{p.name}": p.name not in bad for p in sorted((d / "odd").iterdir())}
+
+
+def _digests(paths: tuple[str, ...]) -> list[str | None]:
+    import hashlib
+
+    out = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out.append("|".join(sorted(str(q.relative_to(path)) for q in path.rglob("*"))))
+        else:
+            out.append(hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None)
     return out
 
 
 def run_case(case: Case) -> tuple[str, str]:
     """(class, the last line of stderr or the exception)."""
+    before = _digests(case.inputs)
+    cls, said = _run(case)
+    if before != _digests(case.inputs):
+        return "data loss", f"an input changed ({said})"
+    return cls, said
+
+
+def _run(case: Case) -> tuple[str, str]:
     err, outp = io.StringIO(), io.StringIO()
     code: object = 0
     try:
@@ -590,12 +988,16 @@ def main_(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", default=None, help="Run the cases of one command.")
+    parser.add_argument("--round", type=int, choices=(2, 3), default=None,
+                        help="Run one round's cases (3: issue 41's families).")  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         try:
             todo = [c for c in cases(d) if args.only in (None, c.command)]
+            if args.round is not None:
+                todo = [c for c in todo if (c.family == "round 2") == (args.round == 2)]
             if os.access(d / "ro", os.W_OK):  # root writes anywhere: no read-only case here
                 todo = [c for c in todo if not any(str(d / "ro") in a for a in c.argv)]
             results = [(c, *run_case(c)) for c in todo]
@@ -605,6 +1007,8 @@ def main_(argv: list[str] | None = None) -> dict:
     by_command: dict[str, Counter] = {}
     for c, cls, _ in results:
         by_command.setdefault(c.command, Counter())[cls] += 1
+        if c.family != "round 2":
+            by_command.setdefault(f"[{c.family}]", Counter())[cls] += 1
     summary = {
         "cases": len(results),
         "totals": dict(totals),
@@ -612,7 +1016,7 @@ def main_(argv: list[str] | None = None) -> dict:
         "problems": [
             {"command": c.command, "what": c.what, "argv": c.argv, "class": cls, "said": said}
             for c, cls, said in results
-            if cls in ("silent", "traceback")
+            if cls in ("silent", "traceback", "data loss")
         ],
     }
     if args.json:

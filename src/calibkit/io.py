@@ -243,19 +243,24 @@ def table_columns(
 ) -> tuple[str | None, list[str]]:
     """(label column, class columns in file order) of a CSV or parquet table, by the rule
     the README's file formats give: the label column is ``labels_key`` (default
-    ``labels``) or ``label``, and every other column is a class score. Ambiguous tables are
+    ``labels``, which finds ``label`` too; a key given is looked for alone), and every
+    other column is a class score. Ambiguous tables are
     refused in one line naming the columns: two label-like columns, and a column named like
     a row index (``""``, ``Unnamed: 0``, ``index``, ``__index_level_0__``, ...: pandas
     writes one unless ``index=False``), which would be read as class 0 and shift every
     class by one."""
-    found = [c for c in (labels_key, *LABEL_NAMES) if c in header]
-    found = list(dict.fromkeys(found))
-    if len(found) > 1:
+    present = [c for c in LABEL_NAMES if c in header]
+    if len(present) > 1 and labels_key in LABEL_NAMES:
         raise FileFormatError(
-            f"{path}: two label-like columns, {found[0]!r} and {found[1]!r}; keep one (the "
+            f"{path}: two label-like columns, {present[0]!r} and {present[1]!r}; keep one (the "
             "other would be read as a class score)"
         )
-    label_col = found[0] if found else None
+    if labels_key in header:
+        label_col: str | None = labels_key
+    elif labels_key == LABEL_NAMES[0] and present:  # the default finds `label` too
+        label_col = present[0]
+    else:
+        label_col = None
     if label_col is None and need_labels:
         raise _missing_key(path, labels_key, "label column", header, "--labels-key")
     for c in header:

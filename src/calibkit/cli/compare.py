@@ -43,7 +43,7 @@ from .common import (
     "--seeds",
     default=1,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 1000),
     help="Seeds: of methods with randomness, or with --split of the splits (mean ± std).",
 )
 @click.option(

@@ -196,6 +196,8 @@ def smaller_noisier(
     Memorising a small or noisily labelled training set is what makes the papers' CIFAR
     networks over-confident (they fit their training set completely); these two knobs give
     that regime on the built-in data in seconds (docs/bench.md)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise ValueError(f"subset_seed: expected an integer in 0..2**63-1, got {seed!r}")
     g = torch.Generator().manual_seed(seed)
     if train_size is not None:
         if (

@@ -162,7 +162,10 @@ def compare_resplit(
 
 def check_logits_methods(methods: list[str]) -> None:
     """Every spec of ``methods`` valid and a method on logits (compare fits on logits; a
-    method that calibrates a network is named with the command that runs it)."""
+    method that calibrates a network is named with the command that runs it); each once."""
+    twice = sorted({m for m in methods if methods.count(m) > 1})
+    if twice:
+        raise ValueError(f"methods: {twice[0]} is named twice; name each method once")
     for m in methods:
         if m != "uncalibrated" and create(m).level != "logits":
             raise ValueError(
