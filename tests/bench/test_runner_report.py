@@ -218,3 +218,30 @@ def test_ray_engine_gives_the_numbers_of_the_local_engine(swept, tmp_path):
         ray.shutdown()
     assert counts["done"] == 3
     assert computed(out) == computed(tmp_path / "ray")
+
+
+def test_a_sweep_killed_late_restarts_only_the_missing_runs(tmp_path):
+    """Issue 41 §7: SIGKILL after k of n runs are stored; the restart runs exactly n - k."""
+    n = 4
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("seeds: [1, 2, 3]", "seeds: [1, 2, 3, 4]").replace(
+        "record: true\n", "").replace("epochs: 3", "epochs: 1"))  # fmt: skip
+    out = tmp_path / "out"
+    proc = bench_cmd(str(spec), "-o", str(out), "--workers", "1")
+    db = out / "results.sqlite"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if db.exists() and len(Store(db).done()) >= n - 1:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    k = len(Store(db).done())
+    assert 1 <= k < n, f"the sweep was not interrupted late ({k} of {n} stored)"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    again = subprocess.run([sys.executable, "-m", "calibkit", "bench", str(spec), "-o", str(out),
+                            "--workers", "1", "--json"], env=env, capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    counts = json.loads(again.stdout)["counts"]
+    assert counts == {"total": n, "skipped": k, "done": n - k, "failed": 0}

@@ -42,7 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..io import write_text
+from ..io import atomic_write, write_text
 from ..metrics import table as metric_table
 from ..metrics.table import mean_std, spread
 from .figures import build_figures
@@ -285,7 +285,7 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     page.append(f"<h2 id='{anchor('Figures')}'>Figures</h2>")
     for name, png in figures.items():
         file = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") + ".png"
-        (out / "figures" / file).write_bytes(png)
+        atomic_write(out / "figures" / file, lambda tmp, png=png: Path(tmp).write_bytes(png))
         md.append(f"![{name}](figures/{file})")
         b64 = base64.b64encode(png).decode()
         page.append(
