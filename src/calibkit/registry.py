@@ -29,6 +29,7 @@ built to be checked).
 from __future__ import annotations
 
 import ast
+import difflib
 import inspect
 import types
 import typing
@@ -195,6 +196,7 @@ class Registry(Generic[T]):
         families without ``check_settings``, such as losses)."""
         self.family, self.build_to_check = family, build_to_check
         self._items: dict[str, Callable[..., T]] = {}
+        self._aliases: dict[str, str] = {}
 
     def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
         def deco(factory: Callable[..., T]) -> Callable[..., T]:
@@ -205,20 +207,47 @@ class Registry(Generic[T]):
 
         return deco
 
+    def alias(self, name: str, *others: str) -> None:
+        """Let ``others`` (names people know from other libraries: ``temperature``,
+        ``histogram``, ``dirichlet``) stand for the registered ``name``. A spec is read with
+        its canonical name, so two spellings of one method are one run."""
+        for other in others:
+            key = _folded(other)
+            if self._aliases.get(key, name) != name or other in self._items:
+                raise ValueError(f"{self.family} alias {other!r} names two methods")
+            self._aliases[key] = name
+
+    def aliases(self, name: str) -> list[str]:
+        """The aliases of the registered ``name``, sorted."""
+        return sorted(k for k, v in self._aliases.items() if v == name)
+
     def names(self) -> list[str]:
         """Every registered name, sorted."""
         return sorted(self._items)
 
+    def canonical(self, name: str) -> str:
+        """The registered name that ``name`` is or stands for (aliases are matched without
+        case, ``_`` or spaces: ``TemperatureScaling`` is ``ts``); one line naming the
+        nearest names where there is none."""
+        if name in self._items:
+            return name
+        folded = _folded(name)
+        if folded in self._aliases:
+            return self._aliases[folded]
+        known = {n: n for n in self._items} | {a: t for a, t in self._aliases.items()}
+        close = difflib.get_close_matches(folded, list(known), n=3, cutoff=0.6)
+        targets = list(dict.fromkeys(known[c] for c in close))
+        hint = f"; did you mean {' or '.join(targets)}?" if targets else ""
+        raise SpecError(
+            f"unknown {self.family} {name!r}{hint} (choose one of: {', '.join(self.names())})"
+        )
+
     def __contains__(self, name: str) -> bool:
-        return name in self._items
+        return name in self._items or _folded(name) in self._aliases
 
     def factory(self, name: str) -> Callable[..., T]:
-        """The constructor registered as ``name``."""
-        if name not in self._items:
-            raise SpecError(
-                f"unknown {self.family} {name!r}; choose one of: {', '.join(self.names())}"
-            )
-        return self._items[name]
+        """The constructor registered as ``name`` (or that ``name`` is an alias of)."""
+        return self._items[self.canonical(name)]
 
     def parameters(self, name: str) -> list[str]:
         """The keyword parameters ``name`` accepts."""
@@ -256,6 +285,9 @@ class Registry(Generic[T]):
     def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> tuple[Spec, Any]:
         """(:meth:`check`'s spec, the object where checking built it, else None)."""
         parsed = parse_spec(spec)
+        name = self.canonical(parsed.name)
+        if name != parsed.name:
+            parsed = Spec(name, parsed.params)
         if overrides:
             parsed = parsed.with_params(**overrides)
         signature = self._signature(parsed.name)
@@ -288,6 +320,11 @@ class Registry(Generic[T]):
         family that builds to check builds once.)"""
         parsed, obj = self._check(spec, overrides)
         return obj if obj is not None else self._items[parsed.name](**parsed.kwargs)
+
+
+def _folded(name: str) -> str:
+    """A name as aliases are matched: lower case, without ``-``, ``_`` or spaces."""
+    return "".join(c for c in name.lower() if c not in "-_ ")
 
 
 def _describe(annotation: Any) -> str:

@@ -185,7 +185,7 @@ def test_no_nan_or_inf_gradient_at_saturated_probabilities(name, dtype):
         ),
         (lambda: losses.create("ce", reduction="avg"), "reduction"),
         (lambda: losses.create("focal:alpha=1"), "has no parameter 'alpha'; valid: gamma"),
-        (lambda: losses.create("focus"), "unknown loss 'focus'; choose one of: brier"),
+        (lambda: losses.create("focus"), "unknown loss 'focus'; did you mean focal"),
         (lambda: losses.create("ce")(torch.zeros(3, 4), torch.tensor([0, 1, 4])), "[0, 3]"),
         (lambda: losses.create("ce")(torch.zeros(3, 4), torch.tensor([0, 1])), "shape (3,)"),
         (lambda: losses.create("ce")(torch.zeros(2, 3), torch.full((2, 3), 0.5)), "sum to 1"),

@@ -42,6 +42,21 @@ for _cls in (
     MacCal,
 ):
     REGISTRY.register(_cls.name)(_cls)
+#: the names other libraries and papers use (docs/posthoc.md): "dirichlet" is Dir-ODIR, the
+#: regulariser Kull et al. 2019 recommend; Platt's sigmoid is not a calibkit method
+for _name, *_others in (
+    ("ts", "temperature", "temperature-scaling", "TemperatureScaling"),
+    ("ts-grid", "temperature-grid"),
+    ("ets", "ensemble-temperature-scaling", "mix-n-match"),
+    ("vector", "vector-scaling", "VectorScaling"),
+    ("matrix", "matrix-scaling", "MatrixScaling"),
+    ("dir-odir", "dirichlet", "dirichlet-calibration", "DirichletCalibration"),
+    ("hist-binning", "histogram", "histogram-binning", "HistogramBinning"),
+    ("isotonic", "isotonic-regression", "IsotonicRegression"),
+    ("neural-clamping", "NeuralClamping"),
+    ("maccal", "mac-cal-stage-2"),
+):
+    REGISTRY.alias(_name, *_others)
 
 
 def names(level: str | None = None) -> list[str]:
