@@ -992,8 +992,8 @@ def main_(argv: list[str] | None = None) -> dict:
                         help="Run one round's cases (3: issue 41's families).")  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        d = Path(tmp)  # the working folder too: an output a version wrote to '' lands here
         try:
             todo = [c for c in cases(d) if args.only in (None, c.command)]
             if args.round is not None:
