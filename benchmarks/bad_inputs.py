@@ -992,8 +992,10 @@ def main_(argv: list[str] | None = None) -> dict:
                         help="Run one round's cases (3: issue 41's families).")  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
-        d = Path(tmp)  # the working folder too: an output a version wrote to '' lands here
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        os.chdir(d)  # the working folder too: an output a version wrote to '' lands here
         try:
             todo = [c for c in cases(d) if args.only in (None, c.command)]
             if args.round is not None:
@@ -1003,6 +1005,7 @@ def main_(argv: list[str] | None = None) -> dict:
             results = [(c, *run_case(c)) for c in todo]
         finally:
             os.chmod(d / "ro", 0o755)
+            os.chdir(here)
     totals = Counter(r[1] for r in results)
     by_command: dict[str, Counter] = {}
     for c, cls, _ in results:
