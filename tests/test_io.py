@@ -88,3 +88,33 @@ def test_a_full_disk_under_torch_save_names_the_users_file(tmp_path, monkeypatch
     monkeypatch.undo()
     with pytest.raises(RuntimeError, match="unexpected pos"):  # not full: the error as it was
         atomic_write(tmp_path / "checkpoint.pt", write)
+
+
+def test_several_files_are_written_all_or_none(tmp_path, monkeypatch):
+    """Issue 41 §7: a report onto a full disk left a partial folder and named no file."""
+    import errno
+
+    from calibkit import io as cio
+
+    out = tmp_path / "report"
+    files = {out / "figures" / "a.png": b"png", out / "report.md": "md", out / "report.html": "x"}
+    real, calls = cio.os.fdopen, {"n": 0}
+
+    def full(fd, mode):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.close(fd)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, mode)
+
+    monkeypatch.setattr(cio.os, "fdopen", full)
+    with pytest.raises(OSError) as err:
+        cio.write_files(files)
+    assert err.value.filename == str(out / "report.html") and err.value.errno == errno.ENOSPC
+    assert not out.exists()  # nothing written, the folders made removed again
+    monkeypatch.undo()
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "report.md").write_text("old")
+    cio.write_files({tmp_path / "keep" / "report.md": "new", tmp_path / "keep" / "b.md": "b"})
+    assert (tmp_path / "keep" / "report.md").read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["b.md", "report.md"]

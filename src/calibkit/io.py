@@ -20,6 +20,7 @@ No user file is ever unpickled: a file that needs pickle gets an error naming th
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import os
@@ -425,6 +426,39 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_files(files: dict[Path, bytes | str]) -> None:
+    """Write several files as one: each to a hidden temporary file beside it first, and
+    only when every one is written are they all moved into place. A failure (a full disk)
+    leaves none of them changed and no temporary file, and names the file that failed;
+    folders this call created are removed again."""
+    made: list[Path] = []
+    written: list[tuple[str, Path]] = []
+    at = next(iter(files), Path("."))
+    try:
+        for path, content in files.items():
+            for parent in reversed([path.parent, *path.parent.parents]):
+                if not parent.exists():
+                    at = parent
+                    parent.mkdir()
+                    made.append(parent)
+            at = path
+            data = content.encode() if isinstance(content, str) else content
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            written.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o666 & ~_umask())
+    except OSError as err:
+        for tmp, _ in written:
+            Path(tmp).unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise OSError(err.errno, err.strerror or str(err), str(at)) from None
+    for tmp, path in written:
+        os.replace(tmp, path)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

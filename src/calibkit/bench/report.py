@@ -42,7 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write, write_text
+from ..io import write_files
 from ..metrics import table as metric_table
 from ..metrics.table import mean_std, spread
 from .figures import build_figures
@@ -224,10 +224,8 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     if not res.runs or not res.values:
         raise ValueError(f"{db}: the store holds no finished run with results; nothing to report")
     out = Path(out)
-    try:
-        (out / "figures").mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cannot write the report to {out}: {err.strerror}") from None
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"cannot write the report to {out}: it is a file, not a folder")
     verdicts = verdict_table(res)
     anomalies = anomaly_table(res)
     tables = build_tables(res)
@@ -283,17 +281,19 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
             page.append(f"<details><summary>{summary}</summary>{html_table(anomalies)}</details>")
     md.append("## Figures\n")
     page.append(f"<h2 id='{anchor('Figures')}'>Figures</h2>")
+    files: dict[Path, bytes | str] = {}
     for name, png in figures.items():
         file = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") + ".png"
-        atomic_write(out / "figures" / file, lambda tmp, png=png: Path(tmp).write_bytes(png))
+        files[out / "figures" / file] = png
         md.append(f"![{name}](figures/{file})")
         b64 = base64.b64encode(png).decode()
         page.append(
             f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{b64}'></figure>"
         )
     page.append("</body></html>")
-    write_text(out / "report.md", "\n".join(md) + "\n")
-    write_text(out / "report.html", "\n".join(page))
+    files[out / "report.md"] = "\n".join(md) + "\n"
+    files[out / "report.html"] = "\n".join(page)
+    write_files(files)  # all or none: a full disk leaves no partial report
     kinds: dict[str, int] = defaultdict(int)
     for a in res.anomalies:
         kinds[a[3]] += 1
