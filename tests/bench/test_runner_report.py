@@ -245,3 +245,20 @@ def test_a_sweep_killed_late_restarts_only_the_missing_runs(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     counts = json.loads(again.stdout)["counts"]
     assert counts == {"total": n, "skipped": k, "done": n - k, "failed": 0}
+
+
+def test_sigterm_stops_the_workers_without_leaking_semaphores(tmp_path):
+    """Issue 41 §7: SIGTERM printed a resource_tracker 'leaked semaphore objects' warning.
+    It now unwinds like Ctrl-C: the workers are stopped, the queues released, exit 143."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC.replace("record: true\n", "").replace("epochs: 3", "epochs: 20"))
+    out = tmp_path / "out"
+    proc = bench_cmd(str(spec), "-o", str(out), "--workers", "2")
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((out / "train").glob("*/checkpoint.pt")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    err = proc.stderr.read().decode()
+    assert "leaked semaphore" not in err and "Traceback" not in err, err[-2000:]
+    assert err.strip().endswith("terminated")

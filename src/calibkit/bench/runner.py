@@ -242,7 +242,8 @@ def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | No
             land(run, _attempt(run, str(out), threads, say.single))
         return counts
     reports = get_context("spawn").Queue()
-    with worker_pool(workers, reports, torch.cuda.device_count() if cuda else 0) as pool:
+    pool = worker_pool(workers, reports, torch.cuda.device_count() if cuda else 0)
+    try:
         waiting = {pool.submit(_attempt_pack, g, str(out), threads): g for g in groups}
         while waiting:  # the runs need their packs' networks: packs first
             done, _ = wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -255,7 +256,24 @@ def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | No
             for fut in done:
                 land(pending.pop(fut), fut.result())
             say.drain(reports)
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): stop the workers, not wait for them
+        _stop(pool)
+        raise
+    pool.shutdown()
+    reports.close()
+    reports.join_thread()
     return counts
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End the workers of an interrupted sweep at once (their runs resume next time) and
+    release the pool's queues, so no semaphore is left behind."""
+    workers = list(getattr(pool, "_processes", {}).values())  # the executor's own table
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        process.terminate()
+    for process in workers:
+        process.join(timeout=10)
 
 
 def run_label(run: RunSpec) -> str:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +40,8 @@ class CalibkitGroup(click.Group):
 
     def main(self, *args, **kwargs):  # type: ignore[override]
         kwargs["standalone_mode"] = False
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _terminated)  # unwind: workers stopped, files closed
         with warnings.catch_warnings():
             warnings.showwarning = one_line_warning
             return self._main(*args, **kwargs)
@@ -56,9 +60,10 @@ class CalibkitGroup(click.Group):
             sys.exit(2)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
-        except click.Abort:
-            click.echo("aborted", err=True)
-            sys.exit(130)
+        except click.Abort as e:
+            terminated = isinstance(e.__context__, Terminated)
+            click.echo("terminated" if terminated else "aborted", err=True)
+            sys.exit(143 if terminated else 130)
         except USER_ERRORS as e:
             msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
             click.echo(f"error: {_one_line(msg, newline) or type(e).__name__}", err=True)
@@ -74,6 +79,14 @@ def _one_line(message: str, newline_given: bool) -> str:
     if newline_given:
         return message.replace("\n", "\\n")
     return message.splitlines()[0] if message else ""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is so that it unwinds as after Ctrl-C."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated
 
 
 def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
