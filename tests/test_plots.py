@@ -75,3 +75,23 @@ def test_a_band_that_misses_the_bins_accuracy_is_drawn_as_it_is():
     segments = bars.lines[2][0].get_segments()
     assert np.allclose([s[:, 1] for s in segments], band.T)
     plt.close(fig)
+
+
+def test_a_diagram_straight_from_logits_and_labels(tmp_path):
+    """Issue 42 §3: reliability_diagram(logits, labels), as other libraries take it, draws
+    what the evaluation of those logits draws."""
+    import numpy as np
+
+    from calibkit.metrics import evaluate
+    from calibkit.plots import reliability_diagram
+    from tests.conftest import make_logits
+
+    z, y = make_logits(400, 5, 0)
+    fig = reliability_diagram(z, y, n_bins=10, path=tmp_path / "r.png")
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    r = evaluate(z, y, n_bins=10, optimal=False, smooth=False)
+    want = reliability_diagram(r).axes[0].patches
+    assert np.allclose(heights, [p.get_height() for p in want])
+    assert (tmp_path / "r.png").stat().st_size > 0
+    with pytest.raises(TypeError, match="scores and their labels"):
+        reliability_diagram(z)

@@ -18,20 +18,36 @@ FIGURE_FORMATS = (".png", ".svg", ".pdf")
 
 
 def reliability_diagram(
-    result: EvaluationResult,
+    result: EvaluationResult | Any,
+    labels: Any = None,
     *,
     title: str | None = None,
     path: str | os.PathLike | None = None,
     ax: Any = None,
+    **evaluate_options: Any,
 ):
     """Reliability diagram of an :func:`~calibkit.metrics.evaluate` result: accuracy per
     confidence bin over the diagonal, gaps shaded, and the confidence histogram beneath; ECE
     in the title; the 95 % band of each bin's accuracy where the result was bootstrapped.
     Nothing is computed again.
 
+    Or of scores and ``labels`` directly, as other libraries take them
+    (``reliability_diagram(logits, labels)``): they are evaluated first, with
+    ``evaluate_options`` (``probs=True``, ``n_bins``, ``bootstrap`` for the band, ...).
+
     ``path`` saves the figure (format from the extension: .png, .svg, .pdf). ``ax`` is an
     optional pair of axes (top, bottom) to draw into. Returns the matplotlib figure.
     """
+    if not isinstance(result, EvaluationResult):
+        if labels is None:
+            raise TypeError(
+                "reliability_diagram: pass an evaluate() result, or scores and their labels"
+            )
+        from .metrics import evaluate
+
+        result = evaluate(result, labels, optimal=False, smooth=False, **evaluate_options)
+    elif labels is not None or evaluate_options:
+        raise TypeError("reliability_diagram: an evaluate() result takes no labels or options")
     s = result.settings
     n_bins = s["n_bins"]
     band = None if result.bins.band is None else result.bins.band[:, :n_bins]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -185,6 +186,16 @@ def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
     return evidence.model, evidence.inputs("test", torch.arange(2))
 
 
+def _about(factory) -> str:
+    """A method's one line: the first paragraph of its class docstring, up to the first
+    sentence end that is no abbreviation ("et al.", "eq.")."""
+    if getattr(factory, "about", ""):
+        return factory.about
+    paragraph = " ".join((factory.__doc__ or "").strip().split("\n\n")[0].split())
+    match = re.search(r"(?<!\bal)(?<!\beq)\.(\s|$)", paragraph)
+    return paragraph[: match.end()].strip() if match else paragraph
+
+
 @cli.command(context_settings=CONTEXT)
 @json_option
 def methods(as_json) -> None:
@@ -200,6 +211,7 @@ def methods(as_json) -> None:
 
     rows = [
         {"name": n, "level": posthoc.REGISTRY.factory(n).level,
+         "about": _about(posthoc.REGISTRY.factory(n)), "aliases": posthoc.REGISTRY.aliases(n),
          "settings": posthoc.REGISTRY.parameters(n), "defaults": posthoc.REGISTRY.defaults(n)}
         for n in posthoc.names()
     ]  # fmt: skip
@@ -208,7 +220,8 @@ def methods(as_json) -> None:
         return
     for r in rows:
         shown = ", ".join(f"{k}={v}" for k, v in r["defaults"].items()) or "-"
-        click.echo(f"{r['name']:<16} {r['level']:<7} {shown}")
+        click.echo(f"{r['name']:<16} {r['level']:<7} {r['about']}")
+        click.echo(f"{'':<24} settings: {shown}")
 
 
 @cli.command(context_settings=CONTEXT)

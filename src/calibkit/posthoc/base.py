@@ -98,6 +98,9 @@ class Method(nn.Module):
     fit_split: ClassVar[str] = "val"
     #: True when ``forward`` never changes the predicted class.
     preserves_argmax: ClassVar[bool] = False
+    #: One line on what the method is (``calibkit methods``); where empty, the first
+    #: sentence of the class docstring.
+    about: ClassVar[str] = ""
     #: Kinds of :mod:`~calibkit.posthoc.anomalies` that are the method's nature, not a
     #: failure: the checks do not flag them.
     expected_anomalies: ClassVar[frozenset[str]] = frozenset()

@@ -212,6 +212,7 @@ class IsotonicCalibration(_ConfidenceMap):
     any device and saves without pickle."""
 
     name = "isotonic"
+    about = "Isotonic regression of correctness on confidence (scikit-learn's PAV)."
 
     def __init__(self, *, mode: str = "top-label") -> None:
         super().__init__(mode=mode)

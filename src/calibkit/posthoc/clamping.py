@@ -72,6 +72,10 @@ class NeuralClamping(ModelCalibrator):
     inputs that ``init="data"`` needs (scalars or tensors broadcastable to one input)."""
 
     name = "neural-clamping"
+    about = (
+        "Neural Clamping: a learned input perturbation δ and temperature T, f(x + δ) / T, "
+        "fitted on the calibration inputs through the network."
+    )
 
     def __init__(
         self,

@@ -81,6 +81,10 @@ class MacCal(ModelCalibrator):
     """
 
     name = "maccal"
+    about = (
+        "MaC-Cal stage 2: a masked head retrained on the network's frozen features, with "
+        "the gradient restriction and adaptive mask of the paper (Algorithm 1)."
+    )
     fit_split = "train"
     incidental_settings = frozenset({"batch_size", "epochs", "lr", "seed"})
 
