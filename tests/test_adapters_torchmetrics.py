@@ -149,3 +149,38 @@ def test_torchmetrics_rms_differs_by_float32_confidences_and_its_extra_bin(real_
     same = M.rms_ce(p32, y, probs=True, binning="torchmetrics")
     assert same == pytest.approx(theirs, abs=1e-5)
     assert RMSCalibrationError(binning="torchmetrics", probs=True)(p32, y) == pytest.approx(same)
+
+
+@pytest.mark.parametrize("norm", ["l1", "max", "l2"])
+def test_torchmetrics_names_and_arguments_give_torchmetrics_numbers(norm):
+    """Issue 42 §3: MulticlassCalibrationError / CalibrationError with torchmetrics'
+    arguments (task, num_classes, n_bins, norm) equal torchmetrics' own metric on the
+    probabilities it takes, under its bin convention."""
+    from torchmetrics.classification import MulticlassCalibrationError as Theirs
+
+    from calibkit.adapters.torchmetrics import CalibrationError, MulticlassCalibrationError
+
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(3 * torch.randn(2000, 5, generator=g), 1)
+    y = torch.randint(5, (2000,), generator=g)
+    theirs = Theirs(num_classes=5, n_bins=15, norm=norm)
+    ours = MulticlassCalibrationError(num_classes=5, n_bins=15, norm=norm, probs=True,
+                                      binning="torchmetrics")  # fmt: skip
+    generic = CalibrationError(task="multiclass", num_classes=5, norm=norm, probs=True,
+                               binning="torchmetrics")  # fmt: skip
+    for m in (theirs, ours, generic):
+        m.update(p, y)
+    assert float(ours.compute()) == pytest.approx(float(theirs.compute()), abs=1e-6)
+    assert float(generic.compute()) == float(ours.compute())
+    with pytest.raises(ValueError, match="task: 'binary' is not taken"):
+        MulticlassCalibrationError(task="binary")
+    with pytest.raises(ValueError, match="3 classes where num_classes=5"):
+        ours.update(p[:, :3].contiguous(), y % 3)
+
+
+def test_scorer_takes_other_libraries_metric_names():
+    from calibkit.adapters.sklearn import scorer
+
+    assert scorer("ECE").__name__ == "neg_ece"
+    assert scorer("brier_score").__name__ == "neg_brier"
+    assert scorer("log_loss").__name__ == "neg_nll"

@@ -207,11 +207,22 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[self.predict_proba(X).argmax(1)]
 
 
+#: other libraries' names of calibkit's metrics (scikit-learn's scorers, torchmetrics)
+METRIC_NAMES = {
+    "brier_score": "brier", "brier_score_loss": "brier", "log_loss": "nll",
+    "neg_log_loss": "nll", "neg_brier_score": "brier", "expected_calibration_error": "ece",
+    "calibration_error": "ece", "maximum_calibration_error": "mce", "adaptive_ece": "aece",
+}  # fmt: skip
+
+
 def scorer(metric: str = "ece", **options: Any):
     """A scorer ``(estimator, X, y) -> float`` of the calibkit metric ``metric`` (a function
     of :mod:`calibkit.metrics` that takes probabilities: ece, aece, mce, classwise_ece,
     rms_ce, nll, brier, ...) on ``estimator.predict_proba(X)``, negated where lower is
-    better (``neg_`` convention). ``options`` go to the metric (``n_bins=10``)."""
+    better (``neg_`` convention). ``options`` go to the metric (``n_bins=10``). Names are
+    read without case, and scikit-learn's and torchmetrics' spellings are taken
+    (:data:`METRIC_NAMES`: ``"ECE"``, ``"brier_score"``, ``"log_loss"``, ...)."""
+    metric = METRIC_NAMES.get(metric.lower().replace("-", "_"), metric.lower())
     fn = getattr(metrics, metric, None)
     if fn is None or not callable(fn):
         raise ValueError(f"metric: calibkit.metrics has no function {metric!r}")

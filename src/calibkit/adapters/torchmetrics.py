@@ -179,3 +179,55 @@ class RefinementAUROC(_RankedCalibration):
         if bool(value.isnan()):
             raise ValueError(undefined_auroc_message(n, int(runs.positives.sum())))
         return value
+
+
+class MulticlassCalibrationError(_BinnedCalibration):
+    """torchmetrics' name and arguments for calibkit's binned calibration errors:
+    ``MulticlassCalibrationError(num_classes=10, n_bins=15, norm="l1")`` is :class:`ECE`,
+    ``norm="max"`` :class:`MCE`, ``norm="l2"`` :class:`RMSCalibrationError`. ``num_classes``
+    is checked against every batch. Inputs are logits, or probabilities with ``probs=True``
+    (torchmetrics guesses from the values; calibkit refuses probabilities given as logits,
+    docs/metrics.md)."""
+
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        n_bins: int = 15,
+        norm: str = "l1",
+        *,
+        task: str = "multiclass",
+        binning: str = "calibkit",
+        probs: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if task != "multiclass":
+            raise ValueError(
+                f"task: {task!r} is not taken; binary problems are two-class multiclass "
+                "ones here (scores of shape (N, 2), or (N,) as the logit of class 1)"
+            )
+        if norm not in _NORMS:
+            raise ValueError(f"norm: expected one of {', '.join(_NORMS)}, got {norm!r}")
+        if num_classes is not None:
+            check_positive_int(num_classes, "num_classes", 2)
+        super().__init__(n_bins=n_bins, binning=binning, probs=probs, **kwargs)
+        self.num_classes, self.norm = num_classes, norm
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        if self.num_classes is not None and preds.shape[-1] != self.num_classes:
+            raise ValueError(
+                f"preds: {preds.shape[-1]} classes where num_classes={self.num_classes}"
+            )
+        super().update(preds, target)
+
+    def compute(self) -> Tensor:
+        sums, n = self._sums()
+        if self.norm == "max":
+            return st.mce_from_sums(sums)[0]
+        if self.norm == "l2":
+            return st.rms_from_sums(sums, n, debias=False)[0]
+        return st.ece_from_sums(sums, n)[0]
+
+
+_NORMS = ("l1", "l2", "max")
+#: torchmetrics' generic name: ``CalibrationError(task="multiclass", num_classes=10)``
+CalibrationError = MulticlassCalibrationError
