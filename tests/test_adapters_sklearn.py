@@ -122,3 +122,31 @@ def test_scorers_equal_the_metrics_and_follow_the_neg_convention(digits):
     assert len(scores) == 3 and (scores <= 0).all()
     with pytest.raises(ValueError, match="has no function 'eec'"):
         scorer("eec")
+
+
+def test_the_classifier_api_scikit_learn_users_expect():
+    """Issue 42 §3: a default estimator (scikit-learn's LinearSVC, 5 folds),
+    calibrated_classifiers_, predict_log_proba, decision_function, and warnings at the
+    caller's line."""
+    import warnings
+
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    from calibkit.adapters.sklearn import CalibratedClassifier
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    model = CalibratedClassifier().fit(X[:1200], y[:1200])
+    assert len(model.calibrated_classifiers_) == 5
+    assert type(model.calibrated_classifiers_[0].estimator).__name__ == "LinearSVC"
+    p = model.predict_proba(X[1200:])
+    np.testing.assert_allclose(model.predict_log_proba(X[1200:]), np.log(p))
+    scores = model.decision_function(X[1200:])
+    assert (model.classes_[scores.argmax(1)] == model.predict(X[1200:])).all()
+    clf = LogisticRegression(max_iter=50).fit(X[:300], y[:300])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        CalibratedClassifier(clf, method="matrix").fit(X[300:400], y[300:400])  # few rows
+    mine = [w for w in said if "parameters from" in str(w.message)]
+    assert mine and all(w.filename == __file__ for w in mine), [w.filename for w in said]

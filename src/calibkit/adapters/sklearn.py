@@ -25,7 +25,8 @@ any fitted classifier, and scorers.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import warnings
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -104,6 +105,13 @@ def estimator(name: str) -> type:
     return cls
 
 
+class CalibratedPair(NamedTuple):
+    """One fitted estimator and the calibkit method fitted on its scores."""
+
+    estimator: Any
+    calibrator: Any
+
+
 class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     """A scikit-learn classifier and a calibkit method fitted on its scores, in the two modes
     of scikit-learn's ``CalibratedClassifierCV``.
@@ -120,9 +128,17 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
 
     The scores are ``decision_function``, or the log of ``predict_proba`` where the
     estimator has none (``response`` forces one).
+
+    ``estimator=None`` is scikit-learn's default, ``LinearSVC(random_state=0)``, cross-
+    validated in 5 folds where ``cv`` is not given (an unfitted estimator cannot be used
+    as it is). ``calibrated_classifiers_`` lists the fitted (estimator, calibrator) pairs as
+    scikit-learn's attribute of that name does; ``predict_log_proba`` and
+    ``decision_function`` (the calibrated log-probabilities) complete the classifier API.
+    What a calibrator's checks warn (:class:`~calibkit.posthoc.anomalies.CalibrationWarning`)
+    points at the caller's ``fit`` line.
     """
 
-    def __init__(self, estimator: Any, method: str = "ts", response: str = "auto",
+    def __init__(self, estimator: Any = None, method: str = "ts", response: str = "auto",
                  cv: Any = None, ensemble: bool = True) -> None:  # fmt: skip
         self.estimator, self.method, self.response = estimator, method, response
         self.cv, self.ensemble = cv, ensemble
@@ -148,8 +164,19 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         return self._as_logits(getattr(est, use)(X), use)
 
     def fit(self, X: Any, y: Any) -> CalibratedClassifier:
-        y = np.asarray(y)
-        if self.cv is None:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            self._fit(X, np.asarray(y))
+        for w in said:  # at the caller's line, not calibkit's
+            warnings.warn(w.message, w.category, stacklevel=2)
+        return self
+
+    def _fit(self, X: Any, y: np.ndarray) -> None:
+        if self.estimator is None:
+            from sklearn.svm import LinearSVC
+
+            self._fit_cv(X, y, LinearSVC(random_state=0), 5 if self.cv is None else self.cv)
+        elif self.cv is None:
             check_is_fitted(self.estimator)
             self.classes_ = np.asarray(self.estimator.classes_)
             known = np.isin(y, self.classes_)
@@ -158,28 +185,28 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
                     f"y: label {y[~known][0].item()!r} is not one of the estimator's classes"
                 )
             self.pairs_ = [(self.estimator, self._calibrate(self._scores(self.estimator, X), y))]
-            return self
-        return self._fit_cv(X, y)
+        else:
+            self._fit_cv(X, y, self.estimator, self.cv)
 
     def _calibrate(self, scores: np.ndarray, y: np.ndarray) -> Any:
         return posthoc.create(self.method).fit(scores, np.searchsorted(self.classes_, y))
 
-    def _fit_cv(self, X: Any, y: np.ndarray) -> CalibratedClassifier:
+    def _fit_cv(self, X: Any, y: np.ndarray, estimator: Any, cv: Any) -> None:
         from sklearn.base import clone
         from sklearn.model_selection import check_cv, cross_val_predict
         from sklearn.utils import _safe_indexing
 
         self.classes_ = np.unique(y)
-        folds = check_cv(self.cv, y, classifier=True)
+        folds = check_cv(cv, y, classifier=True)
         if not self.ensemble:
-            use = self._response(self.estimator)
-            out = cross_val_predict(clone(self.estimator), X, y, cv=folds, method=use)
+            use = self._response(estimator)
+            out = cross_val_predict(clone(estimator), X, y, cv=folds, method=use)
             calibrator = self._calibrate(self._as_logits(out, use), y)
-            self.pairs_ = [(clone(self.estimator).fit(X, y), calibrator)]
-            return self
+            self.pairs_ = [(clone(estimator).fit(X, y), calibrator)]
+            return
         self.pairs_ = []
         for i, (train, held) in enumerate(folds.split(X, y)):
-            est = clone(self.estimator).fit(_safe_indexing(X, train), y[train])
+            est = clone(estimator).fit(_safe_indexing(X, train), y[train])
             if len(est.classes_) != len(self.classes_):
                 raise ValueError(
                     f"cv: fold {i + 1}'s training rows lack class "
@@ -189,7 +216,6 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             held_y = y[held]
             self.pairs_.append((est, self._calibrate(self._scores(est, _safe_indexing(X, held)),
                                                      held_y)))  # fmt: skip
-        return self
 
     @property
     def calibrator_(self) -> Any:
@@ -197,11 +223,27 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "pairs_")
         return self.pairs_[0][1]
 
+    @property
+    def calibrated_classifiers_(self) -> list[CalibratedPair]:
+        """The fitted (estimator, calibrator) pairs: one, or one per fold with ``cv`` and
+        ``ensemble`` (scikit-learn's attribute of that name)."""
+        check_is_fitted(self, "pairs_")
+        return [CalibratedPair(est, cal) for est, cal in self.pairs_]
+
     def predict_proba(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "pairs_")
         probs = [cal.predict_proba(torch.as_tensor(self._scores(est, X))).numpy()
                  for est, cal in self.pairs_]  # fmt: skip
         return np.mean(probs, axis=0)
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """The log of :meth:`predict_proba` (an exact zero gives -inf, as scikit-learn's)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Calibrated scores, (n, K): the log-probabilities (argmax as :meth:`predict`)."""
+        return self.predict_log_proba(X)
 
     def predict(self, X: Any) -> np.ndarray:
         return self.classes_[self.predict_proba(X).argmax(1)]
