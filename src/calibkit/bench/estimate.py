@@ -46,7 +46,7 @@ def images_per_second(model: str | Spec, shape: tuple[int, ...], classes: int, b
     steps, under the trainer's bf16 autocast on CUDA); with ``members`` > 1, of that many
     networks trained as one pack (:mod:`calibkit.training.packed`), counted over them all."""
     from ..training.packed import stacked
-    from ..training.trainer import _autocast
+    from ..training.trainer import autocast
 
     dev = torch.device(device)
     before = torch.get_num_threads()
@@ -61,7 +61,7 @@ def images_per_second(model: str | Spec, shape: tuple[int, ...], classes: int, b
         best = float("inf")
         for i in range(steps + 1):
             start = time.perf_counter()
-            with _autocast(dev):
+            with autocast(dev):
                 z = forward(params, buffers, x)
             loss = torch.nn.functional.cross_entropy(z.reshape(-1, classes).float(), y)
             opt.zero_grad()

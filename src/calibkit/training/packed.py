@@ -42,10 +42,10 @@ from .recorders import EpochTotals
 from .trainer import (
     CHECKPOINT,
     EpochDraws,
-    _autocast,
-    _finish,
+    autocast,
     build,
     epoch_record,
+    finish_run,
     provenance,
     set_epoch_lr,
     step_inputs,
@@ -124,7 +124,7 @@ def train_packed(
             idx = [d.order[step * size : (step + 1) * size] for d in draws]
             batch = [step_inputs(c, bundle, train_split, i, device, augment, d)
                      for c, i, d in zip(configs, idx, draws, strict=True)]  # fmt: skip
-            with _autocast(device):
+            with autocast(device):
                 logits = forward(params, buffers, torch.stack([b[0] for b in batch]))
             terms = [f.compute(z.float(), b[1])
                      for f, z, b in zip(loss_fns, logits, batch, strict=True)]  # fmt: skip
@@ -155,7 +155,7 @@ def train_packed(
         _unstack(m, nets[m], params, buffers, opt, member_opts[m])
         info = provenance(config, device, bundle.augment, loss_fns[m])
         info["packed"] = {"members": len(configs), "member": m}
-        _finish(outs[m], info, nets[m], bundle, device, histories[m], None, {})
+        finish_run(outs[m], info, nets[m], bundle, device, histories[m], None, {})
         results.append(TrainResult(outs[m], histories[m], nets[m], tuple(bundle.input_shape),
                                    len(bundle.train)))  # fmt: skip
     return results

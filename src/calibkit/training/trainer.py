@@ -90,14 +90,16 @@ def predict(
     """(N, K) float32 logits of a split in eval mode, on the CPU."""
     model.eval()
     out = []
-    with torch.no_grad(), _autocast(device):
+    with torch.no_grad(), autocast(device):
         for idx in torch.arange(len(split)).split(1024):
             x, _ = split.take(idx)
             out.append(model(_layout(data.to_inputs(x, bundle, device), device)).float().cpu())
     return torch.cat(out)
 
 
-def _autocast(device: torch.device) -> contextlib.AbstractContextManager:
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """The training steps' mixed precision on ``device``: bf16 autocast on CUDA, none else
+    (the trainer, packed training and the bench's rate estimate share it)."""
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()  # a disabled autocast still costs a few µs per step
@@ -293,7 +295,7 @@ def train(
         for step, batch in enumerate(draws.order.split(config.batch_size)):
             idx = dist.shard(batch)
             x, target, y = step_inputs(config, bundle, train_split, idx, device, augment, draws)
-            with _autocast(device):
+            with autocast(device):
                 logits = wrapped(_layout(x, device))
             loss = loss_fn.compute(logits.float(), target)  # labels checked once, in build()
             opt.zero_grad(set_to_none=True)
@@ -320,7 +322,7 @@ def train(
         if progress is not None:
             progress((epoch + 1) * steps_per_epoch, total, record)
     if dist.main:
-        _finish(
+        finish_run(
             out,
             provenance(config, device, bundle.augment, loss_fn),
             model,
@@ -392,7 +394,7 @@ def _git_revision() -> str | None:
     return out.stdout.strip() or None
 
 
-def _finish(
+def finish_run(
     out: Path,
     record: dict[str, Any],
     model: nn.Module,
@@ -402,6 +404,8 @@ def _finish(
     learned: LearnedEpochs | None,
     analysis: dict[str, np.ndarray],
 ) -> None:
+    """Write a finished run's analysis (when recorded), logits, weights, history and
+    run.json into ``out`` (the trainer and packed training share it)."""
     if learned is not None and bundle.train is not None:
         analysis["learned_epoch"] = learned.learned_epoch().cpu().numpy()
         analysis["max_logit"] = predict(model, bundle.train, bundle, device).amax(1).numpy()
