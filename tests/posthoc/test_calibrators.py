@@ -177,7 +177,7 @@ def test_contract_save_load_and_valid_outputs(split, tmp_path, name):
 
 
 @pytest.mark.parametrize(
-    "name", ["ts", "ts-grid", "ets", "hist-binning", "isotonic", "scaling-binning"]
+    "name", ["ts", "ts-grid", "ets", "hist-binning", "isotonic", "beta", "scaling-binning"]
 )
 def test_argmax_kept_even_when_a_bin_is_below_the_runner_up(name):
     # calibration data where confident predictions are mostly wrong: bin accuracies below 1/2
@@ -191,7 +191,8 @@ def test_argmax_kept_even_when_a_bin_is_below_the_runner_up(name):
 
 
 @pytest.mark.parametrize(
-    "name", ["ts", "ts-grid", "ets", "vector", "matrix", "dir-odir", "hist-binning", "isotonic"]
+    "name",
+    ["ts", "ts-grid", "ets", "vector", "matrix", "dir-odir", "hist-binning", "isotonic", "beta"],
 )
 def test_class_permutation_equivariance(split, name):
     z, y, zt, _ = split
@@ -242,7 +243,7 @@ def test_apply_errors(split):
 
 
 def test_spec_errors():
-    with pytest.raises(ValueError, match=r"unknown calibrator 'temp'.*choose one of: dir-l2"):
+    with pytest.raises(ValueError, match=r"unknown calibrator 'temp'.*choose one of: beta, dir-l2"):
         posthoc.create("temp")
     with pytest.raises(ValueError, match=r"no parameter 'gama'.*valid: grid, n_bins"):
         posthoc.create("ts-grid:gama=2")

@@ -18,7 +18,7 @@ from .affine import (
     VectorScaling,
 )
 from .base import Calibrator, Evidence, FitReport, Method, NotFittedError
-from .binning import HistogramBinning, IsotonicCalibration, ScalingBinning
+from .binning import BetaCalibration, HistogramBinning, IsotonicCalibration, ScalingBinning
 from .clamping import ClampingDivergedError, NeuralClamping
 from .maccal import MacCal
 from .model import CalibratedModel
@@ -37,6 +37,7 @@ for _cls in (
     DirichletODIR,
     HistogramBinning,
     IsotonicCalibration,
+    BetaCalibration,
     ScalingBinning,
     NeuralClamping,
     MacCal,
@@ -53,6 +54,7 @@ for _name, *_others in (
     ("dir-odir", "dirichlet", "dirichlet-calibration", "DirichletCalibration"),
     ("hist-binning", "histogram", "histogram-binning", "HistogramBinning"),
     ("isotonic", "isotonic-regression", "IsotonicRegression"),
+    ("beta", "beta-calibration", "BetaCalibration"),
     ("neural-clamping", "NeuralClamping"),
     ("maccal", "mac-cal-stage-2"),
 ):
@@ -84,6 +86,7 @@ def load(path, model=None) -> Method:
 
 __all__ = [
     "REGISTRY",
+    "BetaCalibration",
     "CalibratedModel",
     "Calibrator",
     "ClampingDivergedError",
