@@ -73,3 +73,50 @@ def test_published_ece2_mce2_and_ece_full_on_the_real_logits(real_logits):
     full = classwise_ece(zt, yt, binning="kull", cells="joint")
     assert full == pytest.approx(0.1205431, abs=1e-7)
     assert full == pytest.approx(0.120544, abs=1e-6)
+
+
+def test_squared_gaps_by_hand():
+    """power=2: Σ |cell|/N (mean gap)², no square root (Kull et al.'s ECE_CW2, ECE_FULL2)."""
+    probs = np.array([[0.7, 0.2, 0.1], [0.2, 0.7, 0.1], [0.4, 0.3, 0.3]])
+    labels = [0, 0, 2]
+    # joint cells hold one row each: Σ_rows Σ_k gap² = (0.09+0.04+0.01) + (0.64+0.49+0.01)
+    # + (0.16+0.09+0.49) = 2.02
+    joint = classwise_ece(probs, labels, n_bins=2, cells="joint", power=2, **P)
+    assert joint == pytest.approx(2.02 / 3 / 3, abs=1e-12)
+    # per class, 2 bins (0.5 the edge). Class 0: {0.2, 0.4} (y 1, 0): 2·(0.5 − 0.3)² = 0.08,
+    # {0.7} (y 1): 0.09. Class 1: {0.2, 0.3} (y 0, 0): 2·0.25² = 0.125, {0.7} (y 0): 0.49.
+    # Class 2: {0.1, 0.1, 0.3} (y 0, 0, 1): 3·(1/3 − 1/6)² = 1/12. Mean over the 3 classes.
+    by_hand = (0.08 + 0.09 + 0.125 + 0.49 + 1 / 12) / 3 / 3
+    assert classwise_ece(probs, labels, n_bins=2, power=2, **P) == pytest.approx(by_hand)
+
+
+def _kull_port(p: np.ndarray, y: np.ndarray, power: int) -> tuple[float, float]:
+    """(ECE_CW2-like, ECE_FULL2-like) as Kull et al.'s utility/evaluation.py computes them
+    (np.digitize over linspace(0, 1, 15)); classes summed, as their published ECE_CW is."""
+    onehot = np.eye(p.shape[1])[y]
+    idx = np.digitize(p, np.linspace(0, 1, 15)) - 1
+    cw = 0.0
+    for c in range(p.shape[1]):
+        for b in np.unique(idx[:, c]):
+            m = idx[:, c] == b
+            cw += abs(p[m, c].mean() - onehot[m, c].mean()) ** power * m.sum() / len(p)
+    full = 0.0
+    for cell in np.unique(idx, axis=0):
+        m = (idx == cell).all(1)
+        full += m.sum() / len(p) * (np.abs(p[m].mean(0) - onehot[m].mean(0)) ** power).sum()
+    return cw, full
+
+
+def test_ece_cw2_and_full2_equal_kull_et_al_code_on_real_logits(real_logits):
+    *_, zt, yt = real_logits
+    z = zt.astype(np.float64)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p = p / p.sum(1, keepdims=True)
+    for power in (1, 2):
+        cw, full = _kull_port(p, yt, power)
+        ours = classwise_ece(p, yt, binning="kull", power=power, **P)
+        assert ours == pytest.approx(cw, rel=1e-12)
+        joint = classwise_ece(p, yt, binning="kull", cells="joint", power=power, **P)
+        assert joint == pytest.approx(full, rel=1e-12)
+    with pytest.raises(ValueError, match="power"):
+        classwise_ece(p, yt, power=3, **P)

@@ -148,6 +148,7 @@ def classwise_ece(
     n_bins: int = 15,
     binning: str = "calibkit",
     cells: str = "marginal",
+    power: int = 1,
     validate: bool = True,
 ) -> float:
     """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
@@ -166,14 +167,20 @@ def classwise_ece(
       (its K bin indices together), and CE_k sums over those cells. With
       ``binning="kull"`` this is Kull et al. 2019's ECE_FULL (``full_ECE`` in their
       ``utility/evaluation.py``).
+    * ``power=2``: each bin's gap is squared, Σ_m |B_mk|/N · (acc − conf)², with no square
+      root at the end. With ``binning="kull"`` this is Kull et al.'s ECE_CW2 (marginal
+      cells) and ECE_FULL2 (``cells="joint"``): their ``classwise_ECE(..., power=2)`` and
+      ``full_ECE(..., power=2)``.
     """
     check_choice(cells, "cells", ("marginal", "joint"))
     check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
+    check_choice(power, "power", (1, 2))
     p = prepare(scores, labels, probs=probs, validate=validate)
     if binning == "equal-mass":
-        if cells == "joint":
+        if cells == "joint" or power != 1:
             raise ValueError(
-                "cells='joint' needs equal-width bins; binning='equal-mass' is per class"
+                "cells='joint' and power=2 need equal-width bins; binning='equal-mass' is "
+                "per class with power=1"
             )
         check_n_bins(n_bins)
         per_class = []
@@ -183,9 +190,12 @@ def classwise_ece(
         return _f(torch.stack(per_class).mean(0))
     scheme = _scheme(p, n_bins, binning)
     if cells == "joint":
-        gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0]) / p.n
+        gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0], power) / p.n
         return float(st.over_classes(gaps, scheme))
-    return _f(st.classwise_ece_from_sums(st.classwise_sums(p, scheme), p.n, scheme))
+    sums = st.classwise_sums(p, scheme)
+    if power == 2:
+        return _f(st.classwise_squared_from_sums(sums, p.n, scheme))
+    return _f(st.classwise_ece_from_sums(sums, p.n, scheme))
 
 
 sce = classwise_ece

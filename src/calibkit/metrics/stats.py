@@ -212,6 +212,13 @@ def classwise_ece_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = Non
     return over_classes((sums[:, 2] - sums[:, 1]).abs().sum(-1) / n, scheme)
 
 
+def classwise_squared_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = None) -> Tensor:
+    """(B,) over classes of sum_m |B_mk|/N (acc_mk − conf_mk)²: the ``power=2`` form of
+    :func:`classwise_ece_from_sums` (Kull et al.'s ECE_CW2), no square root taken."""
+    gap = sums[:, 2] - sums[:, 1]
+    return over_classes((gap * gap / sums[:, 0].clamp_min(1)).sum(-1) / n, scheme)
+
+
 def over_classes(per_class: Tensor, scheme: BinScheme | None) -> Tensor:
     """Per-class errors (..., K) reduced over classes: the mean, or the sum under Kull et
     al.'s convention (``binning="kull"``), as they report classwise ECE and ECE_FULL."""
