@@ -116,8 +116,23 @@ def test_odir_and_l2_penalties_equal_their_formulas():
     off = sum(float(w[i, j]) ** 2 for i in range(4) for j in range(4) if i != j)
     want = 0.3 / (4 * 3) * off + 0.7 / 4 * float((b**2).sum())
     assert float(_penalty(w, b, "odir", 0.3, 0.7)) == pytest.approx(want)
-    assert float(_penalty(w, b, "l2", 0.3, 0.7)) == pytest.approx(0.3 / 16 * float((w**2).sum()))
+    l2 = 0.3 / 16 * float((w**2).sum())
+    assert float(_penalty(w, b, "l2", 0.3, 0.0)) == pytest.approx(l2)
+    # dir-l2:penalise_bias=true passes μ = λ: the bias is penalised with W's weight
+    assert float(_penalty(w, b, "l2", 0.3, 0.3)) == pytest.approx(
+        l2 + 0.3 / 16 * float((b**2).sum())
+    )
     assert float(_penalty(w, b, None, 0.3, 0.7)) == 0
+
+
+def test_dir_l2_penalises_the_bias_only_when_asked(split):
+    z, y, *_ = split
+    free = posthoc.create("dir-l2:lambdas=[100]").fit(z, y)
+    held = posthoc.create("dir-l2:lambdas=[100],penalise_bias=true").fit(z, y)
+    assert held.bias_.norm() < 0.5 * free.bias_.norm()  # a strong λ pulls b towards 0 too
+    for name in ("dir-odir", "ms-odir", "vector"):
+        with pytest.raises(ValueError, match="penalise_bias"):
+            posthoc.create(f"{name}:penalise_bias=true")
 
 
 def test_cross_validation_picks_a_grid_point_and_records_it(split):

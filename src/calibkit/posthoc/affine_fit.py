@@ -32,8 +32,8 @@ def _penalty(w: Tensor, b: Tensor, reg: str | None, lam: float, mu: float) -> Te
     if reg == "odir":
         off = w - torch.diag_embed(torch.diagonal(w))
         return lam / (k * (k - 1)) * (off**2).sum() + mu / k * (b**2).sum()
-    if reg == "l2":
-        return lam / (k * k) * (w**2).sum()
+    if reg == "l2":  # mu > 0 only for dir-l2:penalise_bias=true (the reference code's form)
+        return lam / (k * k) * (w**2).sum() + mu / (k * k) * (b**2).sum()
     return w.new_zeros(())
 
 
@@ -65,7 +65,7 @@ def _penalty_grad(
         off = w - torch.diag_embed(torch.diagonal(w)) if matrix else torch.zeros_like(w)
         return 2 * lam / (k * (k - 1)) * off, 2 * mu / k * b
     if reg == "l2":
-        return 2 * lam / (k * k) * w, torch.zeros_like(b)
+        return 2 * lam / (k * k) * w, 2 * mu / (k * k) * b
     return torch.zeros_like(w), torch.zeros_like(b)
 
 
@@ -173,7 +173,7 @@ def _preconditioner(
         p = torch.softmax(torch.addmm(b, x, w.T) if matrix else torch.addcmul(b, x, w), 1)
         a = (p * (1 - p)).mean(0)
         pen_w = {"odir": 2 * lam / (k * (k - 1)), "l2": 2 * lam / (k * k)}.get(reg or "", 0.0)
-        pen_b = 2 * mu / k if reg == "odir" else 0.0
+        pen_b = {"odir": 2 * mu / k, "l2": 2 * mu / (k * k)}.get(reg or "", 0.0)
         if matrix:
             u = torch.cat([x, x.new_ones(len(x), 1)], 1)
             moments = u.T @ u / len(x)
