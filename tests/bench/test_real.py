@@ -224,3 +224,32 @@ def test_a_bad_logits_file_fails_at_its_line_before_anything_runs(tmp_path):
         SpecError, match=r"datasets\[0\]\.logits: .*x_bad\.npz: labels: class index 9"
     ):
         load_spec(write_spec(tmp_path, spec))
+
+
+def test_network_verdicts_split_by_class_count(tmp_path, capsys):
+    """Issue 44: the Kull et al. claims get a row over every network and one per class
+    count (10 or fewer, more), each naming the grid its calibrator used."""
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for i, k in enumerate((10, 10, 20, 20)):
+        z, y = make_logits(400, k, i)
+        y[: 2 * k] = np.repeat(np.arange(k), 2)
+        np.savez(zoo / f"net{i}_k{k}.npz", logits=z.astype(np.float32), labels=y)
+    odir = "dir-odir:folds=2,lambdas=[1],mus=[1]"
+    spec = {"name": "zoo-mini", "seeds": [0], "methods": [{"name": "Pretrained"}],
+            "baseline": "Pretrained",
+            "datasets": [{"logits": str(zoo / "*.npz"), "posthoc": ["ts", odir]}]}  # fmt: skip
+    out = tmp_path / "out"
+    main(["bench", str(write_spec(tmp_path, spec)), "-o", str(out), "--workers", "1", "--json"])
+    capsys.readouterr()
+    from calibkit.bench.results import Results
+    from calibkit.bench.verdicts import verdict_table
+
+    rows = [r for r in verdict_table(Results(Store(out / "results.sqlite", create=False)))
+            if r[1] == "Dir-ODIR has a lower classwise ECE than TS"]  # fmt: skip
+    assert [r[2].split(";")[0] for r in rows] == [
+        "4 networks (logits files)",
+        "2 networks with 10 classes or fewer (logits files)",
+        "2 networks with more than 10 classes (logits files)",
+    ]
+    assert all(f"`{odir}`" in r[2] for r in rows)

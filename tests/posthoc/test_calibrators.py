@@ -137,7 +137,9 @@ def test_dir_l2_penalises_the_bias_only_when_asked(split):
 
 def test_cross_validation_picks_a_grid_point_and_records_it(split):
     z, y, *_ = split
-    c = posthoc.create("ms-odir:lambdas=[0.01,100],mus=[0.01,100],folds=3").fit(z, y)
+    grid = "lambdas=[0.01,100],mus=[0.01,100],folds=3,extend_grid=false"
+    with pytest.warns(posthoc.CalibrationWarning, match="grid-edge"):  # 2 points: all edges
+        c = posthoc.create(f"ms-odir:{grid}").fit(z, y)
     assert c.lambda_ in (0.01, 100.0) and c.mu_ in (0.01, 100.0)
     assert {"lambda", "mu", "cv_nll"} <= set(c.fit_report_.details)
     avg = posthoc.create("dir-odir:lambdas=1,mus=1,folds=3,average_folds=true").fit(z, y)
@@ -382,3 +384,56 @@ def test_predict_proba_returns_the_inputs_kind():
     assert isinstance(as_numpy, np.ndarray) and as_numpy.dtype == np.float64
     assert isinstance(c.predict_proba(z), torch.Tensor)
     np.testing.assert_array_equal(as_numpy, c.predict_proba(z).numpy())
+
+
+def test_a_choice_on_the_grid_edge_extends_the_grid_or_is_flagged(split):
+    z, y, *_ = split
+    grid = "lambdas=[1e-6,1e-5],mus=[1e-6,1e-5],folds=3"
+    with pytest.warns(posthoc.CalibrationWarning, match="grid-edge"):
+        fixed = posthoc.create(f"dir-odir:{grid},extend_grid=false").fit(z, y)
+    # a two-point grid: whichever value is chosen sits on an edge
+    assert "extend_grid=false" in fixed.fit_report_.details["grid_edge"]
+    assert any(a["kind"] == "grid-edge" for a in fixed.fit_report_.anomalies)
+    grown = posthoc.create(f"dir-odir:{grid}").fit(z, y)
+    details = grown.fit_report_.details
+    assert details["grid_extended"] >= 1
+    assert details["cv_nll"] <= fixed.fit_report_.details["cv_nll"]  # more points, no worse
+    assert max(details["lambda"], details["mu"]) > 1e-5  # it went past the given grid
+    assert ("grid_edge" in details) == (details["grid_extended"] == 3)
+
+
+def test_beyond_the_edge_crosses_the_other_axis():
+    cal = posthoc.create("dir-odir")
+    tried = {(lam, mu): 0.0 for lam in (1.0, 10.0) for mu in (0.1, 1.0)}
+    assert cal._beyond((10.0, 1.0), tried, cal.checked()) == [
+        (100.0, 1.0), (100.0, 0.1), (10.0, 10.0), (1.0, 10.0)
+    ]  # fmt: skip
+    assert cal._beyond((1.0, 0.1), {(0.0, 0.1): 0.0, **tried}, cal.checked()) == [
+        (10.0, 0.01), (1.0, 0.01), (0.0, 0.01)
+    ]  # fmt: skip  # λ's bottom is 0: no edge there; μ's bottom moves down a decade
+    l2 = posthoc.create("dir-l2:penalise_bias=true")
+    assert l2._beyond((10.0, 10.0), {(1.0, 1.0): 0, (10.0, 10.0): 0}, l2.checked()) == [
+        (100.0, 100.0)
+    ]
+
+
+def test_the_hundred_class_grid_of_docs_real_extends_past_its_top():
+    """Issue 44 on a real CIFAR-100 network: with λ, μ ∈ {0.01, 1, 100} (3 folds) the
+    choice sits on the top edge, flagged, and MS-ODIR loses accuracy; the grid that extends
+    itself chooses inside and keeps it."""
+    from tests.conftest import shared
+
+    with np.load(shared("logits", "zoo", "cifar100_resnet20.npz")) as d:
+        z, y = torch.from_numpy(d["logits"]).double(), torch.from_numpy(d["labels"])
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+    cal, test = order[:5000], order[5000:]
+    grid = "ms-odir:folds=3,lambdas=[0.01,1,100],mus=[0.01,1,100]"
+    base = (z[test].argmax(1) == y[test]).double().mean()
+    with pytest.warns(posthoc.CalibrationWarning, match="grid-edge"):
+        fixed = posthoc.create(f"{grid},extend_grid=false").fit(z[cal], y[cal])
+    grown = posthoc.create(grid).fit(z[cal], y[cal])
+    assert "grid_edge" not in grown.fit_report_.details
+    acc = {
+        m: (m.predict_proba(z[test]).argmax(1) == y[test]).double().mean() for m in (fixed, grown)
+    }
+    assert acc[fixed] < base - 0.02 and acc[grown] > base - 0.01

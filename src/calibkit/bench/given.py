@@ -312,7 +312,7 @@ def given_sections(res: Results) -> list[tuple[str, Table]]:
     if len(files) >= 2:
         groups = {"every network": files}
         provenance = res.store.provenance()
-        few = [c for c in files if _classes(res, c, provenance) <= 10]
+        few = [c for c in files if n_classes(res, c, provenance) <= 10]
         if 2 <= len(few) < len(files):
             groups["the networks with 10 classes or fewer"] = few
         for label, cols in groups.items():
@@ -363,7 +363,7 @@ def given_sections(res: Results) -> list[tuple[str, Table]]:
     return out
 
 
-def _classes(res: Results, column: Column, provenance: dict[str, dict]) -> int:
+def n_classes(res: Results, column: Column, provenance: dict[str, dict]) -> int:
     """The number of classes of a logits-file column, as its runs recorded it (a store
     written before they did: read from the file)."""
     for key, r in res.runs.items():

@@ -146,15 +146,31 @@ def _network_names(claim: NetworkClaim) -> tuple[str, str]:
     return claim.better[i], claim.other[i]
 
 
-def network_verdict(res: Results, claim: NetworkClaim) -> list[str] | None:
-    """The table row of ``claim`` (None where the sweep has fewer than 2 such networks or
-    lacks a side)."""
-    from .given import given_by, network_mean
+def network_verdicts(res: Results, claim: NetworkClaim) -> list[list[str]]:
+    """The table rows of ``claim``: over every network it concerns and, for networks given
+    as logits files with both kinds present, over those with 10 classes or fewer and those
+    with more (Kull et al.'s grid behaves differently at 100 classes; docs/real.md). A group
+    with fewer than 2 networks, or lacking a side, gives no row."""
+    from .given import given_by, n_classes
 
     columns = [c for c in res.columns if given_by(res, c) == claim.given]
-    sides = []
+    groups = [("", columns)]
+    if claim.given == "logits":
+        provenance = res.store.provenance()
+        few = [c for c in columns if n_classes(res, c, provenance) <= 10]
+        many = [c for c in columns if c not in few]
+        if len(few) >= 2 and len(many) >= 2:
+            groups += [(" with 10 classes or fewer", few), (" with more than 10 classes", many)]
+    return [row for label, cols in groups if (row := _network_row(res, claim, cols, label))]
+
+
+def _network_row(res: Results, claim: NetworkClaim, columns: list, label: str) -> list[str] | None:
+    from .given import network_mean
+
+    sides, specs = [], []
     for split, name in (claim.better, claim.other):
         cal = name if name == "uncalibrated" else res.calibrator(name)
+        specs.append(cal)
         values = {} if cal is None else {
             i: network_mean(res, c, split, cal, claim.metric) for i, c in enumerate(columns)
         }  # fmt: skip
@@ -165,9 +181,12 @@ def network_verdict(res: Results, claim: NetworkClaim) -> list[str] | None:
         return None
     result, detail = judge(claim, {i: a[i] for i in shared}, {i: b[i] for i in shared},
                            "networks", names=_network_names(claim))  # fmt: skip
-    where = (
-        f"{len(shared)} networks ({'logits files' if claim.given == 'logits' else 'pretrained'})"
-    )
+    kind = "logits files" if claim.given == "logits" else "pretrained"
+    where = f"{len(shared)} networks{label} ({kind})"
+    spelled = [s for s, (_, name) in zip(specs, (claim.better, claim.other), strict=True)
+               if s not in (None, name, "uncalibrated")]  # fmt: skip
+    if spelled:
+        where += "; " + ", ".join(f"`{s}`" for s in spelled)
     return [claim.paper, claim.text, where, "none",
             f"**{result}**" if result == "holds" else result, detail]  # fmt: skip
 
@@ -366,7 +385,7 @@ def verdict_table(res: Results) -> list[list[str]]:
             premise, result, detail = verdict(res, claim, column)
             rows.append([claim.paper, claim.text, f"{short(column[0])} / {column[1]}", premise,
                          f"**{result}**" if result == "holds" else result, detail])  # fmt: skip
-    rows += [row for claim in NETWORK_CLAIMS if (row := network_verdict(res, claim))]
+    rows += [row for claim in NETWORK_CLAIMS for row in network_verdicts(res, claim)]
     return rows
 
 

@@ -17,6 +17,7 @@ from .affine import (
     MatrixScalingODIR,
     VectorScaling,
 )
+from .anomalies import CalibrationWarning
 from .base import Calibrator, Evidence, FitReport, Method, NotFittedError
 from .binning import BetaCalibration, HistogramBinning, IsotonicCalibration, ScalingBinning
 from .clamping import ClampingDivergedError, NeuralClamping
@@ -88,6 +89,7 @@ __all__ = [
     "REGISTRY",
     "BetaCalibration",
     "CalibratedModel",
+    "CalibrationWarning",
     "Calibrator",
     "ClampingDivergedError",
     "DirichletL2",

@@ -13,7 +13,10 @@ K-FAC-preconditioned parameters (:func:`fit_affine`), started from the identity 
 (W = I, b = 0) so that an unregularised fit can only lower the NLL.
 Regularised methods choose λ (and μ) from ``lambdas`` × ``mus`` (default the 7 values
 1e-2 … 1e4 of the Neural Clamping paper, separately) by K-fold cross-validation on the
-calibration split, scoring held-out mean NLL; the final map is refitted on the whole split
+calibration split, scoring held-out mean NLL. A choice on an edge of the grid (the largest
+value tried, or the smallest above 0) grows the grid a decade past that edge, up to
+``GRID_EXTENSIONS`` times (``extend_grid=false`` keeps the grid as given); a choice still on
+an edge is flagged as the ``grid-edge`` anomaly. The final map is refitted on the whole split
 with the chosen values, or, with ``average_folds=True``, is the average of the fold models'
 probabilities (the protocol of Kull et al. 2019). Folds are stratified and seeded.
 """
@@ -45,6 +48,10 @@ CV_MAX_ITER = 25
 #: interpolate the calibration split (matrix scaling on 5,000 CIFAR-100 logits, 10,100
 #: parameters, drove the training NLL to 2.5e-8).
 SAMPLES_PER_PARAMETER = 10
+#: Where the cross-validated choice sits on an edge of its grid, the grid grows a decade past
+#: that edge and the new points are scored, up to this many times; a choice still on an
+#: edge is flagged (``grid-edge``; docs/posthoc.md gives how often it happened).
+GRID_EXTENSIONS = 3
 
 
 def _folds(y: Tensor, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -84,15 +91,16 @@ class AffineCalibrator(Calibrator):
         seed: int = 0,
         max_iter: int = 1000,
         penalise_bias: bool = False,
+        extend_grid: bool = True,
     ) -> None:
         super().__init__()
         self.lambdas, self.mus, self.folds = lambdas, mus, folds
         self.average_folds, self.seed, self.max_iter = average_folds, seed, max_iter
-        self.penalise_bias = penalise_bias
+        self.penalise_bias, self.extend_grid = penalise_bias, extend_grid
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        for flag in ("average_folds", "penalise_bias"):
+        for flag in ("average_folds", "penalise_bias", "extend_grid"):
             if not isinstance(s[flag], bool):
                 raise ValueError(f"{flag}: expected true or false, got {s[flag]!r}")
         if s["penalise_bias"] and cls.reg != "l2":
@@ -138,31 +146,21 @@ class AffineCalibrator(Calibrator):
         lam, mu = candidates[0]
         folds = _folds(y, p["folds"], p["seed"]) if self.reg else []
         if len(candidates) > 1:
-            # float32: the fits only rank grid points (the same choice as float64 in the
-            # benchmark) and the matrix products take half the time; the final fit is float64
-            x32 = x.float()
-            scores = np.zeros(len(candidates))
-            for train, test in folds:
-                warm = None  # along the grid, start from the neighbouring solution
-                for j, (lam_c, mu_c) in enumerate(candidates):
-                    w, b, *_ = fit_affine(
-                        x32[train],
-                        y[train],
-                        matrix=self.matrix,
-                        reg=self.reg,
-                        lam=lam_c,
-                        mu=mu_c,
-                        init=warm,
-                        tol=CV_TOL,
-                        max_iter=min(p["max_iter"], CV_MAX_ITER),
-                    )
-                    warm = (w, b)
-                    held_out = self._nll(x[test], y[test], w.double(), b.double())
-                    scores[j] += float(held_out) * len(test)
-            scores /= len(y)
-            best = int(np.argmin(scores))
-            lam, mu = candidates[best]
-            details["cv_nll"] = round(float(scores[best]), 6)
+            scores = dict(zip(candidates, self._cv_scores(x, y, folds, candidates, p), strict=True))
+            extended = 0
+            while p["extend_grid"] and extended < GRID_EXTENSIONS:
+                beyond = self._beyond(min(scores, key=scores.__getitem__), scores, p)
+                if not beyond:
+                    break
+                scores.update(zip(beyond, self._cv_scores(x, y, folds, beyond, p), strict=True))
+                extended += 1
+            lam, mu = min(scores, key=scores.__getitem__)
+            details["cv_nll"] = round(float(scores[(lam, mu)]), 6)
+            if extended:
+                details["grid_extended"] = extended
+            edge = self._edge_note((lam, mu), scores, p, extended)
+            if edge:
+                details["grid_edge"] = edge
         if self.reg:
             details.update({"lambda": lam} | ({"mu": mu} if self.reg == "odir" else {}))
         self.lambda_, self.mu_ = (lam, mu) if self.reg else (None, None)
@@ -198,6 +196,86 @@ class AffineCalibrator(Calibrator):
             )
             warnings.warn(f"{self.name}: {details['warning']}", stacklevel=3)
         return FitReport("nll", before, after, iters, ok, details=details)
+
+    def _cv_scores(
+        self, x: Tensor, y: Tensor, folds: list, candidates: list[tuple[float, float]], p: dict
+    ) -> np.ndarray:
+        """Held-out mean NLL of each (λ, μ) of ``candidates`` over ``folds``.
+
+        float32: the fits only rank grid points (the same choice as float64 in the
+        benchmark) and the matrix products take half the time; the final fit is float64."""
+        x32 = x.float()
+        scores = np.zeros(len(candidates))
+        for train, test in folds:
+            warm = None  # along the grid, start from the neighbouring solution
+            for j, (lam_c, mu_c) in enumerate(candidates):
+                w, b, *_ = fit_affine(
+                    x32[train],
+                    y[train],
+                    matrix=self.matrix,
+                    reg=self.reg,
+                    lam=lam_c,
+                    mu=mu_c,
+                    init=warm,
+                    tol=CV_TOL,
+                    max_iter=min(p["max_iter"], CV_MAX_ITER),
+                )
+                warm = (w, b)
+                held_out = self._nll(x[test], y[test], w.double(), b.double())
+                scores[j] += float(held_out) * len(test)
+        return scores / len(y)
+
+    def _edges(self, best: tuple[float, float], tried: Any) -> list[tuple[int, str]]:
+        """(axis, "top" or "bottom") for each grid axis whose edge ``best`` sits on: axis 0
+        is λ, axis 1 μ (ODIR only; dir-l2's μ follows λ). A bottom edge at 0 (no penalty)
+        is no edge: nothing lies below it."""
+        found = []
+        for axis in (0, 1) if self.reg == "odir" else (0,):
+            values = sorted({c[axis] for c in tried})
+            if len(values) < 2:
+                continue
+            if best[axis] == values[-1]:
+                found.append((axis, "top"))
+            elif best[axis] == values[0] and values[0] > 0:
+                found.append((axis, "bottom"))
+        return found
+
+    def _beyond(self, best: tuple[float, float], tried: dict, p: dict) -> list[tuple[float, float]]:
+        """The grid points one decade past each edge ``best`` sits on, crossed with the other
+        axis's values, strongest penalty first (the order the warm starts walk)."""
+        lams, mus = sorted({c[0] for c in tried}), sorted({c[1] for c in tried})
+        new: set[tuple[float, float]] = set()
+        for axis, side in self._edges(best, tried):
+            values = lams if axis == 0 else mus
+            step = values[-1] * 10 if side == "top" else values[0] / 10
+            if axis == 1:
+                new |= {(lam, step) for lam in lams}
+            elif self.reg == "odir":
+                new |= {(step, mu) for mu in mus}
+            else:
+                new.add((step, step if p["penalise_bias"] else 0.0))
+        return sorted(new - set(tried), reverse=True)
+
+    def _edge_note(
+        self, best: tuple[float, float], tried: dict, p: dict, extended: int
+    ) -> str | None:
+        """The ``grid-edge`` anomaly's detail where the chosen value is still on an edge."""
+        edges = self._edges(best, tried)
+        if not edges:
+            return None
+        names = {0: ("λ", "lambdas"), 1: ("μ", "mus")}
+        parts = [
+            f"{names[axis][0]} = {best[axis]:g} is the {'largest' if side == 'top' else 'smallest'}"
+            f" value tried"
+            for axis, side in edges
+        ]
+        how = (
+            f"the grid was extended {extended} times, a decade each"
+            if extended
+            else "extend_grid=false"
+        )
+        widen = " and ".join(names[axis][1] for axis, _ in edges)
+        return f"{'; '.join(parts)} ({how}): the optimum may lie beyond; widen {widen}"
 
     @classmethod
     def n_parameters(cls, k: int) -> int:

@@ -27,6 +27,9 @@ kind                      flagged when
                           doubled
 ``worse-nll``             NLL rose by more than ``NLL_RISE`` (25 %)
 ``non-finite``            a metric or a calibrated logit is NaN or infinite
+``grid-edge``             a cross-validated penalty chose the edge of its grid, after the
+                          grid extended itself (``GRID_EXTENSIONS``): the optimum may lie
+                          beyond; the detail names the grid to widen
 ``warning``               (``compare`` only) the fit issued a warning, e.g. a map with
                           fewer than 10 calibration rows per parameter
 ========================  ==============================================================
@@ -54,7 +57,7 @@ ECE_RISE = 0.05
 NLL_RISE = 0.25
 
 KINDS = ("diverged", "not-converged", "temperature", "argmax", "accuracy", "worse-ece",
-         "worse-nll", "non-finite")  # fmt: skip
+         "worse-nll", "non-finite", "grid-edge")  # fmt: skip
 
 
 #: The metrics the checks compare, before and after.
@@ -143,6 +146,9 @@ def check_method(
         temperature=None if temperature is None else float(temperature),
         converged=method.fit_report_.converged,
     )  # fmt: skip
+    edge = method.fit_report_.details.get("grid_edge")
+    if edge:
+        found.append(("grid-edge", edge))
     return [(kind, detail) for kind, detail in found if kind not in method.expected_anomalies]
 
 
