@@ -91,16 +91,22 @@ def cells(quick: bool):
                 yield case, gamma, n, k, reps
 
 
-def run(out: Path, boot: int, quick: bool) -> None:
+def run(out: Path, boot: int, quick: bool, only: tuple[str, ...] | None = None) -> None:
+    """Every cell not yet in ``out``; ``only``: just these metrics (a study of its own, in
+    its own file)."""
     done = {(c["case"], c["n"], c["k"], c["smooth"]) for c in read(out)}
     for case, gamma, n, k, reps in cells(quick):
         for smooth in (False, True):
-            if smooth and (k != 10 or n not in SMOOTH_SIZES):
+            if smooth and (k != 10 or n not in SMOOTH_SIZES or (only and "smooth_ece" not in only)):
                 continue
             if (case, n, k, smooth) in done:
                 continue
             t0 = time.time()
-            metrics = ("smooth_ece",) if smooth else None
+            metrics = (
+                ("smooth_ece",)
+                if smooth
+                else tuple(m for m in only or () if m != "smooth_ece") or None
+            )
             b, r = (boot // 5, min(reps, 100)) if smooth else (boot, reps)
             cell = coverage_cell(n, k, gamma, r, b, smooth=smooth, metrics=metrics)
             cell.update(case=case, smooth=smooth, seconds=round(time.time() - t0, 1))
@@ -197,13 +203,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="N ≤ 5,000, fewer replications")
     ap.add_argument("--markdown", action="store_true", help="print the tables and stop")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--metrics", default=None, help="comma-separated: only these metrics")
     a = ap.parse_args()
     if a.markdown:
         print(markdown(a.out) + "\n\n" + choice_table(a.out))
         return
     torch.set_num_threads(a.threads)
     np.seterr(all="ignore")
-    run(a.out, a.bootstrap, a.quick)
+    run(a.out, a.bootstrap, a.quick, tuple(a.metrics.split(",")) if a.metrics else None)
     print(markdown(a.out) + "\n\n" + choice_table(a.out))
 
 

@@ -17,6 +17,8 @@ from tests.conftest import make_logits
 #: the functional API's way to each metric that has no function of its own
 FUNCTIONAL = {
     "debiased_rms_ce": lambda z, y: M.rms_ce(z, y, debias=True),
+    "debiased_ece": lambda z, y: M.ece(z, y, debias=True),
+    "debiased_classwise_ece": lambda z, y: M.classwise_ece(z, y, debias=True),
     "mean_confidence": lambda z, y: M.ece_decomposition(z, y)["mean_confidence"],
     "gap": lambda z, y: M.ece_decomposition(z, y)["gap"],
     "overconfident": lambda z, y: M.ece_decomposition(z, y)["overconfident"],

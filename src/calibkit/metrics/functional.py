@@ -69,14 +69,19 @@ def ece(
     n_bins: int = 15,
     binning: str = "calibkit",
     binary: str = "top-label",
+    debias: bool = False,
     validate: bool = True,
 ) -> float:
     """Expected calibration error with ``n_bins`` equal-width bins (Naeini et al. 2015).
 
     ECE = Σ_m |B_m|/N · |acc(B_m) − conf(B_m)|, empty bins adding 0 (Dark Side eq. 3).
+    ``debias=True``: each bin's |acc − conf| is replaced by its debiased estimate, the
+    gap whose expected plug-in value equals the observed one under the bin's sampling
+    noise (docs/metrics.md, "Debiased binned errors"; ``debiased_ece`` in ``evaluate``).
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    return _f(st.ece_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning)), p.n))
+    sums = st.topbin_sums(p, _scheme(p, n_bins, binning))
+    return _f(st.debiased_ece_from_sums(sums, p.n) if debias else st.ece_from_sums(sums, p.n))
 
 
 @sized_by_first_argument
@@ -149,6 +154,7 @@ def classwise_ece(
     binning: str = "calibkit",
     cells: str = "marginal",
     power: int = 1,
+    debias: bool = False,
     validate: bool = True,
 ) -> float:
     """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
@@ -171,10 +177,15 @@ def classwise_ece(
       root at the end. With ``binning="kull"`` this is Kull et al.'s ECE_CW2 (marginal
       cells) and ECE_FULL2 (``cells="joint"``): their ``classwise_ECE(..., power=2)`` and
       ``full_ECE(..., power=2)``.
+    * ``debias=True``: each class-bin cell's |acc − conf| is replaced by its debiased
+      estimate (as :func:`ece`'s; docs/metrics.md, "Debiased binned errors";
+      ``debiased_classwise_ece`` in ``evaluate``). Marginal cells, ``power=1`` only.
     """
     check_choice(cells, "cells", ("marginal", "joint"))
     check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
     check_choice(power, "power", (1, 2))
+    if debias and (cells != "marginal" or power != 1 or binning == "equal-mass"):
+        raise ValueError("debias=True needs equal-width marginal cells and power=1")
     p = prepare(scores, labels, probs=probs, validate=validate)
     if binning == "equal-mass":
         if cells == "joint" or power != 1:
@@ -193,6 +204,8 @@ def classwise_ece(
         gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0], power) / p.n
         return float(st.over_classes(gaps, scheme))
     sums = st.classwise_sums(p, scheme)
+    if debias:
+        return _f(st.debiased_classwise_from_sums(sums, p.n, scheme))
     if power == 2:
         return _f(st.classwise_squared_from_sums(sums, p.n, scheme))
     return _f(st.classwise_ece_from_sums(sums, p.n, scheme))

@@ -219,12 +219,14 @@ def bootstrap_intervals(
         bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
         lo, hi = intervals[m]
         if not lo <= est <= hi and math.isfinite(est) and math.isfinite(lo):
-            outside.append(f"{m} {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}], bias {bias[m]:+.5f}")
+            outside.append(f"{m} {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}], bias {bias[m]:+.5f}, "
+                           f"bias-corrected {_fmt(est - bias[m])}")  # fmt: skip
     notes = []
     if outside:
         notes.append(
             "estimate outside its interval (a plug-in estimate biased at this N; bias: the "
-            "bootstrap's estimate of it; docs/metrics.md, 'Do the intervals cover?'): "
+            "bootstrap's estimate of it; a basic interval is centred near the bias-corrected "
+            "estimate, estimate − bias; docs/metrics.md, 'Do the intervals cover?'): "
             + "; ".join(outside)
         )
     return intervals, bias, notes

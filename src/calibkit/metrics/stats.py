@@ -10,6 +10,7 @@ metrics, the bootstrap and the streaming meter alike.
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 
 import torch
@@ -193,6 +194,47 @@ def rms_from_sums(sums: Tensor, n: int, *, debias: bool = False) -> Tensor:
     return squared.clamp_min(0).sqrt()
 
 
+#: bisection steps of :func:`debiased_l1_cells`: the root is bracketed in [0, |d|], so 60
+#: halvings leave it within 1e-18 of |d|, below float64's resolution
+DEBIAS_STEPS = 60
+
+
+def debiased_l1_cells(count: Tensor, sump: Tensor, sumy: Tensor) -> Tensor:
+    """|B_c| · ĝ_c for each cell c, from its count, sum of probability and sum of outcome
+    (tensors of one shape). Divide by N for the cell's share of a debiased binned L1
+    error (docs/metrics.md, "Debiased binned errors").
+
+    A cell's observed gap d = acc − conf is its true gap g plus the noise of its accuracy,
+    approximately normal with variance σ² = acc(1 − acc)/(|B| − 1) (Kumar et al.'s
+    estimate; 0 for a cell of one sample). The plug-in |d| then has mean
+    m(g) = σ√(2/π) exp(−g²/2σ²) + g erf(g/(σ√2)) (the folded normal), above g by up to
+    σ√(2/π) at g = 0. ĝ solves m(ĝ) = |d| (bisection; m rises in g and m(g) ≥ g, so the
+    root lies in [0, |d|]), and is 0 where |d| ≤ m(0): a method-of-moments estimate of |g|."""
+    safe = count.clamp_min(1e-300)
+    d = ((sumy - sump) / safe).abs()
+    acc = sumy / safe
+    sigma = torch.where(count > 1, acc * (1 - acc) / (count - 1).clamp_min(1e-300), 0.0).sqrt()
+    root2 = math.sqrt(2.0)
+
+    def folded_mean(g: Tensor) -> Tensor:
+        z = g / sigma.clamp_min(1e-300)
+        noise = sigma * math.sqrt(2 / math.pi) * torch.exp(-z * z / 2)
+        return torch.where(sigma > 0, noise + g * torch.erf(z / root2), g)
+
+    lo, hi = torch.zeros_like(d), d.clone()
+    for _ in range(DEBIAS_STEPS):
+        mid = (lo + hi) / 2
+        above = folded_mean(mid) > d
+        hi, lo = torch.where(above, mid, hi), torch.where(above, lo, mid)
+    g = torch.where(folded_mean(torch.zeros_like(d)) >= d, torch.zeros_like(d), (lo + hi) / 2)
+    return count * g
+
+
+def debiased_ece_from_sums(sums: Tensor, n: int) -> Tensor:
+    """(B,) Σ_m |B_m|/N · ĝ_m over top-label bins (:func:`debiased_l1_cells`)."""
+    return debiased_l1_cells(*sums.unbind(1)).sum(-1) / n
+
+
 def mce_from_sums(sums: Tensor) -> Tensor:
     """(B,) max over non-empty bins of |acc_m - conf_m|."""
     count = sums[:, 0]
@@ -217,6 +259,12 @@ def classwise_squared_from_sums(sums: Tensor, n: int, scheme: BinScheme | None =
     :func:`classwise_ece_from_sums` (Kull et al.'s ECE_CW2), no square root taken."""
     gap = sums[:, 2] - sums[:, 1]
     return over_classes((gap * gap / sums[:, 0].clamp_min(1)).sum(-1) / n, scheme)
+
+
+def debiased_classwise_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = None) -> Tensor:
+    """(B,) :func:`classwise_ece_from_sums` with each class-bin cell's |gap| replaced by its
+    debiased estimate (:func:`debiased_l1_cells`)."""
+    return over_classes(debiased_l1_cells(*sums.unbind(1)).sum(-1) / n, scheme)
 
 
 def over_classes(per_class: Tensor, scheme: BinScheme | None) -> Tensor:

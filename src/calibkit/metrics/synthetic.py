@@ -47,7 +47,8 @@ from .binning import BinScheme
 TRUE_METRICS = (
     "accuracy", "ece", "aece", "mce", "classwise_ece", "nll", "brier", "entropy",
     "refinement_auroc", "ks_error", "smooth_ece", "rms_ce", "debiased_rms_ce", "aurc",
-    "mean_confidence", "gap", "overconfident", "underconfident",
+    "mean_confidence", "gap", "overconfident", "underconfident", "debiased_ece",
+    "debiased_classwise_ece",
 )  # fmt: skip
 
 
@@ -188,4 +189,6 @@ class SyntheticClassifier:
             "gap": conf - acc,
             "overconfident": float(np.clip(-d, 0, None).sum()),
             "underconfident": float(np.clip(d, 0, None).sum()),
+            "debiased_ece": float(np.abs(d).sum()),  # estimators of the same quantities
+            "debiased_classwise_ece": float(classwise),
         }

@@ -135,8 +135,10 @@ def _aece(s: Statistics) -> Tensor:
     return st.aece_from_runs(*s.runs(), s.n, s.n_bins)
 
 
-def _classwise_ece(s: Statistics) -> Tensor:
+def _classwise_ece(s: Statistics, debias: bool = False) -> Tensor:
     sums, scheme = s.classwise()
+    if debias:
+        return st.debiased_classwise_from_sums(sums, s.n, scheme)
     return st.classwise_ece_from_sums(sums, s.n, scheme)
 
 
@@ -176,6 +178,10 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
       interval=BASIC),
     M("debiased_rms_ce", "Debiased RMS calibration error", -1,
       compute=lambda s: st.rms_from_sums(s.sums(), s.n, debias=True), interval=BASIC),
+    M("debiased_ece", "Debiased ECE", -1,
+      compute=lambda s: st.debiased_ece_from_sums(s.sums(), s.n), interval=BASIC),
+    M("debiased_classwise_ece", "Debiased classwise ECE", -1,
+      compute=lambda s: _classwise_ece(s, debias=True), interval=BASIC),
     M("aurc", "AURC", -1, compute=lambda s: st.aurc_from_runs(*s.correct_runs()),
       samples=True),
     M("optimal_ece", "Optimal ECE", -1),
