@@ -40,6 +40,7 @@ def test_a_typo_gets_the_nearest_names(registry, typo, suggested):
 
 def test_a_name_far_from_every_method_lists_them_all():
     with pytest.raises(
-        SpecError, match=r"unknown calibrator 'sigmoid' \(choose one of: beta, dir-l2"
+        SpecError, match=r"unknown calibrator 'conformal' \(choose one of: beta, dir-l2"
     ):
-        posthoc.REGISTRY.check("sigmoid")
+        posthoc.REGISTRY.check("conformal")
+    assert posthoc.REGISTRY.check("sigmoid").name == "platt"  # scikit-learn's name

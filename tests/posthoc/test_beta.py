@@ -95,3 +95,24 @@ def test_parameterisations_and_degenerate_labels():
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError, match=bad.split("=")[0]):
         posthoc.create(f"beta:{bad}")
+
+
+def test_platt_is_beta_with_a_equal_b_and_equals_scikit_learn(real_logits):
+    """Platt scaling on the top-label log-odds: scikit-learn's unpenalised logistic
+    regression of correctness on logit(confidence) gives the same map."""
+    from sklearn.linear_model import LogisticRegression
+
+    zv, yv, *_ = real_logits
+    platt = posthoc.create("sigmoid").fit(zv, yv)  # scikit-learn's name for it
+    assert platt.name == "platt" and platt.parameters == "am"
+    beta = posthoc.create("beta:parameters=am").fit(zv, yv)
+    assert torch.equal(platt.coef_, beta.coef_)
+    pv = softmax(zv)
+    conf = np.clip(pv.max(1), np.finfo(float).eps, 1 - np.finfo(float).eps)
+    lr = LogisticRegression(penalty=None, tol=1e-12, max_iter=10_000)
+    lr.fit(np.log(conf / (1 - conf))[:, None], pv.argmax(1) == yv)
+    a, _, c = platt.coef_[0].tolist()
+    assert a == pytest.approx(lr.coef_[0, 0], abs=1e-5)
+    assert c == pytest.approx(lr.intercept_[0], abs=1e-5)
+    with pytest.raises(ValueError, match="no parameter 'parameters'; valid: mode, clip"):
+        posthoc.create("platt:parameters=abm")

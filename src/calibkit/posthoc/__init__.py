@@ -19,7 +19,13 @@ from .affine import (
 )
 from .anomalies import CalibrationWarning
 from .base import Calibrator, Evidence, FitReport, Method, NotFittedError
-from .binning import BetaCalibration, HistogramBinning, IsotonicCalibration, ScalingBinning
+from .binning import (
+    BetaCalibration,
+    HistogramBinning,
+    IsotonicCalibration,
+    PlattScaling,
+    ScalingBinning,
+)
 from .clamping import ClampingDivergedError, NeuralClamping
 from .maccal import MacCal
 from .model import CalibratedModel
@@ -39,13 +45,14 @@ for _cls in (
     HistogramBinning,
     IsotonicCalibration,
     BetaCalibration,
+    PlattScaling,
     ScalingBinning,
     NeuralClamping,
     MacCal,
 ):
     REGISTRY.register(_cls.name)(_cls)
 #: the names other libraries and papers use (docs/posthoc.md): "dirichlet" is Dir-ODIR, the
-#: regulariser Kull et al. 2019 recommend; Platt's sigmoid is not a calibkit method
+#: regulariser Kull et al. 2019 recommend; scikit-learn's "sigmoid" is Platt scaling
 for _name, *_others in (
     ("ts", "temperature", "temperature-scaling", "TemperatureScaling"),
     ("ts-grid", "temperature-grid"),
@@ -56,6 +63,7 @@ for _name, *_others in (
     ("hist-binning", "histogram", "histogram-binning", "HistogramBinning"),
     ("isotonic", "isotonic-regression", "IsotonicRegression"),
     ("beta", "beta-calibration", "BetaCalibration"),
+    ("platt", "sigmoid", "platt-scaling", "PlattScaling", "logistic-calibration"),
     ("neural-clamping", "NeuralClamping"),
     ("maccal", "mac-cal-stage-2"),
 ):
@@ -106,6 +114,7 @@ __all__ = [
     "ModelCalibrator",
     "NeuralClamping",
     "NotFittedError",
+    "PlattScaling",
     "ScalingBinning",
     "TemperatureGrid",
     "TemperatureScaling",

@@ -461,3 +461,20 @@ class BetaCalibration(_ConfidenceMap):
         a, b, c = self.coef_[column].to(values.device)
         lp, lq = _beta_features(values, self.clip)
         return torch.sigmoid(a * lp + b * lq + c)
+
+
+class PlattScaling(BetaCalibration):
+    """Platt scaling (logistic calibration) of each confidence's log-odds:
+    σ(a · ln(p/(1 − p)) + c), fitted by maximum likelihood, top-label or one-vs-rest. It is
+    beta calibration with a = b (Kull et al. 2017, §3), the form scikit-learn's
+    ``CalibratedClassifierCV(method="sigmoid")`` fits on a classifier's scores."""
+
+    name = "platt"
+    about = "Platt scaling: σ(a · logit(p) + c) of each confidence (beta calibration with a = b)."
+
+    def __init__(self, *, mode: str = "top-label", clip: float = FLOAT64_EPS) -> None:
+        super().__init__(mode=mode, parameters="am", clip=clip)
+
+    @classmethod
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        return super()._check(s | {"parameters": "am"})
