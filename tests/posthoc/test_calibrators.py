@@ -437,3 +437,31 @@ def test_the_hundred_class_grid_of_docs_real_extends_past_its_top():
         m: (m.predict_proba(z[test]).argmax(1) == y[test]).double().mean() for m in (fixed, grown)
     }
     assert acc[fixed] < base - 0.02 and acc[grown] > base - 0.01
+
+
+@pytest.mark.parametrize("name", posthoc.names("logits"))
+def test_state_dict_of_a_calibrated_model_keeps_the_calibration(split, tmp_path, name):
+    """Issue 42 §5: torch.save(state_dict()) then load_state_dict into a CalibratedModel
+    built with an unfitted calibrator of the same method gives the same outputs."""
+    z, y, zt, _ = split
+    net = torch.nn.Linear(5, 5).double()
+    fitted = posthoc.CalibratedModel(net, posthoc.create(spec(name)).fit(z, y))
+    torch.save(fitted.state_dict(), tmp_path / "m.pt")
+    back = posthoc.CalibratedModel(torch.nn.Linear(5, 5).double(), posthoc.create(name))
+    back.load_state_dict(torch.load(tmp_path / "m.pt", weights_only=True))
+    assert torch.equal(back(zt), fitted(zt))
+    assert back.calibrator.fit_report_ == fitted.calibrator.fit_report_
+    other = "isotonic" if name != "isotonic" else "ts"
+    wrong = posthoc.CalibratedModel(torch.nn.Linear(5, 5).double(), posthoc.create(other))
+    with pytest.raises(ValueError, match=f"not {other!r}"):
+        wrong.load_state_dict(torch.load(tmp_path / "m.pt", weights_only=True))
+
+
+def test_repr_shows_settings_and_what_was_learned(split):
+    z, y, *_ = split
+    assert repr(posthoc.create("ts")).endswith("not fitted)")
+    ts = posthoc.create("ts").fit(z, y)
+    assert f"temperature_={float(ts.temperature_):.4g}" in repr(ts)
+    assert "edges_: (1, 16)" in repr(posthoc.create("hist-binning").fit(z, y))
+    with pytest.raises(posthoc.NotFittedError):
+        posthoc.CalibratedModel(torch.nn.Identity(), posthoc.create("ts"))(z)

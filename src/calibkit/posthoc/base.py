@@ -200,6 +200,59 @@ class Method(nn.Module):
         if not self.fitted:
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
+    # ------------------------------------------------------------------ torch's own ways
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """What ``fit`` learned, in ``state_dict()``: so ``torch.save(module.state_dict())``
+        of a module holding a calibrator (a :class:`CalibratedModel`) keeps the calibration,
+        and ``load_state_dict`` into one built with an unfitted calibrator of the same
+        method restores it. Empty before ``fit``. Plain types and tensors only, so
+        ``torch.load(..., weights_only=True)`` reads it."""
+        if not self.fitted:
+            return {}
+        return {
+            "method": self.name,
+            "settings": self.settings(),
+            "tensors": dict(self.state_tensors()),
+            "learned": self.learned(),
+            "n_classes": getattr(self, "n_classes_", None),
+            "fit_report": asdict(self.fit_report_),
+        }
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`get_extra_state` saved; the method must be the same, and the
+        restored state passes the checks a loaded file passes."""
+        if not state:
+            return
+        if state.get("method") != self.name:
+            raise ValueError(
+                f"the state is of calibrator {state.get('method')!r}, not {self.name!r}"
+            )
+        settings = type(self).check_settings(**state["settings"])
+        for k, v in settings.items():
+            setattr(self, k, v)
+        if state["n_classes"] is not None:
+            self.n_classes_ = state["n_classes"]
+        self._load(state["tensors"], state["learned"])
+        self.fit_report_ = FitReport(**state["fit_report"])
+        problem = loaded_problem(self, state["tensors"])
+        if problem:
+            raise ValueError(f"the {self.name} state does not hold: {problem}")
+
+    def extra_repr(self) -> str:
+        """Settings, then what ``fit`` learned: small tensors by value, others by shape."""
+        parts = [f"{k}={v!r}" for k, v in self.settings().items()]
+        if not self.fitted:
+            return ", ".join([*parts, "not fitted"])
+        for k, v in self.state_tensors().items():
+            if v.numel() <= 4:
+                shown = ", ".join(f"{x:.4g}" for x in v.detach().flatten().tolist())
+                parts.append(f"{k}={shown}")
+            else:
+                parts.append(f"{k}: {tuple(v.shape)}")
+        parts += [f"{k}={v!r}" for k, v in self.learned().items() if v is not None]
+        return ", ".join(parts)
+
     # ------------------------------------------------------------------ the harness's calls
 
     def fit_on(self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None) -> Method:

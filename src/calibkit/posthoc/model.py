@@ -11,13 +11,18 @@ from .base import Calibrator
 class CalibratedModel(nn.Module):
     """``calibrator(model(x))``: calibrated logits (or log-probabilities) from inputs.
 
-    The model is put in eval mode by ``eval()`` as usual; the calibrator must be fitted.
+    The model is put in eval mode by ``eval()`` as usual. ``state_dict()`` holds the
+    network's weights and the calibrator's fitted state (``Method.get_extra_state``), so::
+
+        torch.save(CalibratedModel(net, ts).state_dict(), "deploy.pt")
+        back = CalibratedModel(make_net(), posthoc.create("ts"))  # an unfitted calibrator
+        back.load_state_dict(torch.load("deploy.pt", weights_only=True))
+
+    restores both. Calling an unfitted one raises ``NotFittedError``.
     """
 
     def __init__(self, model: nn.Module, calibrator: Calibrator) -> None:
         super().__init__()
-        if calibrator.n_classes_ is None:
-            calibrator._check_apply(torch.zeros(1, 1))  # raises the not-fitted error
         self.model, self.calibrator = model, calibrator
 
     def forward(self, x: Tensor) -> Tensor:
