@@ -39,12 +39,19 @@ class Digits(L.LightningModule):
         self.net = torch.nn.Linear(64, 10)
         self.style = style
 
+    def forward(self, x):
+        return self.net(x)
+
     def training_step(self, batch, batch_idx):
         x, y = batch
         return torch.nn.functional.cross_entropy(self.net(x), y)
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
+        if self.style in ("log-only", "log-only-no-forward"):  # the usual step: logs, returns None
+            z = self(x) if self.style == "log-only" else self.net(x)
+            self.log("val_loss", torch.nn.functional.cross_entropy(z, y))
+            return None
         z = self.net(x)
         if self.style == "dict":
             return {"logits": z, "labels": y}
@@ -91,7 +98,7 @@ def _logged(trainer) -> list[dict[str, float]]:
     return [{k: float(v) for k, v in r.items() if v} for r in rows]
 
 
-@pytest.mark.parametrize("style", ["dict", "pair", "tensor"])
+@pytest.mark.parametrize("style", ["dict", "pair", "tensor", "log-only"])
 def test_logs_calibkit_metrics_each_epoch(tmp_path, style):
     torch.manual_seed(0)
     model = Digits(style)
@@ -229,3 +236,21 @@ def test_two_ddp_processes_log_the_whole_validation_set(tmp_path):
     assert last["val/aece"] == pytest.approx(M.aece(z, yv), rel=1e-6)
     half = M.ece(z[::2], yv[::2])  # what one rank alone would log
     assert abs(last["val/ece"] - half) > 1e-6
+
+
+def test_a_step_without_forward_or_return_is_refused_and_no_logger_writes_no_file(
+    tmp_path, monkeypatch
+):
+    """Issue 42 §5: logger=False writes no PNG into the working folder; a step that returns
+    nothing and calls no forward of the module says what to do."""
+    monkeypatch.chdir(tmp_path)
+    callback = CalibrationCallback(["ece"])
+    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, callbacks=[callback],
+                        enable_progress_bar=False, enable_checkpointing=False,
+                        enable_model_summary=False)  # fmt: skip
+    trainer.fit(Digits("log-only"), *_loaders())
+    assert callback.diagrams == [] and list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="returned nothing and called no forward"):
+        _trainer(tmp_path, CalibrationCallback(["ece"])).fit(
+            Digits("log-only-no-forward"), *_loaders()
+        )

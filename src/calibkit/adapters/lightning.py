@@ -12,8 +12,10 @@ epoch, also handed to the logger when it can take a figure (TensorBoard's ``add_
 What ``validation_step`` returns is read as the logits (or probabilities, ``probs=True``)
 and labels of the batch: a dict with ``"logits"`` and ``"labels"`` (``"probs"`` also names
 the scores), a ``(logits, labels)`` pair, or a tensor of logits with the labels taken from
-the batch (``batch[1]`` or ``batch["labels"]``). Anything else: pass ``outputs=``, a function
-``(outputs, batch) -> (scores, labels)``.
+the batch (``batch[1]`` or ``batch["labels"]``). A step that returns nothing (the usual one,
+which only calls ``self.log``) is read through a forward hook: the output of the module's
+last ``forward`` call in the step is taken as the logits, with the labels from the batch.
+Anything else: pass ``outputs=``, a function ``(outputs, batch) -> (scores, labels)``.
 """
 
 from __future__ import annotations
@@ -63,6 +65,40 @@ def scores_and_labels(outputs: Any, batch: Any) -> tuple[Tensor, Tensor]:
     )
 
 
+class LastForward:
+    """The output of a module's last ``forward`` call, kept by a forward hook while
+    attached: what a validation step computed when it returns nothing."""
+
+    def __init__(self) -> None:
+        self._handle: Any = None
+        self._output: Any = None
+
+    def attach(self, module: torch.nn.Module) -> None:
+        self.detach()
+        self._handle = module.register_forward_hook(self._keep)
+
+    def _keep(self, module: Any, args: Any, output: Any) -> None:
+        self._output = output
+
+    def detach(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+        self._handle, self._output = None, None
+
+    def outputs(self, returned: Any) -> Any:
+        """``returned`` where the step returned something, else the last forward output
+        (taken, so a later step without a forward call cannot reuse it)."""
+        if returned is not None:
+            return returned
+        out, self._output = self._output, None
+        if out is None:
+            raise ValueError(
+                "validation_step returned nothing and called no forward of the module: return "
+                "the logits (or a dict with 'logits' and 'labels'), or pass outputs=fn"
+            )
+        return out
+
+
 class CalibrationCallback(Callback):
     """Log calibkit's metrics, and a reliability diagram, at the end of each validation.
 
@@ -71,7 +107,9 @@ class CalibrationCallback(Callback):
     ``binning``, ``probs``: as in :func:`calibkit.metrics.evaluate`. ``outputs``: how to
     read scores and labels from ``validation_step``'s return value and the batch.
     ``diagram``: draw the reliability diagram each epoch into ``diagram_dir`` (default
-    ``<trainer.log_dir>/reliability``) as ``epoch=NNN.png`` (:func:`figure_name`). With
+    ``<trainer.log_dir>/reliability``) as ``epoch=NNN.png`` (:func:`figure_name`); a
+    trainer without a logger (``logger=False``) has no log folder, so no file is written
+    there unless ``diagram_dir`` is given. With
     several validation loaders, each gets its own meter and its names end in
     ``/dataloader_idx_I``. ``trainer.test()`` logs the same metrics as ``test_prefix +
     name`` (``test/ece``), from ``test_step``'s outputs read the same way.
@@ -110,12 +148,15 @@ class CalibrationCallback(Callback):
         self.diagram_dir = None if diagram_dir is None else Path(diagram_dir)
         self.meters: dict[int, CalibrationMeter] = {}
         self.diagrams: list[Path] = []  # every figure written, in order
+        self._forward = LastForward()
 
     def on_validation_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self.meters = {}
+        self._forward.attach(pl_module)
 
     def on_test_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self.meters = {}
+        self._forward.attach(pl_module)
 
     def on_validation_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
@@ -130,15 +171,17 @@ class CalibrationCallback(Callback):
         self._update(outputs, batch, dataloader_idx)
 
     def _update(self, outputs: Any, batch: Any, dataloader_idx: int) -> None:
-        scores, labels = self.extract(outputs, batch)
+        scores, labels = self.extract(self._forward.outputs(outputs), batch)
         meter = self.meters.setdefault(dataloader_idx, CalibrationMeter(**self.settings))
         meter.update(_detached(scores), _detached(labels))
 
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._forward.detach()
         if not trainer.sanity_checking:
             self._log(trainer, pl_module, self.prefix)
 
     def on_test_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._forward.detach()
         self._log(trainer, pl_module, self.test_prefix)
 
     def _log(self, trainer: Any, pl_module: Any, prefix: str) -> None:
@@ -149,7 +192,8 @@ class CalibrationCallback(Callback):
             values = meter.compute()
             logged = {f"{prefix}{m}{suffix}": values[m] for m in self.metrics}
             pl_module.log_dict(logged, add_dataloader_idx=False)
-            if self.diagram and trainer.is_global_zero:
+            has_folder = self.diagram_dir is not None or bool(trainer.loggers)
+            if self.diagram and has_folder and trainer.is_global_zero:
                 self._draw(trainer, meter, prefix, suffix.replace("/", "-"))
 
     def _draw(self, trainer: Any, meter: CalibrationMeter, prefix: str, suffix: str) -> None:
@@ -207,20 +251,23 @@ class PostHocCallback(Callback):
         self.calibrator_: Any = None
         self._scores: list[Tensor] = []
         self._labels: list[Tensor] = []
+        self._forward = LastForward()
 
     def on_validation_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self._scores, self._labels = [], []
+        self._forward.attach(pl_module)
 
     def on_validation_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
         if dataloader_idx == 0:  # the first validation loader is the calibration split
-            scores, labels = self.extract(outputs, batch)
+            scores, labels = self.extract(self._forward.outputs(outputs), batch)
             self._scores.append(_detached(scores).float().cpu())
             self._labels.append(_detached(labels).long().cpu())
 
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._forward.detach()
         if trainer.sanity_checking or not self._scores or trainer.state.fn != "fit":
             return
         from .. import posthoc
