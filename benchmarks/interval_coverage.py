@@ -83,19 +83,25 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int, *, smooth:
     }  # fmt: skip
 
 
-def cells(quick: bool):
+def cells(quick: bool, cases: tuple[str, ...] = tuple(CASES)):
     sizes = {500: 60, 5_000: 30} if quick else REPLICATIONS
     for case, gamma in CASES.items():
+        if case not in cases:
+            continue
         for k in (10, 100):
             for n, reps in sizes.items():
                 yield case, gamma, n, k, reps
 
 
-def run(out: Path, boot: int, quick: bool, only: tuple[str, ...] | None = None) -> None:
+def run(
+    out: Path, boot: int, quick: bool, only: tuple[str, ...] | None = None,
+    cases: tuple[str, ...] = tuple(CASES),
+) -> None:  # fmt: skip
     """Every cell not yet in ``out``; ``only``: just these metrics (a study of its own, in
-    its own file)."""
+    its own file); ``cases``: just these models (one process per file: two processes can
+    share the cores, each writing its own file; ``--markdown`` reads several)."""
     done = {(c["case"], c["n"], c["k"], c["smooth"]) for c in read(out)}
-    for case, gamma, n, k, reps in cells(quick):
+    for case, gamma, n, k, reps in cells(quick, cases):
         for smooth in (False, True):
             if smooth and (k != 10 or n not in SMOOTH_SIZES or (only and "smooth_ece" not in only)):
                 continue
@@ -204,13 +210,15 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="print the tables and stop")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--metrics", default=None, help="comma-separated: only these metrics")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
     a = ap.parse_args()
     if a.markdown:
         print(markdown(a.out) + "\n\n" + choice_table(a.out))
         return
     torch.set_num_threads(a.threads)
     np.seterr(all="ignore")
-    run(a.out, a.bootstrap, a.quick, tuple(a.metrics.split(",")) if a.metrics else None)
+    only = tuple(a.metrics.split(",")) if a.metrics else None
+    run(a.out, a.bootstrap, a.quick, only, tuple(a.cases.split(",")))
     print(markdown(a.out) + "\n\n" + choice_table(a.out))
 
 

@@ -302,3 +302,19 @@ def test_the_terminal_bar_has_an_eta_when_each_step_takes_minutes():
         clock[0] += 60.0  # a run a minute
         bar.advance(task, 1)
     assert bar.tasks[0].time_remaining == pytest.approx(120.0)
+
+
+def test_version_names_the_row_scan_in_use(monkeypatch):
+    from click.testing import CliRunner
+
+    from calibkit.cli import cli
+    from calibkit.metrics import native_scan
+
+    monkeypatch.setenv(native_scan.ENV, "0")
+    out = CliRunner().invoke(cli, ["--version"])
+    assert out.exit_code == 0
+    assert out.output.splitlines()[1] == "row scan: PyTorch (CALIBKIT_NATIVE=0)"
+    monkeypatch.delenv(native_scan.ENV)
+    kernel = native_scan.kernel()
+    line = CliRunner().invoke(cli, ["--version"]).output.splitlines()[1]
+    assert line == (f"row scan: compiled ({kernel})" if kernel else line)

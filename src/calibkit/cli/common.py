@@ -97,8 +97,31 @@ def one_line_warning(message, category, filename, lineno, file=None, line=None) 
     click.echo(f"warning: {text[0]}", err=True)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: calibkit's version and which row scan serves the metrics."""
+    if not value or ctx.resilient_parsing:
+        return
+    from ..metrics import native_scan
+
+    kernel = native_scan.kernel()
+    scan = f"compiled ({kernel})" if kernel else "PyTorch"
+    why = "" if kernel else (
+        f" ({native_scan.ENV}=0)" if os.environ.get(native_scan.ENV, "").strip() == "0"
+        else " (the compiled scan is not built or this CPU lacks AVX2)"
+    )  # fmt: skip
+    click.echo(f"calibkit, version {__version__}\nrow scan: {scan}{why}")
+    ctx.exit()
+
+
 @click.group(cls=CalibkitGroup, context_settings=CONTEXT)
-@click.version_option(__version__, prog_name="calibkit")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and the row scan in use, and exit.",
+)
 def cli() -> None:
     """Measure, fix and benchmark the calibration of classifiers.
 
