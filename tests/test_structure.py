@@ -64,3 +64,37 @@ def test_the_scan_sees_a_loop_where_there_is_one(tmp_path):
         "calibkit.a": {"calibkit.b"},
         "calibkit.b": {"calibkit.a"},
     }
+
+
+def test_every_public_module_declares_what_it_exports():
+    """Issue 43: each module that is not private (``_name``) or a package ``__init__``
+    names its public API in ``__all__``, and ``__all__`` names only what it defines or
+    imports."""
+    missing, unknown = [], []
+    for name, path in _modules().items():
+        if path.name == "__main__.py" or (path.name.startswith("_") and path.name != "__init__.py"):
+            continue
+        tree = ast.parse(path.read_text())
+        declared = [n for n in tree.body if isinstance(n, ast.Assign)
+                    and any(getattr(t, "id", None) == "__all__" for t in n.targets)]  # fmt: skip
+        if not declared:
+            if path.name != "__init__.py":
+                missing.append(name)
+            continue
+        bound = set()
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Try):
+                for inner in ast.walk(node):
+                    if isinstance(inner, ast.Import | ast.ImportFrom):
+                        bound |= {(a.asname or a.name).split(".")[0] for a in inner.names}
+        names = ast.literal_eval(declared[0].value)
+        unknown += [f"{name}.{n}" for n in names if n not in bound]
+    assert not missing, f"no __all__ in {missing}"
+    assert not unknown, f"__all__ names what the module does not bind: {unknown}"

@@ -21,6 +21,8 @@ import ctypes
 import ctypes.util
 import functools
 
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "retain_freed_memory"]
+
 _M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's <malloc.h>
 _M_MMAP_THRESHOLD = -3
 #: the largest mmap threshold glibc accepts on 64-bit systems (HEAP_MAX_SIZE / 2)

@@ -14,6 +14,8 @@ from torch import nn
 
 from .data.builtin import digits
 
+__all__ = ["digits_logits"]
+
 
 def digits_logits(*, seed: int = 0, epochs: int = 300) -> dict[str, np.ndarray]:
     """Train the demo MLP and return ``logits_val``, ``labels_val``, ``logits_test``,

@@ -43,6 +43,16 @@ from .io import atomic_write
 from .posthoc.base import Calibrator, Method
 from .posthoc.model import CalibratedModel
 
+__all__ = [
+    "INSTALL_HINT",
+    "OUTPUTS",
+    "ExportError",
+    "ExportMismatchError",
+    "Graph",
+    "run_onnx",
+    "to_onnx",
+]
+
 OUTPUTS = ("logits", "probs")
 INSTALL_HINT = "ONNX export needs onnx, onnxscript and onnxruntime: pip install 'calibkit[onnx]'"
 

@@ -36,6 +36,27 @@ from typing import IO, Any
 
 import numpy as np
 
+__all__ = [
+    "LABEL_NAMES",
+    "SCORE_EXTENSIONS",
+    "FileFormatError",
+    "atomic_write",
+    "check_distinct_splits",
+    "check_output",
+    "check_writable",
+    "file_lock",
+    "has_both_splits",
+    "load_scores",
+    "load_split",
+    "read_arrays",
+    "save_npz",
+    "split_keys",
+    "table_columns",
+    "write_files",
+    "write_section",
+    "write_text",
+]
+
 SCORE_EXTENSIONS = (".npz", ".npy", ".csv", ".parquet", ".pt", ".pth")
 
 

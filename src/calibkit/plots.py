@@ -7,6 +7,14 @@ from typing import Any
 
 import matplotlib
 
+__all__ = [
+    "FIGURE_FORMATS",
+    "count_label",
+    "draw_reliability",
+    "reliability_diagram",
+    "save_figure",
+]
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np

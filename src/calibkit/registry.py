@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+__all__ = ["Registry", "Spec", "SpecError", "T", "parse_spec", "split_specs"]
+
 T = TypeVar("T")
 
 _WORDS = {"true": True, "false": False, "none": None, "null": None}

@@ -43,6 +43,19 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+__all__ = [
+    "ENV",
+    "REFRESH",
+    "SMALL",
+    "F",
+    "for_work",
+    "set_threads",
+    "size_of",
+    "sized_by_first_argument",
+    "spare_cores",
+    "threads_for",
+]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: below this many elements of the work's main tensor, one thread (PyTorch's grain size)

@@ -38,6 +38,16 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 from ..metrics import CalibrationMeter
 from ..metrics.table import METRICS, SAMPLE_METRICS
 
+__all__ = [
+    "DEFAULT_METRICS",
+    "CalibrationCallback",
+    "Extract",
+    "LastForward",
+    "PostHocCallback",
+    "figure_name",
+    "scores_and_labels",
+]
+
 DEFAULT_METRICS = ("ece", "aece", "nll", "brier", "refinement_auroc")
 _STREAMED = tuple(m for m in METRICS if m != "optimal_ece")
 

@@ -36,6 +36,8 @@ from sklearn.utils.validation import check_is_fitted
 from .. import metrics, posthoc
 from ..metrics import table
 
+__all__ = ["METRIC_NAMES", "CalibratedClassifier", "CalibratedPair", "estimator", "scorer"]
+
 _CLASSES: dict[str, type] = {}
 
 

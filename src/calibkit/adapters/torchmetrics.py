@@ -40,6 +40,17 @@ from ..metrics.binning import BinScheme
 from ..metrics.functional import undefined_auroc_message
 from ..metrics.inputs import Runs, prepare
 
+__all__ = [
+    "AURC",
+    "ECE",
+    "MCE",
+    "AdaptiveECE",
+    "CalibrationError",
+    "MulticlassCalibrationError",
+    "RMSCalibrationError",
+    "RefinementAUROC",
+]
+
 
 class _BinnedCalibration(Metric):
     """The shared state and update; subclasses say what ``compute`` derives."""

@@ -24,6 +24,8 @@ from ..registry import Spec, parse_spec
 from ..training.throughput import flops_per_image
 from .runspec import BenchSpec
 
+__all__ = ["estimate", "images_per_second"]
+
 #: settings that only skip work an estimate does not need (decoding, channel statistics)
 _LIGHT = {"in_memory": False, "mean": 0.5, "std": 0.25}
 

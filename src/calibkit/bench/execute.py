@@ -34,6 +34,8 @@ from .runspec import RunSpec
 from .store import ALL
 from .verdicts import NESTED_METRICS
 
+__all__ = ["PHASES", "REPLICATES", "execute", "seeded"]
+
 #: bootstrap replicates of the test split kept per run and calibrator, for the verdicts'
 #: nested bootstrap over test rows (resample seed 0 for every run: paired across runs)
 REPLICATES = 200

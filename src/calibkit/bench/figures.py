@@ -16,6 +16,8 @@ from ..registry import parse_spec
 from .results import Results, short
 from .store import ALL
 
+__all__ = ["GRADIENT_LOSSES", "band", "build_figures", "pool_bins"]
+
 
 def build_figures(res: Results) -> dict[str, bytes]:
     """PNG bytes of every figure the store has data for."""

@@ -33,6 +33,24 @@ from ..registry import parse_spec
 from .results import Results, short
 from .store import ALL
 
+__all__ = [
+    "RANKED",
+    "Column",
+    "Table",
+    "calibrator_table",
+    "given_by",
+    "given_sections",
+    "history_table",
+    "methods_table",
+    "n_classes",
+    "network_mean",
+    "per_network_table",
+    "ranks_table",
+    "refinement_table",
+    "split_names",
+    "splits_table",
+]
+
 Table = list[list[str]]
 RANKED = ("ece", "classwise_ece", "nll", "brier", "accuracy")
 Column = tuple[str, str]

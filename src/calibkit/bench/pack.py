@@ -25,6 +25,8 @@ from ..training.packed import pack_key, train_packed
 from ..training.throughput import training_rate
 from .runspec import RunSpec
 
+__all__ = ["MAX_MEMBERS", "label", "packs", "train_pack", "trains_on_cuda"]
+
 #: most networks in one pack: the aggregate rate grows with the members (ResNet-20 on an
 #: H200: 13,577 images/s alone, 28,844 for 8 packed, 45,495 for 24; benchmarks/
 #: packed_speed.py), and so does memory (24 ResNet-20s at batch 128 take a few GiB)

@@ -51,6 +51,20 @@ from .results import Results, compare, method_class, short
 from .store import ALL, Store
 from .verdicts import premises_text, verdict_table
 
+__all__ = [
+    "ALPHA",
+    "CSS",
+    "NUMBER",
+    "TEST",
+    "anchor",
+    "anomaly_summary",
+    "anomaly_table",
+    "build_tables",
+    "html_table",
+    "markdown_table",
+    "write_report",
+]
+
 ALPHA = 0.05
 
 

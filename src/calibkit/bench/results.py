@@ -12,6 +12,8 @@ from .. import posthoc
 from ..registry import parse_spec
 from .store import ALL, Store
 
+__all__ = ["Results", "compare", "method_class", "short"]
+
 
 def compare(a: dict[int, float], b: dict[int, float]) -> tuple[float, str] | None:
     """p-value of ``a`` against ``b`` (values by seed) and the test's name: paired over the

@@ -42,6 +42,8 @@ from .pack import label, packs, train_pack, trains_on_cuda
 from .runspec import BenchSpec, RunSpec
 from .store import Store
 
+__all__ = ["RETRIES", "check_data", "folder_lock", "run_bench", "run_label", "worker_pool"]
+
 RETRIES = 2
 
 

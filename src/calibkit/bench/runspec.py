@@ -16,6 +16,8 @@ from typing import Any
 from ..registry import Spec
 from ..training.trainer import TrainConfig
 
+__all__ = ["GIVEN", "BenchSpec", "RunSpec"]
+
 
 def _hash(settings: dict[str, Any]) -> str:
     text = json.dumps(settings, sort_keys=True)

@@ -48,6 +48,18 @@ from ..registry import Registry, Spec
 from ..training.trainer import TrainConfig
 from .runspec import BenchSpec, RunSpec
 
+__all__ = [
+    "ENTRY_KEYS",
+    "MAX_VALUES",
+    "METHOD_KEYS",
+    "PRESETS",
+    "TOP_KEYS",
+    "TRAIN_KEYS",
+    "SpecError",
+    "load_spec",
+    "resolve",
+]
+
 PRESETS = Path(__file__).parent / "presets"
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule")
 TOP_KEYS = (

@@ -23,6 +23,17 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "ALL",
+    "APPLICATION_ID",
+    "COLUMNS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Store",
+    "StoreError",
+]
+
 SCHEMA_VERSION = 2
 TABLES = ("meta", "runs", "metrics", "history", "curves", "anomalies")
 

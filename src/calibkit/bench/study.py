@@ -31,6 +31,17 @@ from .results import Results, short
 from .store import ALL, Store
 from .verdicts import verdict_table
 
+__all__ = [
+    "STAGES",
+    "Table",
+    "calibratability_table",
+    "interval",
+    "network_table",
+    "rate_table",
+    "refinement_table",
+    "study_markdown",
+]
+
 Table = list[list[str]]
 #: (calibrator label, calibrator name in the store) of the calibratability columns
 STAGES = (("before", "uncalibrated"), ("TS", "ts"), ("HB", "hist-binning"))

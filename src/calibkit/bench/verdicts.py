@@ -45,6 +45,30 @@ from ..posthoc.anomalies import SANE_TEMPERATURE
 from ..registry import parse_spec
 from .store import ALL
 
+__all__ = [
+    "CLAIMS",
+    "HOLDS_HERE",
+    "INCONCLUSIVE",
+    "NESTED",
+    "NESTED_METRICS",
+    "NETWORK_CLAIMS",
+    "NONINFERIORITY_MARGIN",
+    "NOT_TESTABLE",
+    "NOT_TESTABLE_HERE",
+    "OVERCONFIDENT",
+    "OVERCONFIDENT_T",
+    "Claim",
+    "NetworkClaim",
+    "Premise",
+    "check_premise",
+    "judge",
+    "nested_p",
+    "network_verdicts",
+    "premises_text",
+    "verdict",
+    "verdict_table",
+]
+
 if TYPE_CHECKING:
     from .results import Results
 

@@ -13,6 +13,8 @@ import click
 
 from .common import CONTEXT, cli, console, echo_json, json_option, progress
 
+__all__ = ["bench", "report"]
+
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("spec", default="default")

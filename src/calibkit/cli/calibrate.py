@@ -27,6 +27,8 @@ from .common import (
 )
 from .progress import progress
 
+__all__ = ["apply", "calibrate", "calibrate_and_print", "fit", "methods"]
+
 
 @cli.command(context_settings=CONTEXT)
 @click.option(

@@ -22,6 +22,35 @@ from ..metrics.binning import BINNINGS
 from ..metrics.intervals import INTERVALS, describe
 from .progress import progress
 
+__all__ = [
+    "CONTEXT",
+    "KEY_OPTIONS",
+    "METRIC_OPTIONS",
+    "SEED",
+    "USER_ERRORS",
+    "CalibkitGroup",
+    "Terminated",
+    "bootstrap_option",
+    "cli",
+    "console",
+    "data_roots",
+    "device_option",
+    "echo_json",
+    "evaluate_and_report",
+    "json_option",
+    "key_options",
+    "metric_options",
+    "metric_rows",
+    "on_device",
+    "one_line_warning",
+    "options_named",
+    "pretrained_options",
+    "pretrained_or_run",
+    "print_result",
+    "split_option",
+    "strict_json",
+]
+
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 USER_ERRORS = (
     ValueError,

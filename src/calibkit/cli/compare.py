@@ -17,6 +17,8 @@ from .common import (
     progress,
 )
 
+__all__ = ["column_groups", "compare"]
+
 
 @cli.command(context_settings=CONTEXT)
 @click.option("--val", type=click.Path(dir_okay=False), help="Calibration split file.")

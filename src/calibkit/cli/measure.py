@@ -21,6 +21,8 @@ from .common import (
     split_option,
 )
 
+__all__ = ["demo", "evaluate"]
+
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("file", type=click.Path(dir_okay=False))

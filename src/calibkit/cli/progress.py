@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+__all__ = ["PROGRESS_EVERY", "progress", "terminal_bar"]
+
 #: seconds between two progress lines off a terminal
 PROGRESS_EVERY = 10.0
 

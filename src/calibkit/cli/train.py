@@ -15,6 +15,8 @@ from .calibrate import calibrate_and_print
 from .common import CONTEXT, cli, console, data_roots, echo_json, json_option, options_named
 from .progress import progress
 
+__all__ = ["config_of", "options_from", "train"]
+
 
 def options_from(config: type):
     """Decorator: one option per field of the dataclass ``config`` (``--field-name``), its

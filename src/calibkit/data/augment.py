@@ -13,6 +13,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+__all__ = ["AUGMENTATIONS", "augmentation", "crop_flip"]
+
 
 def crop_flip(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
     """Random padded crop and horizontal flip of (B, C, H, W) images."""

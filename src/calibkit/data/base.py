@@ -17,6 +17,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
+__all__ = [
+    "DECODED_KEPT",
+    "DataBundle",
+    "DataFileError",
+    "LazyImages",
+    "Split",
+    "hold_out",
+    "input_bounds",
+    "labels_tensor",
+    "nhwc_to_nchw",
+    "smaller_noisier",
+    "to_inputs",
+]
+
 
 class DataFileError(ValueError):
     """A dataset file that is missing or not in the expected format (one-line message)."""

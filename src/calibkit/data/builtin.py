@@ -34,6 +34,8 @@ from torch import Tensor
 
 from .base import DataBundle, Split, hold_out, smaller_noisier
 
+__all__ = ["DIGITS_SPLIT", "TOY_COVARIANCES", "digits", "gaussian_toy"]
+
 DIGITS_SPLIT = (1000, 300, 497)
 TOY_COVARIANCES = {"overlap": ((16.0, 4.0), (4.0, 9.0)), "paper": ((1.0, 0.0), (0.0, 1.0))}
 

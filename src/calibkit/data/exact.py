@@ -21,6 +21,8 @@ from .base import DataBundle, DataFileError, LazyImages, Split
 from .files import need_file, root_folder
 from .folders import class_tree
 
+__all__ = ["LAYOUT", "exact_images", "jpeg_positions"]
+
 LAYOUT = "test_exact_first1017.npz, test_labels_canonical.npy and test/<class>/<rank>.jpg"
 
 

@@ -43,6 +43,29 @@ from .base import (
     nhwc_to_nchw,
 )
 
+__all__ = [
+    "CIFAR10_STATS",
+    "CIFAR100_STATS",
+    "CORRUPTIONS",
+    "FASHION_MNIST_STATS",
+    "IDX_TYPES",
+    "IMAGENET_STATS",
+    "MNIST_STATS",
+    "SVHN_STATS",
+    "bloodmnist",
+    "cifar",
+    "cifar10_1",
+    "cifar10_2",
+    "cifar_c",
+    "idx_dataset",
+    "need_file",
+    "read_idx",
+    "read_python_batch",
+    "root_folder",
+    "svhn",
+    "tiny_imagenet",
+]
+
 CIFAR10_STATS = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 CIFAR100_STATS = ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 SVHN_STATS = ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))

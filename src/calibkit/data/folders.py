@@ -12,6 +12,8 @@ from .augment import augmentation
 from .base import DataBundle, DataFileError, LazyImages, Split, hold_out
 from .files import IMAGENET_STATS, root_folder
 
+__all__ = ["IMAGE_SUFFIXES", "channel_stats", "class_tree", "folder"]
+
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
 
 

@@ -12,6 +12,8 @@ from torch import Tensor, nn
 
 from .._checks import check_choice
 
+__all__ = ["REDUCTIONS", "Loss", "check_labels", "check_real", "soft_targets"]
+
 REDUCTIONS = ("mean", "sum", "none")
 
 

@@ -22,6 +22,16 @@ from torch import Tensor
 
 from .base import Loss, check_real
 
+__all__ = [
+    "MMCE",
+    "Brier",
+    "EntropyRegularised",
+    "LabelSmoothing",
+    "LogitL1",
+    "MarginLabelSmoothing",
+    "mmce_weighted",
+]
+
 
 def _ce(logits: Tensor, targets: Tensor) -> Tensor:
     return -(targets * torch.log_softmax(logits, 1)).sum(1)

@@ -28,6 +28,19 @@ from torch import Tensor
 
 from .base import Loss, check_real
 
+__all__ = [
+    "BSCE",
+    "BSCEGRA",
+    "FLSD53",
+    "CrossEntropy",
+    "DualFocal",
+    "DualFocalGRA",
+    "Focal",
+    "FocalGRA",
+    "InverseFocal",
+    "WeightedCE",
+]
+
 
 def _one_minus(logp: Tensor) -> Tensor:
     """1 − p from log p, in relative precision, floored away from 0."""

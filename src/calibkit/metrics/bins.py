@@ -12,6 +12,8 @@ from torch import Tensor
 
 from .binning import BinScheme
 
+__all__ = ["Bins", "bins_of"]
+
 
 @dataclass
 class Bins:

@@ -43,6 +43,8 @@ from .resample import (
 from .table import METRICS, OOD_METRICS
 from .temperatures import best_temperature, check_grid
 
+__all__ = ["EvaluationResult", "evaluate"]
+
 
 @dataclass
 class EvaluationResult:

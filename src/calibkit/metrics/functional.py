@@ -41,6 +41,28 @@ from .pairs import joint_cell_gaps, prepare_pair
 from .smooth import smooth_ece_batch
 from .temperatures import best_temperature, check_grid
 
+__all__ = [
+    "NLL_CLIPS",
+    "accuracy",
+    "aece",
+    "aurc",
+    "brier",
+    "classwise_ece",
+    "ece",
+    "ece_decomposition",
+    "entropy",
+    "ks_error",
+    "mce",
+    "nll",
+    "nll_clip_eps",
+    "optimal_ece",
+    "refinement_auroc",
+    "rms_ce",
+    "sce",
+    "smooth_ece",
+    "undefined_auroc_message",
+]
+
 #: Temperatures searched by :func:`optimal_ece` by default: 0.01, 0.02, ..., 10
 #: (the TS-grid of the Rethinking paper, whose §5.1 defines optimal ECE).
 

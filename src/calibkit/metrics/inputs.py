@@ -36,6 +36,8 @@ from . import native_scan
 from .binning import BinScheme
 from .scan import RowStats, scan_rows
 
+__all__ = ["BINARY_MODES", "Prepared", "Runs", "prepare", "prepare_scores"]
+
 BINARY_MODES = ("top-label", "positive")
 
 

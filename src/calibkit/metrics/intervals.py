@@ -31,6 +31,16 @@ import torch
 from scipy import stats
 from torch import Tensor
 
+__all__ = [
+    "INTERVALS",
+    "JACKKNIFE_GROUPS",
+    "acceleration",
+    "check_interval",
+    "describe",
+    "interval",
+    "jackknife_groups",
+]
+
 INTERVALS = ("auto", "percentile", "basic", "bca")
 #: groups of samples left out in turn to estimate BCa's acceleration
 JACKKNIFE_GROUPS = 20

@@ -39,6 +39,8 @@ from .inputs import BINARY_MODES, Runs, prepare
 from .smooth import smooth_ece_batch
 from .table import COMPUTED, Memo
 
+__all__ = ["CalibrationMeter"]
+
 _SCALARS = ("correct", "nll", "brier", "entropy")
 
 

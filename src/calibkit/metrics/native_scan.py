@@ -35,6 +35,8 @@ try:
 except ImportError:  # not compiled: the PyTorch scan serves
     _rowscan = None
 
+__all__ = ["ENV", "KERNELS", "PER_THREAD", "kernel", "runnable", "scan_logits", "usable"]
+
 ENV = "CALIBKIT_NATIVE"
 KERNELS = ("avx512", "avx2")
 #: at least this many values per thread: below it a thread costs more than it saves

@@ -13,6 +13,8 @@ from .._checks import check_choice
 from . import stats as st
 from .inputs import Prepared, Runs, prepare_scores
 
+__all__ = ["OOD_SCORES", "ood_aupr", "ood_auroc", "ood_fpr95", "ood_score"]
+
 
 def _f(t: Tensor) -> float:
     return float(t.reshape(-1)[0])

@@ -34,6 +34,8 @@ from .resample import (  # the evaluation's own steps, shared with the paired co
     _percentile,
 )
 
+__all__ = ["PairedComparison", "compare_nested", "compare_paired"]
+
 
 @dataclass
 class PairedComparison:

@@ -26,6 +26,8 @@ from torch import Tensor
 
 from .inputs import BINARY_MODES, Prepared, prepare
 
+__all__ = ["joint_cell_gaps", "prepare_pair"]
+
 _TOP_R = re.compile(r"top-([0-9]+)")
 
 

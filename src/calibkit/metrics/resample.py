@@ -28,6 +28,8 @@ from .ood import _fpr_at_tpr
 from .smooth import smooth_ece_batch
 from .table import COMPUTED, METRICS, OOD_METRICS, Memo, info
 
+__all__ = ["bootstrap_intervals", "bootstrap_replicates", "metric_values", "resample_chunks"]
+
 
 def _fmt(v: float) -> str:
     return "n/a" if v is None or math.isnan(v) else f"{v:.4f}"

@@ -36,6 +36,8 @@ from torch import Tensor
 from . import native_scan
 from .binning import BinScheme
 
+__all__ = ["CHUNK_VALUES", "RowStats", "scan_rows"]
+
 CHUNK_VALUES = 1 << 18
 
 

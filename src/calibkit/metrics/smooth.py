@@ -32,6 +32,8 @@ import math
 import torch
 from torch import Tensor
 
+__all__ = ["GRID", "SIGMA_MIN", "smooth_ece_batch"]
+
 SIGMA_MIN = 1e-3
 GRID = 2001
 

@@ -19,6 +19,30 @@ from torch import Tensor
 from .binning import BinScheme
 from .inputs import Prepared, Runs
 
+__all__ = [
+    "aece_from_runs",
+    "aupr_from_runs",
+    "aurc_from_runs",
+    "auroc_from_runs",
+    "binned_sums",
+    "classwise_ece_from_sums",
+    "classwise_squared_from_sums",
+    "classwise_sums",
+    "debiased_classwise_from_sums",
+    "debiased_ece_from_sums",
+    "debiased_l1_cells",
+    "ece_from_sums",
+    "equal_mass_sums",
+    "ks_from_runs",
+    "mce_from_sums",
+    "mean_stat",
+    "over_classes",
+    "over_under_from_sums",
+    "rms_from_sums",
+    "run_sums",
+    "topbin_sums",
+]
+
 
 def _wsum(values: Tensor, weights: Tensor | None) -> Tensor:
     """(B,) weighted sums of a per-sample vector (float64)."""

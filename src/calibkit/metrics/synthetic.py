@@ -42,6 +42,8 @@ from scipy import integrate, special, stats
 
 from .binning import BinScheme
 
+__all__ = ["TRUE_METRICS", "SyntheticClassifier"]
+
 #: the metrics :meth:`SyntheticClassifier.truth` gives: every metric with a bootstrap
 #: interval (optimal ECE has none)
 TRUE_METRICS = (

@@ -21,6 +21,28 @@ from torch import Tensor
 
 from . import stats as st
 
+__all__ = [
+    "BASIC",
+    "COMPARE",
+    "COMPUTED",
+    "HARNESS",
+    "METRICS",
+    "METRICS_TABLE",
+    "OOD_METRICS",
+    "SAMPLE_METRICS",
+    "SPREAD",
+    "M",
+    "Memo",
+    "MetricInfo",
+    "Statistics",
+    "direction",
+    "in_percent",
+    "info",
+    "mean_std",
+    "plus_minus",
+    "spread",
+]
+
 
 class Statistics(Protocol):
     """The shared statistics a metric is computed from, for B weighted resamples at once

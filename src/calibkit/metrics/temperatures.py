@@ -13,6 +13,15 @@ from torch import Tensor
 from .binning import BinScheme
 from .inputs import Prepared
 
+__all__ = [
+    "RETHINKING_GRID",
+    "TEMPERATURE_GRIDS",
+    "best_temperature",
+    "check_grid",
+    "ece_over_temperatures",
+    "preset_grid",
+]
+
 #: The temperature grids of the papers (docs/methods.md §2) as (n, d): T = k / d for k = 1..n,
 #: each the nearest double to its decimal value
 TEMPERATURE_GRIDS = {

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+__all__ = ["Classifier", "pooled"]
+
 
 class Classifier(nn.Module):
     """A ``features`` module producing (N, num_features), then a linear ``head``."""

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+__all__ = ["CheckpointError", "load_checkpoint", "read_state_dict"]
+
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not fit the model (one-line message)."""

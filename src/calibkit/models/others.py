@@ -20,6 +20,8 @@ from torch import Tensor, nn
 from .base import Classifier, pooled
 from .resnet import _init
 
+__all__ = ["DenseLayer", "cnn", "densenet121", "mlp", "vgg16"]
+
 
 class DenseLayer(nn.Module):
     """BN-ReLU-conv1x1 (4 x growth) → BN-ReLU-conv3x3 (growth), concatenated to the input."""

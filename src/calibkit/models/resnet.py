@@ -22,6 +22,8 @@ from torch.nn import functional as F
 
 from .base import Classifier, pooled
 
+__all__ = ["BasicBlock", "Bottleneck", "WideBlock", "cifar_resnet", "resnet50", "wrn"]
+
 
 def _conv3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, 3, stride, 1, bias=False)

@@ -34,6 +34,19 @@ from .._checks import check_positive_int
 from .affine_fit import CV_TOL, _features, fit_affine
 from .base import Calibrator, FitReport
 
+__all__ = [
+    "CV_MAX_ITER",
+    "DEFAULT_GRID",
+    "GRID_EXTENSIONS",
+    "SAMPLES_PER_PARAMETER",
+    "AffineCalibrator",
+    "DirichletL2",
+    "DirichletODIR",
+    "MatrixScaling",
+    "MatrixScalingODIR",
+    "VectorScaling",
+]
+
 DEFAULT_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
 #: Iteration cap of each cross-validation fit. The grid is walked from the strongest
 #: penalty to the weakest, each fit starting from its neighbour's solution, so most fits

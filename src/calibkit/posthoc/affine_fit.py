@@ -10,6 +10,8 @@ import math
 import torch
 from torch import Tensor
 
+__all__ = ["STALL_FACTOR", "fit_affine", "nll_and_grad"]
+
 #: Gradient tolerance (max |∂L/∂θ|) of the cross-validation fits, which only rank grid
 #: points, and of the final fit. Softmax ignores a constant added to every logit, so the
 #: unregularised objective is flat along those directions and tighter tolerances only

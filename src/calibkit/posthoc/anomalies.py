@@ -51,6 +51,22 @@ import torch
 
 from ..metrics.resample import metric_values
 
+__all__ = [
+    "ACCURACY_DROP",
+    "CHECKED",
+    "ECE_RISE",
+    "KINDS",
+    "NLL_RISE",
+    "SANE_TEMPERATURE",
+    "CalibrationWarning",
+    "check_calibrated",
+    "check_calibration_split",
+    "check_fit",
+    "check_method",
+    "checked_elsewhere",
+    "warn_flagged",
+]
+
 SANE_TEMPERATURE = (0.05, 20.0)
 ACCURACY_DROP = 0.02
 ECE_RISE = 0.05

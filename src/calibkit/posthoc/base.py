@@ -48,6 +48,8 @@ from .files import (
     write_checked,
 )
 
+__all__ = ["Calibrator", "Evidence", "FitDivergedError", "FitReport", "Method", "NotFittedError"]
+
 
 class NotFittedError(ValueError, AttributeError):
     """A calibrator was used before ``fit``."""

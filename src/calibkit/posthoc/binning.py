@@ -25,6 +25,20 @@ from .._checks import check_choice, check_positive_int
 from .base import Calibrator, FitReport
 from .temperature import fit_temperature
 
+__all__ = [
+    "BETA_MAX_ITER",
+    "BETA_PARAMETERS",
+    "FLOAT64_EPS",
+    "MODES",
+    "TINY",
+    "BetaCalibration",
+    "HistogramBinning",
+    "IsotonicCalibration",
+    "PlattScaling",
+    "ScalingBinning",
+    "replace_top",
+]
+
 MODES = ("top-label", "one-vs-rest")
 TINY = torch.finfo(torch.float64).tiny
 

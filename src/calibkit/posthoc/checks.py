@@ -12,6 +12,8 @@ from torch import Tensor
 from .._checks import as_labels
 from ..metrics.inputs import prepare_scores
 
+__all__ = ["check_fit_data", "next_up"]
+
 
 def next_up(x: Tensor) -> Tensor:
     """The next float32 above each float32 value (``torch.nextafter(x, inf)`` for finite x),

@@ -56,6 +56,15 @@ from ..metrics import functional as M
 from .base import FitDivergedError, FitReport
 from .model_level import ModelCalibrator
 
+__all__ = [
+    "CPU_INPUT_VALUES",
+    "TEMPERATURE_LIMITS",
+    "ClampingDivergedError",
+    "NeuralClamping",
+    "frozen",
+    "init_delta",
+]
+
 #: temperatures a fit may end at; outside it the fit is reported as diverged
 TEMPERATURE_LIMITS = (1e-2, 1e2)
 

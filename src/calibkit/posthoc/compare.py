@@ -34,6 +34,22 @@ from .anomalies import check_method, checked_elsewhere
 from .base import FitDivergedError
 from .checks import check_fit_data
 
+__all__ = [
+    "COLUMNS",
+    "MAX_PARAMETER_SHARE",
+    "anomaly_lines",
+    "best_per_column",
+    "cell",
+    "check_logits_methods",
+    "compare_methods",
+    "compare_resplit",
+    "default_methods",
+    "has_randomness",
+    "left_out_note",
+    "n_parameters",
+    "stratified_split",
+]
+
 #: Columns of the comparison, in order (the metrics table's ``COMPARE``); a column whose
 #: metric has no direction (entropy: Neural Clamping's "Entropy ↑") is shown, not ranked.
 COLUMNS = table.COMPARE

@@ -16,6 +16,17 @@ from torch import Tensor
 
 from ..io import FileFormatError, atomic_write
 
+__all__ = [
+    "FORMAT_VERSION",
+    "META_TYPES",
+    "PROBE_ROWS",
+    "check_meta",
+    "first_line",
+    "loaded_problem",
+    "read_checked",
+    "write_checked",
+]
+
 FORMAT_VERSION = 1
 
 

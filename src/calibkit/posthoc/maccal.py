@@ -54,6 +54,22 @@ from .base import Evidence, FitDivergedError, FitReport
 from .clamping import frozen
 from .model_level import ModelCalibrator
 
+__all__ = [
+    "ABLATIONS",
+    "ADAPTIVE",
+    "AUTO_BATCHES",
+    "CHUNK",
+    "MIN_STEPS",
+    "MacCal",
+    "MaskedHead",
+    "auto_batch",
+    "eta_at",
+    "features",
+    "masked_inference",
+    "masked_sgd_step",
+    "train_head",
+]
+
 ADAPTIVE = ("fixed", "static", "decaying")
 #: every row of MaC-Cal Table 5 as settings of :class:`MacCal`
 ABLATIONS: dict[str, dict[str, Any]] = {

@@ -7,6 +7,8 @@ from torch import Tensor, nn
 
 from .base import Calibrator
 
+__all__ = ["CalibratedModel"]
+
 
 class CalibratedModel(nn.Module):
     """``calibrator(model(x))``: calibrated logits (or log-probabilities) from inputs.

@@ -12,6 +12,8 @@ from torch import Tensor, nn
 
 from .base import Evidence, FitReport, Method
 
+__all__ = ["ModelCalibrator"]
+
 
 class ModelCalibrator(Method):
     """Base class of calibration methods that learn from a network and its inputs (Neural

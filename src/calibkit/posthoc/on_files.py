@@ -17,6 +17,8 @@ from ..metrics import evaluate
 from . import create
 from .base import Method
 
+__all__ = ["FileFit", "apply_file", "fit_file"]
+
 
 class FileFit(NamedTuple):
     """What :func:`fit_file` did: the fitted calibrator, the metrics of its calibration

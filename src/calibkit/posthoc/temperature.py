@@ -17,6 +17,16 @@ from ..metrics.inputs import Prepared
 from ..metrics.temperatures import best_temperature, check_grid, ece_over_temperatures, preset_grid
 from .base import Calibrator, FitReport
 
+__all__ = [
+    "EnsembleTemperatureScaling",
+    "TemperatureGrid",
+    "TemperatureScaling",
+    "check_bounds",
+    "fit_temperature",
+    "grid_values",
+    "temperature_problem",
+]
+
 
 def grid_values(grid: Any) -> Tensor:
     """A temperature grid from a preset name or a list of temperatures (float64)."""

@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+__all__ = ["mixup"]
+
 
 def mixup(
     x: Tensor, targets: Tensor, alpha: float, generator: torch.Generator, rng: np.random.Generator

@@ -15,6 +15,8 @@ from ..io import atomic_write
 from .config import TrainConfig, TrainingError
 from .recorders import LearnedEpochs
 
+__all__ = ["resume_state", "save_checkpoint"]
+
 
 def save_checkpoint(
     path: Path,

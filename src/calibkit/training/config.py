@@ -15,6 +15,8 @@ from .. import data, losses, models
 from ..registry import Spec, SpecError, parse_spec
 from . import schedule as schedules
 
+__all__ = ["RANGES", "TrainConfig", "TrainResult", "TrainingError", "pick_device"]
+
 
 class TrainingError(ValueError):
     """Training cannot go on (diverged loss, a resume that does not match): one line."""

@@ -51,6 +51,8 @@ from .trainer import (
     step_inputs,
 )
 
+__all__ = ["MEMBER_FIELDS", "NEXT", "pack_key", "stacked", "train_packed"]
+
 #: what the members of one packed run may set differently; every other setting is shared
 MEMBER_FIELDS = ("loss", "seed", "mixup")
 #: an epoch's checkpoint of a member before every member's is written (see :func:`_settle`)

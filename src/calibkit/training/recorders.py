@@ -22,6 +22,8 @@ from torch import Tensor, nn
 
 from ..losses.base import Loss, soft_targets
 
+__all__ = ["EpochTotals", "LearnedEpochs", "grad_norms"]
+
 
 class EpochTotals:
     """Sum of the loss, number of correct predictions and number of samples of an epoch.

@@ -38,6 +38,8 @@ from .trainer import (
     write_run,
 )  # fmt: skip
 
+__all__ = ["calibrate_run", "load_run", "pretrained_run", "run_evidence", "stage_one"]
+
 
 def _read_run(path: Path) -> dict[str, Any]:
     info = path / "run.json"

@@ -16,6 +16,8 @@ from typing import Any
 
 from ..registry import Registry
 
+__all__ = ["REGISTRY", "Schedule", "create", "lr_at", "milestones"]
+
 
 @dataclass(frozen=True)
 class Schedule:

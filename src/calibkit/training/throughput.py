@@ -20,6 +20,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .trainer import TrainResult
 
+__all__ = ["flops_per_image", "matmul_gflops", "training_rate"]
+
 
 def flops_per_image(model: torch.nn.Module, input_shape: tuple[int, ...]) -> float:
     """FLOP of one training image: forward and backward of ``model`` in training mode, per

@@ -51,6 +51,22 @@ from .checkpoints import resume_state, save_checkpoint
 from .config import TrainConfig, TrainingError, TrainResult, pick_device
 from .recorders import EpochTotals, LearnedEpochs, grad_norms
 
+__all__ = [
+    "CHECKPOINT",
+    "VAL_METRICS",
+    "EpochDraws",
+    "autocast",
+    "build",
+    "epoch_record",
+    "finish_run",
+    "predict",
+    "provenance",
+    "set_epoch_lr",
+    "step_inputs",
+    "train",
+    "write_run",
+]
+
 CHECKPOINT = "checkpoint.pt"
 
 
