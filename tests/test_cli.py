@@ -318,3 +318,23 @@ def test_version_names_the_row_scan_in_use(monkeypatch):
     kernel = native_scan.kernel()
     line = CliRunner().invoke(cli, ["--version"]).output.splitlines()[1]
     assert line == (f"row scan: compiled ({kernel})" if kernel else line)
+
+
+def test_help_imports_no_torch():
+    """Issue 42 §5: ``calibkit --help`` and each command's ``--help`` import neither PyTorch
+    nor scipy (benchmarks/cli_start.py times them)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from calibkit.cli import cli\n"
+        "for args in ([], ['train'], ['evaluate'], ['bench'], ['calibrate'], ['compare']):\n"
+        "    try:\n"
+        "        cli.main([*args, '--help'], standalone_mode=False)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in ('torch', 'scipy', 'numpy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

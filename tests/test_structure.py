@@ -88,6 +88,10 @@ def test_every_public_module_declares_what_it_exports():
             elif isinstance(node, ast.Assign | ast.AnnAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 bound |= {t.id for t in targets if isinstance(t, ast.Name)}
+                lazy = node.value  # __getattr__ = lazy_attributes(__name__, {name: module})
+                if isinstance(lazy, ast.Call) and any(isinstance(a, ast.Dict) for a in lazy.args):
+                    (table,) = [a for a in lazy.args if isinstance(a, ast.Dict)]
+                    bound |= {k.value for k in table.keys if isinstance(k, ast.Constant)}
             elif isinstance(node, ast.Import | ast.ImportFrom):
                 bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
             elif isinstance(node, ast.Try):
@@ -98,3 +102,18 @@ def test_every_public_module_declares_what_it_exports():
         unknown += [f"{name}.{n}" for n in names if n not in bound]
     assert not missing, f"no __all__ in {missing}"
     assert not unknown, f"__all__ names what the module does not bind: {unknown}"
+
+
+def test_lazy_package_attributes_are_the_real_objects():
+    import calibkit
+    import calibkit.training as training
+    from calibkit.metrics import evaluate
+    from calibkit.training.config import TrainConfig
+
+    assert calibkit.evaluate is evaluate and callable(calibkit.evaluate)
+    assert training.TrainConfig is TrainConfig
+    assert calibkit.metrics.__name__ == "calibkit.metrics"
+    import pytest
+
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        _ = calibkit.nothing

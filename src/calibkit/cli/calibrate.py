@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 from .common import (
     CONTEXT,
@@ -182,6 +185,8 @@ def apply(
 
 def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
     """A run's network (calibrated, for a calibrated run) and two test inputs to trace it."""
+    import torch
+
     from ..training.runs import run_evidence
 
     evidence, _ = run_evidence(run_dir, device="cpu")

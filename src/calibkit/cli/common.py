@@ -18,8 +18,7 @@ import click
 
 from .. import __version__
 from ..allocator import retain_freed_memory
-from ..metrics.binning import BINNINGS
-from ..metrics.intervals import INTERVALS, describe
+from ..conventions import BINNINGS, INTERVALS
 from .progress import progress
 
 __all__ = [
@@ -207,6 +206,8 @@ def print_result(result, title: str) -> None:
         f"({s['binning']}){extra}"
     )
     if ci:
+        from ..metrics.intervals import describe
+
         out.print(describe(s["interval"], result.intervals))
     for note in result.notes:
         out.print(f"note: {note}")

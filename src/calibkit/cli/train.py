@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..training.trainer import TrainConfig
+from ..training.config import TrainConfig
 from .calibrate import calibrate_and_print
 from .common import CONTEXT, cli, console, data_roots, echo_json, json_option, options_named
 from .progress import progress

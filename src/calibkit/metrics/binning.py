@@ -33,10 +33,10 @@ import torch
 from torch import Tensor
 
 from .._checks import check_choice, check_n_bins
+from ..conventions import BINNINGS
 
 __all__ = ["BINNINGS", "SEARCH_BELOW", "BinScheme"]
 
-BINNINGS = ("calibkit", "torchmetrics", "netcal", "kull")
 #: up to this many values a binary search over the edges is faster than the arithmetic
 #: index (2 cores: 0.012 against 0.100 ms at 3,000 values; the two cross near 30,000)
 SEARCH_BELOW = 30_000

@@ -26,10 +26,12 @@ intervals cover?"), measured on :class:`~calibkit.metrics.synthetic.SyntheticCla
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import torch
-from scipy import stats
 from torch import Tensor
+
+from ..conventions import INTERVALS
 
 __all__ = [
     "INTERVALS",
@@ -41,7 +43,6 @@ __all__ = [
     "jackknife_groups",
 ]
 
-INTERVALS = ("auto", "percentile", "basic", "bca")
 #: groups of samples left out in turn to estimate BCa's acceleration
 JACKKNIFE_GROUPS = 20
 
@@ -103,10 +104,11 @@ def interval(
     if method == "bca":
         below = float((v < estimate).sum() + 0.5 * (v == estimate).sum()) / v.numel()
         b = v.numel()
-        z0 = stats.norm.ppf(min(max(below, 1 / (b + 1)), b / (b + 1)))
+        normal = NormalDist()  # the standard library's: scipy.stats costs 0.8 s to import
+        z0 = normal.inv_cdf(min(max(below, 1 / (b + 1)), b / (b + 1)))
         a = 0.0 if jack is None else acceleration(jack)
-        z = stats.norm.ppf([alpha, 1 - alpha])
-        levels = stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
+        levels = [normal.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
+                  for z in (normal.inv_cdf(alpha), normal.inv_cdf(1 - alpha))]  # fmt: skip
     else:
         levels = [alpha, 1 - alpha]
     q = torch.quantile(v, torch.tensor(levels, dtype=torch.float64, device=v.device)).tolist()

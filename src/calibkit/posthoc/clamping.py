@@ -47,7 +47,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from scipy.optimize import minimize_scalar
 from torch import Tensor, nn
 
 from .._checks import check_choice, check_number, check_positive_int
@@ -284,6 +283,8 @@ def _fit_pool(
     ``history``; ``progress(e, n, record)`` is called after each epoch with the first γ's
     record.
     """
+    from scipy.optimize import minimize_scalar  # 0.4 s to import: only where it is used
+
     gen = torch.Generator().manual_seed(s["seed"])
     delta0 = init_delta(model, x, bounds, gen, s)
     z0 = _logits(model, x, delta0, torch.ones((), dtype=x.dtype))

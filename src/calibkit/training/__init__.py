@@ -7,10 +7,15 @@ Spec(name='bsce-gra', params=(('gamma', 2),))
 
 from __future__ import annotations
 
-from ..data.augment import crop_flip
-from .augment import mixup
-from .schedule import lr_at, milestones
-from .trainer import TrainConfig, TrainingError, TrainResult, build, predict, train
+from .._lazy import lazy_attributes
+
+# imported on first use: the CLI reads TrainConfig's fields without importing PyTorch
+__getattr__ = lazy_attributes(
+    __name__,
+    {"crop_flip": "..data.augment", "mixup": ".augment", "lr_at": ".schedule",
+     "milestones": ".schedule", "TrainConfig": ".config", "TrainingError": ".config",
+     "TrainResult": ".config", "build": ".trainer", "predict": ".trainer", "train": ".trainer"},
+)  # fmt: skip
 
 __all__ = [
     "TrainConfig",

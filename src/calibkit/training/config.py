@@ -6,14 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
-from .. import data, losses, models
 from ..registry import Spec, SpecError, parse_spec
-from . import schedule as schedules
+
+if TYPE_CHECKING:  # the registries and torch are imported where a config is checked or run:
+    import torch  # the CLI builds its options from the fields without importing PyTorch
+    from torch import nn
 
 __all__ = ["RANGES", "TrainConfig", "TrainResult", "TrainingError", "pick_device"]
 
@@ -84,6 +83,9 @@ class TrainConfig:
         pick_device(self.device)
         if self.checkpoint is not None and not Path(self.checkpoint).is_file():
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
+        from .. import data, losses, models
+        from . import schedule as schedules
+
         self.schedule = schedules.REGISTRY.check(self.schedule)
         self.loss = losses.REGISTRY.check(self.loss)  # losses are built to be checked
         self.model = models.REGISTRY.check(self.model)  # by signature: nothing is built or read
@@ -142,6 +144,10 @@ def _short(v: Any) -> str:
 
 
 def pick_device(name: str) -> torch.device:
+    """The device named ``name`` (``auto``: CUDA where available, else the CPU), checked
+    that it exists here and can train."""
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -163,6 +169,8 @@ def pick_device(name: str) -> torch.device:
 def _extra_split(spec: str | Spec) -> Spec:
     """An extra split's dataset spec, checked; its error names the option, since the same
     message about ``data`` would point at the wrong one."""
+    from .. import data
+
     try:
         return data.REGISTRY.check(spec)
     except SpecError as err:
