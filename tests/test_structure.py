@@ -117,3 +117,9 @@ def test_lazy_package_attributes_are_the_real_objects():
 
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         _ = calibkit.nothing
+
+
+def test_docs_architecture_lists_every_module():
+    text = (SRC.parents[1] / "docs" / "architecture.md").read_text()
+    missing = [name for name in _modules() if f"| `{name}` |" not in text]
+    assert not missing, f"docs/architecture.md, 'Every module', lacks {missing}"

@@ -1,3 +1,5 @@
+"""``python -m calibkit``: the command line (:mod:`calibkit.cli`)."""
+
 from .cli import main
 
 main()
