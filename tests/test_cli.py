@@ -338,3 +338,13 @@ def test_help_imports_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_evaluate_help_says_what_every_metric_is():
+    from click.testing import CliRunner
+
+    from calibkit.cli import cli
+    from calibkit.metrics import METRICS
+
+    text = CliRunner().invoke(cli, ["evaluate", "--help"]).output
+    assert [m for m in METRICS if m not in text] == []

@@ -205,6 +205,11 @@ def print_result(result, title: str) -> None:
         f"{result.n_samples} samples, {result.n_classes} classes, {s['n_bins']} bins "
         f"({s['binning']}){extra}"
     )
+    out.print(
+        "values are fractions (0.05 = 5 %), NLL in nats"
+        + ("; T*: the temperature whose scaling gives optimal_ece, the lowest ECE" if extra else "")
+        + "; what each metric is: `calibkit evaluate --help`, docs/metrics.md"
+    )
     if ci:
         from ..metrics.intervals import describe
 

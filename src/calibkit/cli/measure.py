@@ -70,6 +70,17 @@ def evaluate(
     .npy of scores followed by LABELS_FILE, a .npy of labels.
 
     \b
+    The metrics (fractions; docs/metrics.md defines each):
+      accuracy, nll (nats), brier, entropy    means over samples
+      ece, aece, mce, classwise_ece           binned calibration errors (equal-width,
+                                              equal-mass, worst bin, per class)
+      debiased_ece, debiased_classwise_ece    the same, less their small-sample bias
+      rms_ce, debiased_rms_ce, ks_error, smooth_ece   other calibration errors
+      refinement_auroc, aurc                  how well confidence ranks right over wrong
+      optimal_ece (T*)                        the lowest ECE any temperature gives
+      mean_confidence, gap, overconfident, underconfident   where the error comes from
+
+    \b
     Examples:
       calibkit evaluate run.npz --bootstrap 1000 --plot reliability.png
       calibkit evaluate logits.npy labels.npy --json
