@@ -209,8 +209,9 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     try:
         data = np.array(body, dtype=np.float64)
     except ValueError:
-        i, j = next((i, j) for i, row in enumerate(body) for j, v in enumerate(row)
-                    if not _is_number(v))  # fmt: skip
+        i, j = next(
+            (i, j) for i, row in enumerate(body) for j, v in enumerate(row) if not _is_number(v)
+        )
         raise FileFormatError(
             f"{path}: row {i + 2}, column {header[j]!r}: {body[i][j]!r} is not a number"
         ) from None

@@ -60,9 +60,13 @@ def reliability_diagram(
     n_bins = s["n_bins"]
     band = None if result.bins.band is None else result.bins.band[:, :n_bins]
     fig = draw_reliability(
-        result.bins, n_bins=n_bins, title=title, ax=ax, band=band,
+        result.bins,
+        n_bins=n_bins,
+        title=title,
+        ax=ax,
+        band=band,
         xlabel="confidence" if s["binary"] == "top-label" else "P(class 1)",
-    )  # fmt: skip
+    )
     if path is not None:
         save_figure(fig, path)
     return fig
@@ -163,8 +167,16 @@ def draw_reliability(
         bottom.set_ylim(0.5, count.max() * 8)
     for x, c in zip(lo[filled] + width[filled] / 2, count[filled], strict=True):
         # each bin's count over its bar: a bar of 3 samples is not read as a bar of 3,000
-        bottom.annotate(count_label(c), (x, c), xytext=(0, 1), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=6, color="0.2")  # fmt: skip
+        bottom.annotate(
+            count_label(c),
+            (x, c),
+            xytext=(0, 1),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=6,
+            color="0.2",
+        )
     bottom.axvline(mean_conf, color="#d62728", lw=1.2, label="mean confidence")
     bottom.axvline(accuracy, color="#3b75af", lw=1.2, ls="--", label="accuracy")
     bottom.set_xlabel(xlabel)

@@ -169,15 +169,25 @@ class CalibrationCallback(Callback):
         self._forward.attach(pl_module)
 
     def on_validation_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+        self,
+        trainer: Any,
+        pl_module: Any,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._update(outputs, batch, dataloader_idx)
 
     def on_test_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+        self,
+        trainer: Any,
+        pl_module: Any,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._update(outputs, batch, dataloader_idx)
 
     def _update(self, outputs: Any, batch: Any, dataloader_idx: int) -> None:
@@ -268,9 +278,14 @@ class PostHocCallback(Callback):
         self._forward.attach(pl_module)
 
     def on_validation_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+        self,
+        trainer: Any,
+        pl_module: Any,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if dataloader_idx == 0:  # the first validation loader is the calibration split
             scores, labels = self.extract(self._forward.outputs(outputs), batch)
             self._scores.append(_detached(scores).float().cpu())

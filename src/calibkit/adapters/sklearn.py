@@ -97,11 +97,16 @@ def estimator(name: str) -> type:
     cls = type(
         cls_name,
         (_CalibratorEstimator,),
-        {"__init__": __init__, "_method": name, "__module__": __name__, "__doc__": (
-            f"scikit-learn estimator of calibkit's {name!r} ({factory.__name__}); parameters: "
-            f"its settings. fit(X=logits, y=class indices)."
-        )},
-    )  # fmt: skip
+        {
+            "__init__": __init__,
+            "_method": name,
+            "__module__": __name__,
+            "__doc__": (
+                f"scikit-learn estimator of calibkit's {name!r} ({factory.__name__}); parameters: "
+                f"its settings. fit(X=logits, y=class indices)."
+            ),
+        },
+    )
     globals()[cls_name] = cls  # importable by name, so that it pickles
     _CLASSES[name] = cls
     return cls
@@ -140,8 +145,14 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     points at the caller's ``fit`` line.
     """
 
-    def __init__(self, estimator: Any = None, method: str = "ts", response: str = "auto",
-                 cv: Any = None, ensemble: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        estimator: Any = None,
+        method: str = "ts",
+        response: str = "auto",
+        cv: Any = None,
+        ensemble: bool = True,
+    ) -> None:
         self.estimator, self.method, self.response = estimator, method, response
         self.cv, self.ensemble = cv, ensemble
 
@@ -216,8 +227,9 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
                     "or ensemble=False"
                 )
             held_y = y[held]
-            self.pairs_.append((est, self._calibrate(self._scores(est, _safe_indexing(X, held)),
-                                                     held_y)))  # fmt: skip
+            self.pairs_.append(
+                (est, self._calibrate(self._scores(est, _safe_indexing(X, held)), held_y))
+            )
 
     @property
     def calibrator_(self) -> Any:
@@ -234,8 +246,10 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "pairs_")
-        probs = [cal.predict_proba(torch.as_tensor(self._scores(est, X))).numpy()
-                 for est, cal in self.pairs_]  # fmt: skip
+        probs = [
+            cal.predict_proba(torch.as_tensor(self._scores(est, X))).numpy()
+            for est, cal in self.pairs_
+        ]
         return np.mean(probs, axis=0)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:

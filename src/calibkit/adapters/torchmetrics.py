@@ -86,8 +86,9 @@ class _BinnedCalibration(Metric):
 
         sums, _ = self._sums()  # refuses an empty state in one line
         scheme = BinScheme.make(self.n_bins, self.binning, torch.float64)
-        fig = draw_reliability(bins_of(sums.detach().double().cpu(), scheme),
-                               n_bins=self.n_bins, ax=ax)  # fmt: skip
+        fig = draw_reliability(
+            bins_of(sums.detach().double().cpu(), scheme), n_bins=self.n_bins, ax=ax
+        )
         return fig, fig.axes
 
     def _sums(self) -> tuple[Tensor, float]:

@@ -41,9 +41,16 @@ def _sizes(dataset: str | Spec) -> tuple[int, int, tuple[int, ...], int]:
     return n_train, n_val, tuple(bundle.input_shape), bundle.num_classes
 
 
-def images_per_second(model: str | Spec, shape: tuple[int, ...], classes: int, batch: int,
-                      threads: int, steps: int = 3, device: str = "cpu",
-                      members: int = 1) -> float:  # fmt: skip
+def images_per_second(
+    model: str | Spec,
+    shape: tuple[int, ...],
+    classes: int,
+    batch: int,
+    threads: int,
+    steps: int = 3,
+    device: str = "cpu",
+    members: int = 1,
+) -> float:
     """Training images per second of ``model`` here, on ``device`` (best of ``steps`` timed
     steps, under the trainer's bf16 autocast on CUDA); with ``members`` > 1, of that many
     networks trained as one pack (:mod:`calibkit.training.packed`), counted over them all."""
@@ -54,8 +61,10 @@ def images_per_second(model: str | Spec, shape: tuple[int, ...], classes: int, b
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        nets = [models.create(model, num_classes=classes, input_shape=shape).to(dev)
-                for _ in range(members)]  # fmt: skip
+        nets = [
+            models.create(model, num_classes=classes, input_shape=shape).to(dev)
+            for _ in range(members)
+        ]
         x = torch.randn(members, batch, *shape, device=dev)
         y = torch.randint(0, classes, (members * batch,), device=dev)
         params, buffers, forward = stacked(nets)
@@ -121,5 +130,11 @@ def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
         row["gflop"] += epochs * n_train * flops[key] / 1e9
         row["images_per_s"] = rates[key]
     total = sum(r["seconds"] for r in by_model.values())
-    return {"models": by_model, "seconds": total / workers, "workers": workers,
-            "threads": threads, "device": device, "packed_members": members}  # fmt: skip
+    return {
+        "models": by_model,
+        "seconds": total / workers,
+        "workers": workers,
+        "threads": threads,
+        "device": device,
+        "packed_members": members,
+    }

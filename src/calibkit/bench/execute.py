@@ -139,10 +139,12 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
                 report(f"{name}: training")
                 with _phase(phases, "train"):
                     result = stage_one(
-                        run.train_config(), stage1, given=run.checkpoint is not None,
+                        run.train_config(),
+                        stage1,
+                        given=run.checkpoint is not None,
                         resume=(stage1 / "checkpoint.pt").exists(),
                         progress=_training_progress(name, report),
-                    )  # fmt: skip
+                    )
                 if result is not None:
                     write_text(rate, json.dumps(training_rate(result)))
         throughput = json.loads(rate.read_text()) if rate.exists() else {}
@@ -175,27 +177,32 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
                 continue
             first = size is None and split == "test"  # the bins and curves of the full fit
             values, r = _measure(
-                z, labels[split], ood if split == "test" else {},
+                z,
+                labels[split],
+                ood if split == "test" else {},
                 optimal=first and calibrator == "uncalibrated",
-            )  # fmt: skip
+            )
             for m, v in values.items():
                 metrics.append((split, calibrator, size or ALL, m, float(v)))
                 if split == "test" and m != "optimal_ece":
                     test[m] = float(v)
             if first:
                 curves.append(("test", calibrator, "bins", r.bins.to_dict()))
-                reps = bootstrap_replicates(z, labels[split], NESTED_METRICS, REPLICATES,
-                                            validate=False)  # fmt: skip
-                curves.append(("test", calibrator, "bootstrap",
-                               {m: v.tolist() for m, v in reps.items()}))  # fmt: skip
+                reps = bootstrap_replicates(
+                    z, labels[split], NESTED_METRICS, REPLICATES, validate=False
+                )
+                curves.append(
+                    ("test", calibrator, "bootstrap", {m: v.tolist() for m, v in reps.items()})
+                )
                 if calibrator == "uncalibrated":
                     curves.append(("test", calibrator, "confidence", _densities(z, labels[split])))
         return test
 
     plain = record("uncalibrated", None, logits)
     # a size at least the calibration split's is the whole split, stored as such (once)
-    sizes = list(dict.fromkeys(s if s is not None and s < len(yv) else None
-                               for s in run.calibration_sizes))  # fmt: skip
+    sizes = list(
+        dict.fromkeys(s if s is not None and s < len(yv) else None for s in run.calibration_sizes)
+    )
     for parsed in run.posthoc:
         spec = str(parsed)  # the store's name of the calibrator: its text, as the spec gave it
         method = seeded(parsed, run.seed)
@@ -220,8 +227,9 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
             temperature = getattr(cal, "temperature_", None)
             if temperature is not None:
                 metrics.append(("test", spec, size or ALL, "temperature", float(temperature)))
-            found = check_method(cal, plain, calibrated, logits_before=logits["test"],
-                                 logits_after=outputs["test"])  # fmt: skip
+            found = check_method(
+                cal, plain, calibrated, logits_before=logits["test"], logits_after=outputs["test"]
+            )
             anomalies += [(spec, size or ALL, kind, detail) for kind, detail in found]
     if run.record and run.trained:
         with _phase(phases, "measure"):

@@ -60,8 +60,11 @@ def build_figures(res: Results) -> dict[str, bytes]:
             pooled = pool_bins([bins[(k, cal)] for k in keys if (k, cal) in bins])
             draw_reliability(pooled, title=cal, ax=(top, bottom))
         seeds = len([k for k in keys if (k, cals[0]) in bins])
-        fig.suptitle(f"{res.baseline}, {short(column[0])} / {column[1]}, the test splits of "
-                     f"{seeds} seed{'s' * (seeds != 1)} pooled", fontsize=11)  # fmt: skip
+        fig.suptitle(
+            f"{res.baseline}, {short(column[0])} / {column[1]}, the test splits of "
+            f"{seeds} seed{'s' * (seeds != 1)} pooled",
+            fontsize=11,
+        )
         save(f"reliability {short(column[0])} {column[1]}", fig)
     densities = {k: d for k, _, _, d in res.store.curves("confidence")}
     xs = [(i + 0.5) / 40 for i in range(40)]
@@ -72,13 +75,20 @@ def build_figures(res: Results) -> dict[str, bytes]:
             single(
                 f"confidence {name} {column[1]}",
                 lambda ax, ds=dens: [
-                    ax.plot(xs, [statistics.mean(d[lab][i] / (sum(d[lab]) or 1) * 40 for d in ds)
-                                 for i in range(40)], label=lab)
+                    ax.plot(
+                        xs,
+                        [
+                            statistics.mean(d[lab][i] / (sum(d[lab]) or 1) * 40 for d in ds)
+                            for i in range(40)
+                        ],
+                        label=lab,
+                    )
                     for lab in ("correct", "incorrect")
                 ],
-                xlabel="confidence", ylabel="density",
+                xlabel="confidence",
+                ylabel="density",
                 title=f"Confidence, {res.baseline} ({name}), mean over {len(dens)} seeds",
-            )  # fmt: skip
+            )
         hists = [h for h in (res.store.history(k) for k in keys) if h]
         if hists:
             single(
@@ -87,10 +97,11 @@ def build_figures(res: Results) -> dict[str, bytes]:
                     band(ax, [[r[k] for r in h] for h in hs], [r["epoch"] for r in hs[0]], lab)
                     for k, lab in (("val_ece", "ECE"), ("val_optimal_ece", "optimal ECE"))
                 ],
-                xlabel="epoch", ylabel="validation",
+                xlabel="epoch",
+                ylabel="validation",
                 title=f"ECE over epochs, {res.baseline} ({name}): mean and range over "
                 f"{len(hists)} seeds",
-            )  # fmt: skip
+            )
     learned = {k: d for k, _, _, d in res.store.curves("learned_epoch")}
     for column, keys in every.items():
         key = keys[0]  # one network's samples: the lowest seed's
@@ -103,13 +114,21 @@ def build_figures(res: Results) -> dict[str, bytes]:
             single(
                 f"learned {short(column[0])} {column[1]}",
                 lambda ax, g=groups, sh=shown: [
-                    ax.hist(g[e], bins=30, density=True, histtype="step", lw=1.4,
-                            label=f"learned at epoch {e} (n={len(g[e])})") for e in sh
+                    ax.hist(
+                        g[e],
+                        bins=30,
+                        density=True,
+                        histtype="step",
+                        lw=1.4,
+                        label=f"learned at epoch {e} (n={len(g[e])})",
+                    )
+                    for e in sh
                 ],
-                xlabel="max logit", ylabel="density",
+                xlabel="max logit",
+                ylabel="density",
                 title=f"Max logit by learned epoch ({short(column[0])}, {res.baseline} seed "
                 f"{res.runs[key]['seed']})",
-            )  # fmt: skip
+            )
     for column in res.columns:
         data = _gradient_runs(res, column)
         if data:
@@ -118,9 +137,10 @@ def build_figures(res: Results) -> dict[str, bytes]:
                 lambda ax, data=data: [
                     ax.scatter(d["brier"], d["grad_norm"], s=4, alpha=0.5, label=m) for m, d in data
                 ],
-                xlabel="Brier score", ylabel="last-layer gradient norm",
+                xlabel="Brier score",
+                ylabel="last-layer gradient norm",
                 title=f"Gradient norm against Brier by loss ({short(column[0])})",
-            )  # fmt: skip
+            )
     for column in res.columns:
         curves = []
         for k, r in res.runs.items():
@@ -134,9 +154,10 @@ def build_figures(res: Results) -> dict[str, bytes]:
                 lambda ax, c=curves: [
                     ax.plot(range(1, len(q) + 1), q, lw=1, label=lab) for lab, q in c
                 ],
-                xlabel="stage-2 epoch", ylabel="q_t",
+                xlabel="stage-2 epoch",
+                ylabel="q_t",
                 title=f"MaC-Cal mask rate ({short(column[0])})",
-            )  # fmt: skip
+            )
     sizes = res.sizes()
     if len(sizes) > 1 and ref is not None:
         names = ["all" if s == ALL else str(s) for s in sizes]
@@ -152,11 +173,16 @@ def build_figures(res: Results) -> dict[str, bytes]:
                 single(
                     f"calibration size {short(column[0])} {column[1]}",
                     lambda ax, ls=lines: [ax.plot(names, y, marker="o", label=m) for m, y in ls],
-                    xlabel="calibration-set size", ylabel=f"test ECE after {short(ref)} (%)",
+                    xlabel="calibration-set size",
+                    ylabel=f"test ECE after {short(ref)} (%)",
                     title=f"ECE against calibration-set size ({short(column[0])})"
-                    + (f"\n{len(shown)} of {len(res.methods)} methods shown; every method is "
-                       "in the table beside it" if left > 0 else ""),
-                )  # fmt: skip
+                    + (
+                        f"\n{len(shown)} of {len(res.methods)} methods shown; every method is "
+                        "in the table beside it"
+                        if left > 0
+                        else ""
+                    ),
+                )
     return figures
 
 
@@ -170,9 +196,12 @@ def pool_bins(runs: list[dict]) -> dict:
             return math.nan
         return sum(r[field][j] * r["count"][j] for r in runs if r["count"][j]) / count[j]
 
-    return {"edges": runs[0]["edges"], "count": count,
-            "accuracy": [weighted("accuracy", j) for j in range(len(count))],
-            "confidence": [weighted("confidence", j) for j in range(len(count))]}  # fmt: skip
+    return {
+        "edges": runs[0]["edges"],
+        "count": count,
+        "accuracy": [weighted("accuracy", j) for j in range(len(count))],
+        "confidence": [weighted("confidence", j) for j in range(len(count))],
+    }
 
 
 def band(ax, series: list[list[float]], x: list[int], label: str) -> None:
@@ -181,8 +210,14 @@ def band(ax, series: list[list[float]], x: list[int], label: str) -> None:
     cols = [[s[i] for s in series] for i in range(n)]
     (line,) = ax.plot(x[:n], [statistics.mean(c) for c in cols], label=label)
     if len(series) > 1:
-        ax.fill_between(x[:n], [min(c) for c in cols], [max(c) for c in cols],
-                        color=line.get_color(), alpha=0.2, lw=0)  # fmt: skip
+        ax.fill_between(
+            x[:n],
+            [min(c) for c in cols],
+            [max(c) for c in cols],
+            color=line.get_color(),
+            alpha=0.2,
+            lw=0,
+        )
 
 
 def _baseline_runs(res: Results) -> dict[tuple[str, str], list[str]]:
@@ -206,8 +241,13 @@ def _gradient_runs(res: Results, column: tuple[str, str]) -> list[tuple[str, dic
     for k, r in sorted(res.runs.items(), key=lambda kv: kv[1]["seed"]):
         spec = r["spec"]
         loss = parse_spec(spec.get("loss", "ce")).name
-        if ((r["dataset"], r["model"]) != column or k not in data or spec.get("stage2")
-                or spec.get("mixup") or loss not in GRADIENT_LOSSES):  # fmt: skip
+        if (
+            (r["dataset"], r["model"]) != column
+            or k not in data
+            or spec.get("stage2")
+            or spec.get("mixup")
+            or loss not in GRADIENT_LOSSES
+        ):
             continue
         chosen.setdefault(loss, (r["method"], data[k]))
     return [chosen[loss] for loss in GRADIENT_LOSSES if loss in chosen]

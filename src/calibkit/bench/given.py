@@ -129,8 +129,14 @@ def ranks_table(res: Results, columns: list[Column]) -> Table:
 
 def per_network_table(res: Results, columns: list[Column]) -> Table:
     """Per network: accuracy, ECE before and after TS, the best ECE and classwise ECE."""
-    table = [["network", *map(spread, ("accuracy", "ECE uncal.", "ECE TS")), "best ECE",
-              "best classwise ECE"]]  # fmt: skip
+    table = [
+        [
+            "network",
+            *map(spread, ("accuracy", "ECE uncal.", "ECE TS")),
+            "best ECE",
+            "best classwise ECE",
+        ]
+    ]
     ts = res.reference() or posthoc.reference()
     for n in columns:
         seeds = lambda cal, m, n=n: res.seeds(res.baseline, n, "test", cal, ALL, m)  # noqa: E731
@@ -204,11 +210,18 @@ def calibrator_table(res: Results, column: Column) -> Table:
     """Every calibrator of the baseline method's runs in ``column`` on the test split; for
     an iterative fit with a history (Neural Clamping), its objective in the first and last
     epoch and the last epoch's change (a fit that has flattened changes by well under 1 %)."""
-    table = [["calibrator", *map(spread, ("ECE", "classwise ECE", "NLL", "accuracy", "T",
-                                          "fit seconds")),
-              "fit objective: first → last epoch (last change)"]]  # fmt: skip
-    keys = {k for k, r in res.runs.items()
-            if r["method"] == res.baseline and (r["dataset"], r["model"]) == column}  # fmt: skip
+    table = [
+        [
+            "calibrator",
+            *map(spread, ("ECE", "classwise ECE", "NLL", "accuracy", "T", "fit seconds")),
+            "fit objective: first → last epoch (last change)",
+        ]
+    ]
+    keys = {
+        k
+        for k, r in res.runs.items()
+        if r["method"] == res.baseline and (r["dataset"], r["model"]) == column
+    }
     curves = {}
     for key, _, cal, data in res.store.curves("fit_history"):
         if key in keys:
@@ -241,10 +254,16 @@ def _objective(history: list[dict]) -> str:
 def history_table(res: Results, column: Column) -> Table | None:
     """The per-epoch objective and temperature of every iterative fit (Neural Clamping) of
     the baseline's runs in ``column``: the curve that shows whether a fit has flattened."""
-    keys = {k: r["seed"] for k, r in res.runs.items()
-            if r["method"] == res.baseline and (r["dataset"], r["model"]) == column}  # fmt: skip
-    fits = [(f"{_label(cal)} (seed {keys[k]})", data)
-            for k, _, cal, data in res.store.curves("fit_history") if k in keys]  # fmt: skip
+    keys = {
+        k: r["seed"]
+        for k, r in res.runs.items()
+        if r["method"] == res.baseline and (r["dataset"], r["model"]) == column
+    }
+    fits = [
+        (f"{_label(cal)} (seed {keys[k]})", data)
+        for k, _, cal, data in res.store.curves("fit_history")
+        if k in keys
+    ]
     if not fits:
         return None
     head = ["epoch"] + [f"{name}: {what}" for name, _ in fits for what in ("objective", "T")]
@@ -271,8 +290,9 @@ def split_names(res: Results, column: Column) -> list[str]:
 def splits_table(res: Results, columns: list[Column]) -> Table:
     """Per network and split: accuracy, ECE and refinement AUROC, and ECE after TS (%)."""
     ts = res.reference() or posthoc.reference()
-    table = [["network", "split",
-              *map(spread, ("accuracy", "ECE", "refinement AUROC", "ECE after TS"))]]  # fmt: skip
+    table = [
+        ["network", "split", *map(spread, ("accuracy", "ECE", "refinement AUROC", "ECE after TS"))]
+    ]
     for n in columns:
         for split in split_names(res, n):
             get = lambda cal, m, s=split, n=n: res.seeds(res.baseline, n, s, cal, ALL, m)  # noqa: E731

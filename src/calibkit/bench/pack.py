@@ -76,8 +76,9 @@ def train_pack(
             return  # another process trained them meanwhile
         resume = all((f / "checkpoint.pt").exists() for f in folders)
         name = label(runs)
-        results = train_packed([r.train_config() for r in runs], folders, resume=resume,
-                               progress=_epochs(name, report))  # fmt: skip
+        results = train_packed(
+            [r.train_config() for r in runs], folders, resume=resume, progress=_epochs(name, report)
+        )
     rate = training_rate(results[0])  # the members share the steps: one rate for all
     for key in ("train_images_per_s", "train_gflops"):
         if key in rate:

@@ -68,8 +68,9 @@ __all__ = [
 ALPHA = 0.05
 
 
-def _table(res: Results, rows: list[str], cell, metric: str, base: str | None = None,
-           flag=None) -> list[list[str]]:  # fmt: skip
+def _table(
+    res: Results, rows: list[str], cell, metric: str, base: str | None = None, flag=None
+) -> list[list[str]]:
     """Rows × columns of ``cell(row, column) -> {seed: value}``. With ``base``, every other
     row is tested against that row (:func:`compare`) and marked † at p < ALPHA; ``flag(row,
     column)`` marks a cell ⚠. Bold: the best mean where the metric has a direction."""
@@ -138,9 +139,13 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
     if base is not None:
         for metric, label in (("ece", "test ECE (%)"), ("accuracy", "test accuracy (%)")):
             t[f"Post-hoc methods on {base}: {label} († differs from uncalibrated)"] = _table(
-                res, cals, lambda c, col, m=metric: res.by_seed(base, col, "test", c, ALL, m),
-                metric, "uncalibrated", lambda c, col: res.flagged(base, col, c),
-            )  # fmt: skip
+                res,
+                cals,
+                lambda c, col, m=metric: res.by_seed(base, col, "test", c, ALL, m),
+                metric,
+                "uncalibrated",
+                lambda c, col: res.flagged(base, col, c),
+            )
     if len(res.sizes()) > 1 and ref is not None and base is not None:
         sizes = res.sizes()
         label = {s: "all" if s == ALL else str(s) for s in sizes}
@@ -161,8 +166,17 @@ def anomaly_table(res: Results) -> list[list[str]]:
         r = res.runs.get(key)
         if r is None:
             continue
-        rows.append([r["method"], f"{short(r['dataset'])} / {r['model']}", str(r["seed"]), cal,
-                     "all" if size == ALL else str(size), kind, detail])  # fmt: skip
+        rows.append(
+            [
+                r["method"],
+                f"{short(r['dataset'])} / {r['model']}",
+                str(r["seed"]),
+                cal,
+                "all" if size == ALL else str(size),
+                kind,
+                detail,
+            ]
+        )
     return rows
 
 
@@ -190,8 +204,16 @@ def anomaly_summary(res: Results) -> list[list[str]]:
         shown = ", ".join(methods[:3]) + (
             f" and {len(methods) - 3} more" if len(methods) > 3 else ""
         )
-        rows.append([cal, kind, f"{g['n']} of {fits[cal] or g['n']}", shown,
-                     ", ".join(g["sizes"]), g["detail"]])  # fmt: skip
+        rows.append(
+            [
+                cal,
+                kind,
+                f"{g['n']} of {fits[cal] or g['n']}",
+                shown,
+                ", ".join(g["sizes"]),
+                g["detail"],
+            ]
+        )
     return rows
 
 
@@ -246,29 +268,48 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     figures = build_figures(res)
     n = len(res.runs)
     failed = store.runs("failed")
-    intro = (f"{n} finished runs: {len(res.methods)} training methods × {len(res.columns)} "
-             f"(dataset, model) pairs × seeds. Baseline: {res.baseline}. Values: mean ± std "
-             "over seeds, in % unless noted; best per column in bold where the metric has a "
-             "direction; † a significant difference from the baseline (the test is in each "
-             "caption); ⚠ a cell whose runs were flagged (see Anomalies).")  # fmt: skip
+    intro = (
+        f"{n} finished runs: {len(res.methods)} training methods × {len(res.columns)} "
+        f"(dataset, model) pairs × seeds. Baseline: {res.baseline}. Values: mean ± std "
+        "over seeds, in % unless noted; best per column in bold where the metric has a "
+        "direction; † a significant difference from the baseline (the test is in each "
+        "caption); ⚠ a cell whose runs were flagged (see Anomalies)."
+    )
     if failed:
         intro += f" {len(failed)} runs failed: " + "; ".join(
             f"{r['method']} seed {r['seed']} ({r['error']})" for r in failed[:5]
         )
     flagged = len(anomalies) - 1
-    sections: list[tuple[str, str, list[list[str]] | None]] = [
-        ("Verdicts", "One line per headline claim of the papers that this sweep can test, "
-         "with the premise it rests on; where the premise fails, the claim is not testable "
-         "here. " + premises_text(), verdicts),
-    ] + [(title, "", table) for title, table in tables.items()] + [
-        (title, "", table) for title, table in given_sections(res)  # networks trained elsewhere
-    ] + [
-        ("Anomalies", f"{flagged} fits flagged by the runs' checks, by calibrator and kind"
-         + (" (every one below the table): these numbers are not results to trust; the "
-            "kinds a method declares its nature (histogram binning's higher NLL) are not "
-            "flagged." if flagged else "."),
-         anomaly_summary(res) if flagged else None),
-    ]  # fmt: skip
+    sections: list[tuple[str, str, list[list[str]] | None]] = (
+        [
+            (
+                "Verdicts",
+                "One line per headline claim of the papers that this sweep can test, "
+                "with the premise it rests on; where the premise fails, the claim is not testable "
+                "here. " + premises_text(),
+                verdicts,
+            ),
+        ]
+        + [(title, "", table) for title, table in tables.items()]
+        + [
+            (title, "", table)
+            for title, table in given_sections(res)  # networks trained elsewhere
+        ]
+        + [
+            (
+                "Anomalies",
+                f"{flagged} fits flagged by the runs' checks, by calibrator and kind"
+                + (
+                    " (every one below the table): these numbers are not results to trust; the "
+                    "kinds a method declares its nature (histogram binning's higher NLL) are not "
+                    "flagged."
+                    if flagged
+                    else "."
+                ),
+                anomaly_summary(res) if flagged else None,
+            ),
+        ]
+    )
     titles = [title for title, _, _ in sections] + ["Figures"]
     md = ["# Calibration benchmark", "", intro, ""]
     md += [f"- [{t}](#{anchor(t)})" for t in titles] + [""]
@@ -290,8 +331,14 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
             page.append(html_table(table))
         if title == "Anomalies" and flagged:
             summary = f"Every flagged fit ({flagged})"
-            md += ["<details><summary>" + summary + "</summary>", "",
-                   markdown_table(anomalies), "", "</details>", ""]  # fmt: skip
+            md += [
+                "<details><summary>" + summary + "</summary>",
+                "",
+                markdown_table(anomalies),
+                "",
+                "</details>",
+                "",
+            ]
             page.append(f"<details><summary>{summary}</summary>{html_table(anomalies)}</details>")
     md.append("## Figures\n")
     page.append(f"<h2 id='{anchor('Figures')}'>Figures</h2>")

@@ -52,8 +52,9 @@ class Results:
             present.setdefault(r["method"], len(present))
         sweep = store.sweep() or {}
         spec_order = [m for m in sweep.get("methods", []) if m in present]
-        self.methods = spec_order + [m for m in sorted(present, key=present.get)
-                                     if m not in spec_order]  # fmt: skip
+        self.methods = spec_order + [
+            m for m in sorted(present, key=present.get) if m not in spec_order
+        ]
         baseline = sweep.get("baseline")
         if baseline not in present:
             baseline = "CE" if "CE" in present else self.methods[0] if self.methods else None
@@ -61,21 +62,25 @@ class Results:
         # a store written before a method declared a kind its nature still holds such rows
         self.anomalies = [a for a in store.anomalies() if not _expected(a[1], a[3])]
 
-    def by_seed(self, method: str, column: tuple[str, str], split: str, cal: str, size: int,
-                metric: str) -> dict[int, float]:  # fmt: skip
+    def by_seed(
+        self, method: str, column: tuple[str, str], split: str, cal: str, size: int, metric: str
+    ) -> dict[int, float]:
         return {
             r["seed"]: self.values[(k, split, cal, size, metric)]
             for k, r in self.runs.items()
-            if r["method"] == method and (r["dataset"], r["model"]) == column
+            if r["method"] == method
+            and (r["dataset"], r["model"]) == column
             and (k, split, cal, size, metric) in self.values
-        }  # fmt: skip
+        }
 
-    def seeds(self, method: str, column: tuple[str, str], split: str, cal: str, size: int,
-              metric: str) -> list[float]:  # fmt: skip
+    def seeds(
+        self, method: str, column: tuple[str, str], split: str, cal: str, size: int, metric: str
+    ) -> list[float]:
         return list(self.by_seed(method, column, split, cal, size, metric).values())
 
-    def replicates(self, method: str, column: tuple[str, str], cal: str,
-                   metric: str) -> dict[int, list[float]]:  # fmt: skip
+    def replicates(
+        self, method: str, column: tuple[str, str], cal: str, metric: str
+    ) -> dict[int, list[float]]:
         """Bootstrap replicates of ``metric`` on the test split by seed (runs that stored
         them: resample seed 0 in every run, so replicate b of two runs is paired)."""
         if not hasattr(self, "_replicates"):
@@ -89,8 +94,11 @@ class Results:
 
     def flagged(self, method: str, column: tuple[str, str], cal: str, size: int = ALL) -> bool:
         """Whether any run of ``method`` in ``column`` has an anomaly for ``cal``."""
-        keys = {k for k, r in self.runs.items()
-                if r["method"] == method and (r["dataset"], r["model"]) == column}  # fmt: skip
+        keys = {
+            k
+            for k, r in self.runs.items()
+            if r["method"] == method and (r["dataset"], r["model"]) == column
+        }
         return any(a[0] in keys and a[1] == cal and a[2] == size for a in self.anomalies)
 
     def calibrator(self, name: str) -> str | None:

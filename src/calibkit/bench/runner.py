@@ -114,8 +114,9 @@ def worker_pool(workers: int, reports: Any = None, gpus: int = 0) -> ProcessPool
         queue = ctx.Queue()
         for i in range(workers):
             queue.put(i % gpus)
-    return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_start,
-                               initargs=(os.getpid(), reports, queue))  # fmt: skip
+    return ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(), reports, queue)
+    )
 
 
 @contextmanager
@@ -197,9 +198,17 @@ def check_data(runs: list[RunSpec]) -> None:
             raise ValueError(f"data {spec}: {first}; nothing has run") from None
 
 
-def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | None,
-           db: str | Path | None, threads: int, progress: Any,
-           pack: bool | None) -> dict[str, int]:  # fmt: skip
+def _sweep(
+    spec: BenchSpec,
+    out: Path,
+    ray: Any,
+    workers: int,
+    address: str | None,
+    db: str | Path | None,
+    threads: int,
+    progress: Any,
+    pack: bool | None,
+) -> dict[str, int]:
     store = Store(db or out / "results.sqlite")
     store.set_sweep(spec.methods, spec.baseline)
     finished = store.done()
@@ -223,8 +232,13 @@ def _sweep(spec: BenchSpec, out: Path, ray: Any, workers: int, address: str | No
             store.write_run(_failed_row(run, result["failed"]), [])
             counts["failed"] += 1
         else:
-            store.write_run(result["run"], result["metrics"], result["history"], result["curves"],
-                            result.get("anomalies", ()))  # fmt: skip
+            store.write_run(
+                result["run"],
+                result["metrics"],
+                result["history"],
+                result["curves"],
+                result.get("anomalies", ()),
+            )
             counts["done"] += 1
         if progress is not None:
             progress(counts["skipped"] + counts["done"] + counts["failed"], counts["total"], run)
@@ -322,8 +336,9 @@ def _require_ray() -> Any:
     return ray
 
 
-def _run_ray(ray: Any, todo: list[RunSpec], out: Path, address: str | None, threads: int,
-             land) -> None:  # fmt: skip
+def _run_ray(
+    ray: Any, todo: list[RunSpec], out: Path, address: str | None, threads: int, land
+) -> None:
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0

@@ -62,9 +62,14 @@ class RunSpec:
 
     def store_row(self) -> dict[str, Any]:
         """What the store keeps of the run beside its numbers."""
-        return {"key": self.key, "spec": self.as_json() | {"key": self.key},
-                "dataset": str(self.dataset), "model": str(self.model), "method": self.method,
-                "seed": self.seed}  # fmt: skip
+        return {
+            "key": self.key,
+            "spec": self.as_json() | {"key": self.key},
+            "dataset": str(self.dataset),
+            "model": str(self.model),
+            "method": self.method,
+            "seed": self.seed,
+        }
 
     def _settings(self, names: tuple[str, ...] | None = None) -> dict[str, Any]:
         # the given-network fields enter the hash only when set: the keys of trained runs
@@ -92,11 +97,17 @@ class RunSpec:
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
-            data=self.dataset, model=self.model, loss=self.loss, mixup=self.mixup, seed=self.seed,
-            extra=list(self.splits), record_learned_epochs=self.record and self.trained,
+            data=self.dataset,
+            model=self.model,
+            loss=self.loss,
+            mixup=self.mixup,
+            seed=self.seed,
+            extra=list(self.splits),
+            record_learned_epochs=self.record and self.trained,
             record_grad_norms=[self.train["epochs"]] if self.record and self.trained else [],
-            checkpoint=self.checkpoint, **self.train,
-        )  # fmt: skip
+            checkpoint=self.checkpoint,
+            **self.train,
+        )
 
 
 #: the RunSpec fields of a given (not trained) network

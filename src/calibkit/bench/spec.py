@@ -110,8 +110,10 @@ def _plain(node: yaml.Node, path: str, lines: _Lines) -> Any:
     lines.at[path or "(top)"] = node.start_mark.line + 1
     lines.values += 1
     if lines.values > MAX_VALUES:
-        raise SpecError(f"{lines.source}: the spec expands to more than {MAX_VALUES:,} values "
-                        "(nested YAML aliases?); write it out")  # fmt: skip
+        raise SpecError(
+            f"{lines.source}: the spec expands to more than {MAX_VALUES:,} values "
+            "(nested YAML aliases?); write it out"
+        )
     if isinstance(node, yaml.MappingNode):
         out = {}
         merged: dict[str, Any] = {}
@@ -251,8 +253,9 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
             raise _fail(lines, f"methods[{i}].posthoc", f"{twice[0]} is in the spec's posthoc list")
     runs, where = [], {}
     for i, d in enumerate(_list(raw, "datasets", lines)):
-        for run in _entry_runs(d, lines, f"datasets[{i}]", methods, seeds, train, post, sizes,
-                               record):  # fmt: skip
+        for run in _entry_runs(
+            d, lines, f"datasets[{i}]", methods, seeds, train, post, sizes, record
+        ):
             if run.key in where:
                 what = f"{run.model} on {run.dataset} (method {run.method}, seed {run.seed})"
                 raise _fail(lines, f"datasets[{i}]", f"{what} is also in {where[run.key]}")
@@ -261,8 +264,9 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     order = [m["name"] for m in methods]
     baseline = raw.get("baseline", order[0])
     if baseline not in order:
-        raise _fail(lines, "baseline", f"{baseline!r} is not a method name; one of: "
-                    + ", ".join(order))  # fmt: skip
+        raise _fail(
+            lines, "baseline", f"{baseline!r} is not a method name; one of: " + ", ".join(order)
+        )
     name = raw.get("name", "bench")
     return BenchSpec(str(name), runs, lines.source, order, baseline)
 
@@ -320,9 +324,17 @@ def _network(model: Any, lines: _Lines, where: str) -> tuple[Spec, str | None]:
     return _checked(models.REGISTRY, model, lines, where), None
 
 
-def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]],
-                seeds: list[int], train: dict[str, Any], post: list[str],
-                sizes: list[int | None], record: bool) -> list[RunSpec]:  # fmt: skip
+def _entry_runs(
+    d: Any,
+    lines: _Lines,
+    where: str,
+    methods: list[dict[str, Any]],
+    seeds: list[int],
+    train: dict[str, Any],
+    post: list[str],
+    sizes: list[int | None],
+    record: bool,
+) -> list[RunSpec]:
     """The runs of one ``datasets`` entry: its networks × its methods × its seeds."""
     if not isinstance(d, dict) or ("data" in d) == ("logits" in d):
         raise _fail(lines, where, "expected a mapping with either 'data' and 'models' or 'logits'")
@@ -349,8 +361,11 @@ def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]]
             or isinstance(fraction, bool)
             or not (0 < fraction < 1)
         ):
-            raise _fail(lines, f"{where}.calibration_fraction",
-                        f"expected a fraction in (0, 1), got {fraction!r}")  # fmt: skip
+            raise _fail(
+                lines,
+                f"{where}.calibration_fraction",
+                f"expected a fraction in (0, 1), got {fraction!r}",
+            )
         networks = [(f, None) for f in _logits_files(d["logits"], lines, f"{where}.logits")]
         dataset = None
     else:
@@ -363,36 +378,64 @@ def _entry_runs(d: Any, lines: _Lines, where: str, methods: list[dict[str, Any]]
         )
         if "models" not in d:
             raise _fail(lines, where, "missing 'models': a list of model specs")
-        networks = [_network(m, lines, f"{where}.models[{j}]")
-                    for j, m in enumerate(_list(d, "models", lines, at=where))]  # fmt: skip
+        networks = [
+            _network(m, lines, f"{where}.models[{j}]")
+            for j, m in enumerate(_list(d, "models", lines, at=where))
+        ]
     runs = []
     for model, checkpoint in networks:
         given = dataset is None or checkpoint is not None
         for method in (m for m in methods if m["name"] in chosen):
             at = f"methods[{names.index(method['name'])}]"
             if given and (str(method["loss"]) != "ce" or method["mixup"]):
-                raise _fail(lines, at, f"{where} holds given networks (not trained here); "
-                            f"method {method['name']!r} sets a loss or mixup")  # fmt: skip
+                raise _fail(
+                    lines,
+                    at,
+                    f"{where} holds given networks (not trained here); "
+                    f"method {method['name']!r} sets a loss or mixup",
+                )
             if dataset is None and method["stage2"]:
-                raise _fail(lines, at, f"{where} holds logits files, without a network for "
-                            f"stage 2 ({method['stage2']})")  # fmt: skip
+                raise _fail(
+                    lines,
+                    at,
+                    f"{where} holds logits files, without a network for "
+                    f"stage 2 ({method['stage2']})",
+                )
             for seed in seeds:
                 common = dict(
-                    method=method["name"], loss=method["loss"], mixup=method["mixup"],
-                    stage2=method["stage2"], seed=seed, train=train,
+                    method=method["name"],
+                    loss=method["loss"],
+                    mixup=method["mixup"],
+                    stage2=method["stage2"],
+                    seed=seed,
+                    train=train,
                     posthoc=tuple(post) + tuple(extra) + method["posthoc"],
-                    calibration_sizes=tuple(sizes), record=record,
-                )  # fmt: skip
+                    calibration_sizes=tuple(sizes),
+                    record=record,
+                )
                 if dataset is None:
                     stem = Path(model).stem
                     name, _, net = stem.partition("_")
-                    runs.append(RunSpec(
-                        dataset=Spec(name), model=Spec(net or stem), splits=(), logits=model,
-                        calibration_fraction=float(fraction), **common,
-                    ))  # fmt: skip
+                    runs.append(
+                        RunSpec(
+                            dataset=Spec(name),
+                            model=Spec(net or stem),
+                            splits=(),
+                            logits=model,
+                            calibration_fraction=float(fraction),
+                            **common,
+                        )
+                    )
                 else:
-                    runs.append(RunSpec(dataset=dataset, model=model, splits=splits,
-                                        checkpoint=checkpoint, **common))  # fmt: skip
+                    runs.append(
+                        RunSpec(
+                            dataset=dataset,
+                            model=model,
+                            splits=splits,
+                            checkpoint=checkpoint,
+                            **common,
+                        )
+                    )
     return runs
 
 

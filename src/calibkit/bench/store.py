@@ -148,9 +148,8 @@ class Store:
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
         ours = app == APPLICATION_ID or (
-            app == 0 and version is not None
-            and all(columns[t] == COLUMNS[t] for t in TABLES[:5])
-        )  # fmt: skip
+            app == 0 and version is not None and all(columns[t] == COLUMNS[t] for t in TABLES[:5])
+        )
         if not ours:
             raise StoreError(
                 f"{self.path}: not a calibkit results store (another application's database); "
@@ -221,11 +220,20 @@ class Store:
         (calibrator, cal_size, kind, detail)."""
         key = run["key"]
         row = (
-            key, json.dumps(run["spec"], sort_keys=True), run.get("dataset"), run.get("model"),
-            run.get("method"), run.get("seed"), run.get("status", "done"), run.get("error"),
-            run.get("started"), run.get("finished", time.time()), run.get("seconds"),
-            json.dumps(run.get("provenance"), default=str), json.dumps(run.get("artefacts")),
-        )  # fmt: skip
+            key,
+            json.dumps(run["spec"], sort_keys=True),
+            run.get("dataset"),
+            run.get("model"),
+            run.get("method"),
+            run.get("seed"),
+            run.get("status", "done"),
+            run.get("error"),
+            run.get("started"),
+            run.get("finished", time.time()),
+            run.get("seconds"),
+            json.dumps(run.get("provenance"), default=str),
+            json.dumps(run.get("artefacts")),
+        )
         try:
             with closing(self._connect()) as con, con:
                 con.execute("BEGIN IMMEDIATE")

@@ -89,26 +89,47 @@ def refinement_table(res: Results, column: tuple[str, str]) -> Table:
     stages = [(label, res.calibrator(cal) or cal) for label, cal in STAGES]
     rows = [["method", *[f"refinement AUROC {label}" for label, _ in stages]]]
     for method in res.methods:
-        rows.append([method] + [
-            interval(res.seeds(method, column, "test", cal, ALL, "refinement_auroc"), 100)
-            for _, cal in stages
-        ])  # fmt: skip
+        rows.append(
+            [method]
+            + [
+                interval(res.seeds(method, column, "test", cal, ALL, "refinement_auroc"), 100)
+                for _, cal in stages
+            ]
+        )
     return rows
 
 
 def network_table(res: Results, column: tuple[str, str]) -> Table:
     """One row per trained network: accuracy, T, ECE before / after TS / after HB (%)."""
     ts, hb = res.calibrator("ts") or "ts", res.calibrator("hist-binning") or "hist-binning"
-    rows = [["method", "seed", "accuracy", "T", "ECE before", "ECE TS", "ECE HB", "NLL before",
-             "NLL TS", "refinement AUROC"]]  # fmt: skip
+    rows = [
+        [
+            "method",
+            "seed",
+            "accuracy",
+            "T",
+            "ECE before",
+            "ECE TS",
+            "ECE HB",
+            "NLL before",
+            "NLL TS",
+            "refinement AUROC",
+        ]
+    ]
     for method in res.methods:
         cells = {
             (cal, m): res.by_seed(method, column, "test", cal, ALL, m)
-            for cal, m in [("uncalibrated", "accuracy"), (ts, "temperature"),
-                           ("uncalibrated", "ece"), (ts, "ece"), (hb, "ece"),
-                           ("uncalibrated", "nll"), (ts, "nll"),
-                           ("uncalibrated", "refinement_auroc")]
-        }  # fmt: skip
+            for cal, m in [
+                ("uncalibrated", "accuracy"),
+                (ts, "temperature"),
+                ("uncalibrated", "ece"),
+                (ts, "ece"),
+                (hb, "ece"),
+                ("uncalibrated", "nll"),
+                (ts, "nll"),
+                ("uncalibrated", "refinement_auroc"),
+            ]
+        }
         for seed in sorted(cells["uncalibrated", "accuracy"]):
             row = [method, str(seed)]
             for (_, m), values in cells.items():
@@ -122,8 +143,17 @@ def rate_table(store: Store, res: Results) -> Table:
     """Per method: seconds per trained network (stage 1: its epochs, validation included),
     images per second, achieved GFLOP/s, the matrix product's GFLOP/s and their ratio. Runs
     that share a stage 1 (MaC-Cal on CE) count it once, under the method that trains it."""
-    rows = [["method", "networks", "seconds per network", "images/s", "training GFLOP/s",
-             "matmul GFLOP/s", "ratio"]]  # fmt: skip
+    rows = [
+        [
+            "method",
+            "networks",
+            "seconds per network",
+            "images/s",
+            "training GFLOP/s",
+            "matmul GFLOP/s",
+            "ratio",
+        ]
+    ]
     provenance = store.provenance()
     for method in res.methods:
         keys = [
@@ -133,13 +163,17 @@ def rate_table(store: Store, res: Results) -> Table:
             continue
         seconds = [sum(h.get("time", 0.0) for h in store.history(k)) for k in keys]
         rates = [provenance[k] for k in keys if "train_gflops" in provenance[k]]
-        rows.append([
-            method, str(len(keys)), interval(seconds, digits=0),
-            interval([r["train_images_per_s"] for r in rates], digits=0),
-            interval([r["train_gflops"] for r in rates], digits=1),
-            interval([r["matmul_gflops"] for r in rates], digits=1),
-            interval([r["train_gflops"] / r["matmul_gflops"] for r in rates]),
-        ])  # fmt: skip
+        rows.append(
+            [
+                method,
+                str(len(keys)),
+                interval(seconds, digits=0),
+                interval([r["train_images_per_s"] for r in rates], digits=0),
+                interval([r["train_gflops"] for r in rates], digits=1),
+                interval([r["matmul_gflops"] for r in rates], digits=1),
+                interval([r["train_gflops"] / r["matmul_gflops"] for r in rates]),
+            ]
+        )
     return rows
 
 
@@ -162,15 +196,25 @@ def study_markdown(db: str | Path) -> str:
         title = f"{short(column[0])} / {column[1]}"
         mine = [r[:2] + r[3:] for r in verdicts if r[2] in (title, "dataset / model")]
         md += [
-            f"### Verdicts ({title})", "", markdown_table(mine),
-            "", f"### Calibratability ({title}; Rethinking Table 2)", "",
-            "Mean over seeds [95 % t-interval]; ECE and classwise ECE in %, NLL in nats.", "",
-            markdown_table(calibratability_table(res, column)), "",
-            f"### Refinement ({title}; Dark Side)", "",
-            markdown_table(refinement_table(res, column)), "",
-            f"### Every network ({title})", "",
-            markdown_table(network_table(res, column)), "",
-        ]  # fmt: skip
+            f"### Verdicts ({title})",
+            "",
+            markdown_table(mine),
+            "",
+            f"### Calibratability ({title}; Rethinking Table 2)",
+            "",
+            "Mean over seeds [95 % t-interval]; ECE and classwise ECE in %, NLL in nats.",
+            "",
+            markdown_table(calibratability_table(res, column)),
+            "",
+            f"### Refinement ({title}; Dark Side)",
+            "",
+            markdown_table(refinement_table(res, column)),
+            "",
+            f"### Every network ({title})",
+            "",
+            markdown_table(network_table(res, column)),
+            "",
+        ]
     for title, table in given_sections(res):
         md += [f"### {title}", "", markdown_table(table), ""]
     if trained:

@@ -195,24 +195,40 @@ def _network_row(res: Results, claim: NetworkClaim, columns: list, label: str) -
     for split, name in (claim.better, claim.other):
         cal = name if name == "uncalibrated" else res.calibrator(name)
         specs.append(cal)
-        values = {} if cal is None else {
-            i: network_mean(res, c, split, cal, claim.metric) for i, c in enumerate(columns)
-        }  # fmt: skip
+        values = (
+            {}
+            if cal is None
+            else {i: network_mean(res, c, split, cal, claim.metric) for i, c in enumerate(columns)}
+        )
         sides.append({i: v for i, v in values.items() if math.isfinite(v)})
     a, b = sides
     shared = set(a) & set(b)
     if len(shared) < 2:
         return None
-    result, detail = judge(claim, {i: a[i] for i in shared}, {i: b[i] for i in shared},
-                           "networks", names=_network_names(claim))  # fmt: skip
+    result, detail = judge(
+        claim,
+        {i: a[i] for i in shared},
+        {i: b[i] for i in shared},
+        "networks",
+        names=_network_names(claim),
+    )
     kind = "logits files" if claim.given == "logits" else "pretrained"
     where = f"{len(shared)} networks{label} ({kind})"
-    spelled = [s for s, (_, name) in zip(specs, (claim.better, claim.other), strict=True)
-               if s not in (None, name, "uncalibrated")]  # fmt: skip
+    spelled = [
+        s
+        for s, (_, name) in zip(specs, (claim.better, claim.other), strict=True)
+        if s not in (None, name, "uncalibrated")
+    ]
     if spelled:
         where += "; " + ", ".join(f"`{s}`" for s in spelled)
-    return [claim.paper, claim.text, where, "none",
-            f"**{result}**" if result == "holds" else result, detail]  # fmt: skip
+    return [
+        claim.paper,
+        claim.text,
+        where,
+        "none",
+        f"**{result}**" if result == "holds" else result,
+        detail,
+    ]
 
 
 def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str | None:
@@ -252,8 +268,10 @@ def _side(res: Results, column, side, claim: Claim) -> tuple[dict[int, float], d
         cal = res.calibrator(side[1])
         if cal is None:
             return {}, {}
-    return (res.by_seed(method, column, "test", cal, ALL, claim.metric),
-            res.replicates(method, column, cal, claim.metric))  # fmt: skip
+    return (
+        res.by_seed(method, column, "test", cal, ALL, claim.metric),
+        res.replicates(method, column, cal, claim.metric),
+    )
 
 
 def nested_p(
@@ -291,9 +309,14 @@ def _kept(ci: tuple[float, float] | None, numbers: str) -> tuple[str, str]:
     return INCONCLUSIVE, f"{numbers}: the interval reaches below −{100 * m:g} point (the margin)"
 
 
-def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
-          unit: str = "seeds", nested: tuple[dict, dict] | None = None,
-          names: tuple[str, str] | None = None) -> tuple[str, str]:  # fmt: skip
+def judge(
+    claim: Claim | NetworkClaim,
+    a: dict[int, float],
+    b: dict[int, float],
+    unit: str = "seeds",
+    nested: tuple[dict, dict] | None = None,
+    names: tuple[str, str] | None = None,
+) -> tuple[str, str]:
     """(verdict, numbers and tests) for the claimed-better values ``a`` against ``b``,
     paired over ``unit`` (seeds, or networks); ``nested``: both sides' bootstrap replicates
     over test rows by seed, for the second test (:data:`NESTED`); ``names``: the two sides'
@@ -309,8 +332,9 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
     mean_a, mean_b = statistics.mean(a.values()), statistics.mean(b.values())
     diff = mean_a - mean_b
     na, nb = (f"{n} " for n in names) if names else ("", "")
-    numbers = (f"{na}{mean_a * scale:.2f} vs {nb}{mean_b * scale:.2f} "
-               f"(difference {diff * scale:+.2f}")  # fmt: skip
+    numbers = (
+        f"{na}{mean_a * scale:.2f} vs {nb}{mean_b * scale:.2f} (difference {diff * scale:+.2f}"
+    )
     ci = None
     if paired and len(diffs) > 1 and statistics.stdev(diffs) > 0:
         half = stats.t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
@@ -338,7 +362,8 @@ def judge(claim: Claim | NetworkClaim, a: dict[int, float], b: dict[int, float],
         return INCONCLUSIVE, f"{numbers}: the claimed direction, not significant"
     significant = p < 0.05 or q < 0.05
     return "does not hold", f"{numbers}: the opposite direction" + (
-        "" if significant else ", not significant")  # fmt: skip
+        "" if significant else ", not significant"
+    )
 
 
 def check_premise(
@@ -407,8 +432,16 @@ def verdict_table(res: Results) -> list[list[str]]:
             if not _has_sides(res, claim, column):
                 continue
             premise, result, detail = verdict(res, claim, column)
-            rows.append([claim.paper, claim.text, f"{short(column[0])} / {column[1]}", premise,
-                         f"**{result}**" if result == "holds" else result, detail])  # fmt: skip
+            rows.append(
+                [
+                    claim.paper,
+                    claim.text,
+                    f"{short(column[0])} / {column[1]}",
+                    premise,
+                    f"**{result}**" if result == "holds" else result,
+                    detail,
+                ]
+            )
     rows += [row for claim in NETWORK_CLAIMS for row in network_verdicts(res, claim)]
     return rows
 
@@ -418,10 +451,12 @@ def _has_sides(res: Results, claim: Claim, column: tuple[str, str]) -> bool:
     network given by its logits for a claim about training losses, gets no line)."""
     return all(
         _method(res, column, side) is not None
-        and (side[0] != "posthoc" or res.by_seed(res.baseline, column, "test",
-                                                  res.calibrator(side[1]) or "", ALL, "ece"))
+        and (
+            side[0] != "posthoc"
+            or res.by_seed(res.baseline, column, "test", res.calibrator(side[1]) or "", ALL, "ece")
+        )
         for side in (claim.better, claim.other)
-    )  # fmt: skip
+    )
 
 
 def premises_text() -> str:

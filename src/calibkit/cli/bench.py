@@ -19,39 +19,55 @@ __all__ = ["bench", "report"]
 @cli.command(context_settings=CONTEXT)
 @click.argument("spec", default="default")
 @click.option(
-    "--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
     help="local processes, or Ray tasks (pip install 'calibkit[ray]').",
-)  # fmt: skip
+)
 @click.option(
-    "--workers", default=None, type=click.IntRange(min=1),
+    "--workers",
+    default=None,
+    type=click.IntRange(min=1),
     help="Local worker processes (default: one per GPU where the runs train on CUDA, else "
     "one per CPU core).",
-)  # fmt: skip
+)
 @click.option(
-    "--pack/--no-pack", default=None,
+    "--pack/--no-pack",
+    default=None,
     help="Train the networks that share a model, data and schedule together (default: where "
     "they train on CUDA; docs/training.md).",
-)  # fmt: skip
+)
 @click.option(
-    "--threads", default=1, show_default=True, type=click.IntRange(min=1),
+    "--threads",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
     help="CPU threads per run (the same for every engine, so that numbers agree).",
-)  # fmt: skip
+)
 @click.option("--address", default=None, help="Ray cluster address (default: start a local one).")
 @click.option(
-    "-o", "--out", default="calibkit-results", show_default=True,
-    type=click.Path(file_okay=False), help="Folder for the store, run folders and the report.",
-)  # fmt: skip
+    "-o",
+    "--out",
+    default="calibkit-results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the store, run folders and the report.",
+)
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help="Store path.")
 @click.option(
-    "--doc", default=None, type=click.Path(dir_okay=False),
+    "--doc",
+    default=None,
+    type=click.Path(dir_okay=False),
     help="Also write the results into this Markdown file, as the section the spec names "
     "(docs/real.md); text outside calibkit's section markers is kept.",
-)  # fmt: skip
+)
 @click.option(
-    "--estimate", is_flag=True,
+    "--estimate",
+    is_flag=True,
     help="Only say how long the sweep's training would take on this machine (measured "
     "training rate of each model), then stop.",
-)  # fmt: skip
+)
 @json_option
 def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate, as_json) -> None:
     """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
@@ -89,11 +105,17 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
     gpus = _gpus_used(plan)
     workers = workers or gpus or max(1, (cores or 1) // threads)
     if engine == "local" and gpus and workers > gpus:
-        click.echo(f"warning: {workers} workers share {gpus} GPU(s): each GPU is time-sliced "
-                   "between them; the default is one worker per GPU", err=True)  # fmt: skip
+        click.echo(
+            f"warning: {workers} workers share {gpus} GPU(s): each GPU is time-sliced "
+            "between them; the default is one worker per GPU",
+            err=True,
+        )
     elif engine == "local" and workers * threads > (cores or 1):
-        click.echo(f"warning: {workers} workers × {threads} threads > {cores} cores: runs will "
-                   "wait for each other's cores (docs/performance.md)", err=True)  # fmt: skip
+        click.echo(
+            f"warning: {workers} workers × {threads} threads > {cores} cores: runs will "
+            "wait for each other's cores (docs/performance.md)",
+            err=True,
+        )
     if estimate:
         _print_estimate(plan, workers, threads, as_json)
         return
@@ -106,9 +128,16 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
             tick(done, total)
 
         counts = run_bench(
-            plan, out, engine=engine, workers=workers, address=address, db=db, threads=threads,
-            progress=said if tick else None, pack=pack,
-        )  # fmt: skip
+            plan,
+            out,
+            engine=engine,
+            workers=workers,
+            address=address,
+            db=db,
+            threads=threads,
+            progress=said if tick else None,
+            pack=pack,
+        )
     swept = time.perf_counter()
     store = db or Path(out) / "results.sqlite"
     summary = write_report(store, out) if counts["done"] + counts["skipped"] else None
@@ -123,14 +152,19 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
     failed = _failed_runs(store, plan)
     seconds = _timings(store, plan, started, swept, workers)
     if as_json:
-        echo_json({
-            "counts": counts, "store": str(store), "report": report,
-            "anomalies": summary["anomalies"] if summary else {},
-            "verdicts": summary["verdicts"] if summary else [],
-            "failed": [{"method": r["method"], "seed": r["seed"], "error": r["error"]}
-                       for r in failed],
-            "seconds": seconds,
-        })  # fmt: skip
+        echo_json(
+            {
+                "counts": counts,
+                "store": str(store),
+                "report": report,
+                "anomalies": summary["anomalies"] if summary else {},
+                "verdicts": summary["verdicts"] if summary else [],
+                "failed": [
+                    {"method": r["method"], "seed": r["seed"], "error": r["error"]} for r in failed
+                ],
+                "seconds": seconds,
+            }
+        )
     else:
         _print_bench_summary(summary, counts, store, report, failed, seconds)
     if failed:
@@ -162,14 +196,15 @@ def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
             f"{row['images_per_s']:.0f} training images/s measured here on the {where} "
             f"({threads} thread(s){packed}): {_duration(row['seconds'])} of one worker",
             markup=False,
-        )  # fmt: skip
+        )
     days = est["seconds"] / 86400
     out.print(
         f"{plan.name}: about {_duration(est['seconds'])}"
         + (f" ({days:.1f} days)" if days >= 1 else "")
         + f" of training on {workers} worker(s) on this {where}; post-hoc fits and measuring "
-        "come on top", markup=False,
-    )  # fmt: skip
+        "come on top",
+        markup=False,
+    )
 
 
 def _failed_runs(store: Path, plan) -> list[dict]:
@@ -188,9 +223,12 @@ def _timings(store, plan, started: float, swept: float, workers: int) -> dict:
     now = time.perf_counter()
     phases = Store(store, create=False).phase_seconds(r.key for r in plan.runs)
     return {
-        "wall": now - started, "sweep": swept - started, "report": now - swept,
-        "workers": workers, "phases": phases,
-    }  # fmt: skip
+        "wall": now - started,
+        "sweep": swept - started,
+        "report": now - swept,
+        "workers": workers,
+        "phases": phases,
+    }
 
 
 def _duration(seconds: float) -> str:
@@ -218,28 +256,34 @@ def _print_bench_summary(summary, counts, store, report, failed, seconds) -> Non
         verdicts = summary["verdicts"][1:]
         for paper, claim, column, premise, verdict, numbers in verdicts:
             shown = "" if premise == "none" else f"premise {premise}; "
-            out.print(f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {shown}{numbers}",
-                          markup=False, highlight=False)  # fmt: skip
+            out.print(
+                f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {shown}{numbers}",
+                markup=False,
+                highlight=False,
+            )
         kinds = summary["anomalies"]
         if kinds:
             listed = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-            out.print(f"anomalies flagged: {listed} (see the report's Anomalies section)",
-                          markup=False)  # fmt: skip
+            out.print(
+                f"anomalies flagged: {listed} (see the report's Anomalies section)", markup=False
+            )
         else:
             out.print("anomalies flagged: none")
     where = f"report {report} and report.md" if report else "no report (no finished run)"
     out.print(
         f"{counts['done']} runs done, {counts['skipped']} already in the store, "
-        f"{counts['failed']} failed; store {store}; {where}", markup=False,
-    )  # fmt: skip
+        f"{counts['failed']} failed; store {store}; {where}",
+        markup=False,
+    )
     phases = ", ".join(
         f"{k.replace('_', ' ')} {_duration(v)}" for k, v in seconds["phases"].items()
     )
     out.print(
         f"time: {_duration(seconds['wall'])} wall (sweep {_duration(seconds['sweep'])} on "
         f"{seconds['workers']} workers, report {_duration(seconds['report'])})"
-        + (f"; summed over runs: {phases}" if phases else ""), markup=False,
-    )  # fmt: skip
+        + (f"; summed over runs: {phases}" if phases else ""),
+        markup=False,
+    )
     for r in failed:
         out.print(f"failed: {r['method']} seed {r['seed']}: {r['error']}", markup=False)
 

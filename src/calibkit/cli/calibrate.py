@@ -63,8 +63,9 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
     from ..posthoc.on_files import fit_file
 
     check_output(output, [val])
-    cal, before, after, path, n = fit_file(method, val, output, logits_key=logits_key,
-                                           labels_key=labels_key, device=device)  # fmt: skip
+    cal, before, after, path, n = fit_file(
+        method, val, output, logits_key=logits_key, labels_key=labels_key, device=device
+    )
     if as_json:
         echo_json(
             {
@@ -162,8 +163,15 @@ def apply(
     if file is not None:
         from ..posthoc.on_files import apply_file
 
-        report["apply"] = apply_file(method, file, output, split=split, logits_key=logits_key,
-                                     labels_key=labels_key, device=device)  # fmt: skip
+        report["apply"] = apply_file(
+            method,
+            file,
+            output,
+            split=split,
+            logits_key=logits_key,
+            labels_key=labels_key,
+            device=device,
+        )
     if onnx_path is not None:
         from ..export import to_onnx
 
@@ -217,11 +225,16 @@ def methods(as_json) -> None:
     from .. import posthoc
 
     rows = [
-        {"name": n, "level": posthoc.REGISTRY.factory(n).level,
-         "about": _about(posthoc.REGISTRY.factory(n)), "aliases": posthoc.REGISTRY.aliases(n),
-         "settings": posthoc.REGISTRY.parameters(n), "defaults": posthoc.REGISTRY.defaults(n)}
+        {
+            "name": n,
+            "level": posthoc.REGISTRY.factory(n).level,
+            "about": _about(posthoc.REGISTRY.factory(n)),
+            "aliases": posthoc.REGISTRY.aliases(n),
+            "settings": posthoc.REGISTRY.parameters(n),
+            "defaults": posthoc.REGISTRY.defaults(n),
+        }
         for n in posthoc.names()
-    ]  # fmt: skip
+    ]
     if as_json:
         echo_json({"methods": rows})
         return
@@ -237,10 +250,13 @@ def methods(as_json) -> None:
 @pretrained_options
 @click.option("--device", default="auto", show_default=True)
 @click.option(
-    "-o", "--output", default=None, type=click.Path(file_okay=False),
+    "-o",
+    "--output",
+    default=None,
+    type=click.Path(file_okay=False),
     help="Folder for the calibrated logits and the method's file (default RUN_DIR-<method>, "
     "beside the source run).",
-)  # fmt: skip
+)
 @json_option
 def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_json):
     """Fit any calibration method (METHOD: a spec; `calibkit methods` lists them) on a
@@ -282,8 +298,16 @@ def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> Non
     with progress(1, str(spec), not as_json) as tick:
         cal = calibrate_run(source, spec, output, device=device, progress=tick)
     if as_json:
-        echo_json({"output": str(output), "method": str(spec),
-                   "fit": asdict(cal.fit_report_), "history": cal.history()})  # fmt: skip
+        echo_json(
+            {
+                "output": str(output),
+                "method": str(spec),
+                "fit": asdict(cal.fit_report_),
+                "history": cal.history(),
+            }
+        )
         return
-    console().print(f"{spec}: {cal.fit_report_}\nwritten to {output}/ (a run: logits.npz, "
-                    "calibrator.safetensors, model.safetensors, run.json)")  # fmt: skip
+    console().print(
+        f"{spec}: {cal.fit_report_}\nwritten to {output}/ (a run: logits.npz, "
+        "calibrator.safetensors, model.safetensors, run.json)"
+    )

@@ -133,10 +133,15 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
     kernel = native_scan.kernel()
     scan = f"compiled ({kernel})" if kernel else "PyTorch"
-    why = "" if kernel else (
-        f" ({native_scan.ENV}=0)" if os.environ.get(native_scan.ENV, "").strip() == "0"
-        else " (the compiled scan is not built or this CPU lacks AVX2)"
-    )  # fmt: skip
+    why = (
+        ""
+        if kernel
+        else (
+            f" ({native_scan.ENV}=0)"
+            if os.environ.get(native_scan.ENV, "").strip() == "0"
+            else " (the compiled scan is not built or this CPU lacks AVX2)"
+        )
+    )
     click.echo(f"calibkit, version {__version__}\nrow scan: {scan}{why}")
     ctx.exit()
 
@@ -466,16 +471,21 @@ def pretrained_options(f):
         f
     )
     f = click.option(
-        "--checkpoint", default=None, type=click.Path(dir_okay=False),
+        "--checkpoint",
+        default=None,
+        type=click.Path(dir_okay=False),
         help="Pretrained weights (torch or safetensors; the common CIFAR-ResNet layout too).",
-    )(f)  # fmt: skip
+    )(f)
     return click.option("--model", default=None, help="Model spec (with --checkpoint).")(f)
 
 
 def pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output) -> Path:
     """RUN_DIR, or the run folder written for --model/--checkpoint/--data under OUTPUT."""
-    given = [o for o, v in (("--model", model), ("--checkpoint", checkpoint),
-                            ("--data", data_spec)) if v is not None]  # fmt: skip
+    given = [
+        o
+        for o, v in (("--model", model), ("--checkpoint", checkpoint), ("--data", data_spec))
+        if v is not None
+    ]
     if run_dir is not None:
         if given:
             raise click.UsageError(f"give RUN_DIR or {', '.join(given)}, not both")

@@ -30,17 +30,20 @@ __all__ = ["column_groups", "compare"]
     help="One file holding logits_val, labels_val, logits_test, labels_test.",
 )
 @click.option(
-    "--methods", default=None,
+    "--methods",
+    default=None,
     help="Comma-separated specs (default: the fast set, every calibrator but the "
     "cross-validated ones and the maps with more parameters than a tenth of the calibration "
     "rows); a spec's own settings may follow its commas: "
     "'dir-odir:folds=5,average_folds=true,ts' is two methods.",
-)  # fmt: skip
+)
 @click.option(
-    "--all", "every", is_flag=True,
+    "--all",
+    "every",
+    is_flag=True,
     help="Without --methods: also the cross-validated maps (ms-odir, dir-l2, dir-odir), "
     "several times slower.",
-)  # fmt: skip
+)
 @click.option(
     "--seeds",
     default=1,
@@ -122,11 +125,14 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
             title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
         else:
             z, y = (on_device(a, device) for a in load_split(both, "test"))
-            found = compare_resplit(z, y, specs, fraction=fraction, seeds=seeds,
-                                    bootstrap=bootstrap, progress=ticks)  # fmt: skip
+            found = compare_resplit(
+                z, y, specs, fraction=fraction, seeds=seeds, bootstrap=bootstrap, progress=ticks
+            )
             n_cal = round(fraction * len(y))
-            title = (f"{seeds} stratified splits of {len(y)} samples: fitted on about {n_cal}, "
-                     f"tested on the other {len(y) - n_cal}")  # fmt: skip
+            title = (
+                f"{seeds} stratified splits of {len(y)} samples: fitted on about {n_cal}, "
+                f"tested on the other {len(y) - n_cal}"
+            )
     results = found["methods"]
     if as_json:
         echo_json(
@@ -146,8 +152,10 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
 
     best = best_per_column(results)
     heads = {c: f"{c} ± std" if seeds > 1 else c for c in COLUMNS}  # the ± : under the table
-    cells = {m: {c: ("*" if best.get(c) == m else "") + cell(r, c, intervals=False)
-                 for c in COLUMNS} for m, r in results.items()}  # fmt: skip
+    cells = {
+        m: {c: ("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS}
+        for m, r in results.items()
+    }
     out = console()
     for i, group in enumerate(column_groups(cells, heads, out.width)):
         table = Table(title=title if i == 0 else None, title_justify="left")
@@ -172,8 +180,9 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         out.print(found["note"], markup=False)
 
 
-def column_groups(cells: dict[str, dict[str, str]], heads: dict[str, str], width: int
-                  ) -> list[list[str]]:  # fmt: skip
+def column_groups(
+    cells: dict[str, dict[str, str]], heads: dict[str, str], width: int
+) -> list[list[str]]:
     """The columns in groups whose tables (the method column first in each) fit ``width``
     characters: one table where the terminal is wide enough, two or more beneath each other
     where it is not, so that no cell is wrapped."""

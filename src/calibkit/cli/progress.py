@@ -68,8 +68,11 @@ class _Lines:
             return  # a command done within PROGRESS_EVERY says nothing
         self.said = now
         status = f"; {self.text}" if self.text else ""
-        click.echo(f"{self.label}: {self.done}/{self.total}, elapsed {_clock(now - self.start)}, "
-                   f"ETA {_clock(self.eta(now))}{status}", err=True)  # fmt: skip
+        click.echo(
+            f"{self.label}: {self.done}/{self.total}, elapsed {_clock(now - self.start)}, "
+            f"ETA {_clock(self.eta(now))}{status}",
+            err=True,
+        )
 
 
 @contextmanager
@@ -105,10 +108,15 @@ def terminal_bar(console: Any, get_time: Any = None) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     return Progress(
-        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-        TimeRemainingColumn(), console=console, transient=True, get_time=get_time,
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        get_time=get_time,
         speed_estimate_period=24 * 3600,
-    )  # fmt: skip
+    )
 
 
 @contextmanager

@@ -65,11 +65,12 @@ def config_of(config: type, values: dict):
 @cli.command(context_settings=CONTEXT)
 @options_from(TrainConfig)
 @click.option(
-    "--stage2", default=None,
+    "--stage2",
+    default=None,
     help="Then calibrate the run with this method into --output (stage 1 in OUTPUT/stage1): "
     "maccal[:width=128,adaptive=decaying,gamma=0.9,...] retrains the head (MaC-Cal); any "
     "method of `calibkit methods` is accepted.",
-)  # fmt: skip
+)
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Run folder.")
 @click.option("--resume", is_flag=True, help="Continue the run in --output from its checkpoint.")
 @json_option

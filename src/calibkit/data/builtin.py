@@ -52,12 +52,17 @@ def digits(
     xs = torch.from_numpy((x[order] / 16.0).astype(np.float32)).reshape(-1, 1, 8, 8)
     ys = torch.from_numpy(y[order].astype(np.int64))
     a, b = DIGITS_SPLIT[0], DIGITS_SPLIT[0] + DIGITS_SPLIT[1]
-    train = smaller_noisier(Split(xs[:a], ys[:a]), 10, train_size=train_size,
-                            label_noise=label_noise, seed=subset_seed)  # fmt: skip
+    train = smaller_noisier(
+        Split(xs[:a], ys[:a]), 10, train_size=train_size, label_noise=label_noise, seed=subset_seed
+    )
     return DataBundle(
-        "digits", 10, (1, 8, 8),
-        train=train, val=Split(xs[a:b], ys[a:b]), test=Split(xs[b:], ys[b:]),
-    )  # fmt: skip
+        "digits",
+        10,
+        (1, 8, 8),
+        train=train,
+        val=Split(xs[a:b], ys[a:b]),
+        test=Split(xs[b:], ys[b:]),
+    )
 
 
 def gaussian_toy(
@@ -93,11 +98,19 @@ def gaussian_toy(
 
     train, test = sample(n_train), sample(n_test)
     train, val = hold_out(train, len(train) // 10, seed=data_seed)
-    train = smaller_noisier(train, 5, train_size=train_size, label_noise=label_noise,
-                            seed=subset_seed)  # fmt: skip
+    train = smaller_noisier(
+        train, 5, train_size=train_size, label_noise=label_noise, seed=subset_seed
+    )
     # inputs are scaled by 1/10 for the network (means lie in [-10, 10]); posterior() takes
     # the raw points, as stored
     return DataBundle(
-        "gaussian-toy", 5, (2,), test, train, val, mean=(0.0, 0.0), std=(10.0, 10.0),
+        "gaussian-toy",
+        5,
+        (2,),
+        test,
+        train,
+        val,
+        mean=(0.0, 0.0),
+        std=(10.0, 10.0),
         posterior=posterior,
-    )  # fmt: skip
+    )

@@ -152,8 +152,16 @@ def _binary_split(paths: list[Path], label_bytes: int) -> Split:
     return Split(torch.from_numpy(np.concatenate(xs)), torch.cat(ys))
 
 
-def _with_val(name: str, k: int, train: Split, test: Split, stats, val_size: int, split_seed: int,
-              augment: str | None = "crop-flip") -> DataBundle:  # fmt: skip
+def _with_val(
+    name: str,
+    k: int,
+    train: Split,
+    test: Split,
+    stats,
+    val_size: int,
+    split_seed: int,
+    augment: str | None = "crop-flip",
+) -> DataBundle:
     train, val = hold_out(train, val_size, split_seed)
     shape = tuple(test.x.shape[1:]) if isinstance(test.x, torch.Tensor) else (3, *test.x.size)
     return DataBundle(name, k, shape, test, train, val, *stats, augment=augment)

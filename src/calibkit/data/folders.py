@@ -168,6 +168,13 @@ def folder(
     test = _decoded(test, in_memory)
     first = test.x[torch.arange(1)] if isinstance(test.x, LazyImages) else test.x[:1]
     return DataBundle(
-        base.name, len(classes), tuple(first.shape[1:]), test, train, val, mean, std,
+        base.name,
+        len(classes),
+        tuple(first.shape[1:]),
+        test,
+        train,
+        val,
+        mean,
+        std,
         augment=augment if train is not None else None,
-    )  # fmt: skip
+    )

@@ -214,13 +214,23 @@ def evaluate(
     intervals = bias = None
     if bootstrap:
         boot = _bootstrap_vectors(
-            [p], binning, n_bins, bootstrap, seed, smooth=smooth, ood=ood, progress=progress,
+            [p],
+            binning,
+            n_bins,
+            bootstrap,
+            seed,
+            smooth=smooth,
+            ood=ood,
+            progress=progress,
             only=only,
-        )[0]  # fmt: skip
+        )[0]
         intervals, bias, more = bootstrap_intervals(
-            metrics, boot, ci, interval_method,
+            metrics,
+            boot,
+            ci,
+            interval_method,
             lambda names: _jackknife_vectors(p, binning, n_bins, seed, smooth=smooth, only=names),
-        )  # fmt: skip
+        )
         notes += more
     bins = bins_of(st.topbin_sums(p, scheme), scheme)
     if bootstrap:

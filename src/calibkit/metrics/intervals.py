@@ -107,8 +107,10 @@ def interval(
         normal = NormalDist()  # the standard library's: scipy.stats costs 0.8 s to import
         z0 = normal.inv_cdf(min(max(below, 1 / (b + 1)), b / (b + 1)))
         a = 0.0 if jack is None else acceleration(jack)
-        levels = [normal.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
-                  for z in (normal.inv_cdf(alpha), normal.inv_cdf(1 - alpha))]  # fmt: skip
+        levels = [
+            normal.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))
+            for z in (normal.inv_cdf(alpha), normal.inv_cdf(1 - alpha))
+        ]
     else:
         levels = [alpha, 1 - alpha]
     q = torch.quantile(v, torch.tensor(levels, dtype=torch.float64, device=v.device)).tolist()

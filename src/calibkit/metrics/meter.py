@@ -232,8 +232,11 @@ class CalibrationMeter:
         if self.n == 0:
             raise ValueError("compute: the meter is empty; call update() with at least one batch")
         stats = _MeterStatistics(self)
-        out = {m.name: float(m.compute(stats)[0]) for m in COMPUTED
-               if self.keep_samples or not m.samples}  # fmt: skip
+        out = {
+            m.name: float(m.compute(stats)[0])
+            for m in COMPUTED
+            if self.keep_samples or not m.samples
+        }
         return {m: out[m] for m in METRICS if m in out}
 
     def bins(self) -> Bins:

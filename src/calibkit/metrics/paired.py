@@ -170,8 +170,14 @@ def compare_nested(
     d = {k: torch.stack([r[k] for r in reps]).mean(0) for k in names}
     intervals = {k: _percentile(d[k], ci) for k in names}
     p_values = {k: _p_value(d[k]) for k in names}
-    settings = {"n_bins": n_bins, "binning": binning, "bootstrap": bootstrap, "seed": seed,
-                "ci": ci, "seeds": len(groups)}  # fmt: skip
+    settings = {
+        "n_bins": n_bins,
+        "binning": binning,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "ci": ci,
+        "seeds": len(groups),
+    }
     return PairedComparison(a, b, {k: b[k] - a[k] for k in names}, intervals, settings, p_values)
 
 

@@ -89,9 +89,12 @@ class _BatchStatistics(Memo):
 
     def mean(self, per_sample: str) -> Tensor:
         p = self.p
-        values = {"correct": lambda: p.correct, "nll": lambda: -p.label_logp,
-                  "brier": lambda: p.brier_per_sample,
-                  "entropy": lambda: p.entropy_per_sample}[per_sample]()  # fmt: skip
+        values = {
+            "correct": lambda: p.correct,
+            "nll": lambda: -p.label_logp,
+            "brier": lambda: p.brier_per_sample,
+            "entropy": lambda: p.entropy_per_sample,
+        }[per_sample]()
         return st.mean_stat(values, self.weights, self.n)
 
     def classwise(self) -> tuple[Tensor, BinScheme]:
@@ -221,8 +224,10 @@ def bootstrap_intervals(
         bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
         lo, hi = intervals[m]
         if not lo <= est <= hi and math.isfinite(est) and math.isfinite(lo):
-            outside.append(f"{m} {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}], bias {bias[m]:+.5f}, "
-                           f"bias-corrected {_fmt(est - bias[m])}")  # fmt: skip
+            outside.append(
+                f"{m} {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}], bias {bias[m]:+.5f}, "
+                f"bias-corrected {_fmt(est - bias[m])}"
+            )
     notes = []
     if outside:
         notes.append(

@@ -127,8 +127,9 @@ def classwise_sums(p: Prepared, scheme: BinScheme, weights: Tensor | None = None
     return torch.stack([count, sump, sumy], 1)
 
 
-def _classwise_matrix(rows: Tensor, cell: Tensor, used: Tensor, cell_y: Tensor, n: int,
-                      cells: int) -> Tensor:  # fmt: skip
+def _classwise_matrix(
+    rows: Tensor, cell: Tensor, used: Tensor, cell_y: Tensor, n: int, cells: int
+) -> Tensor:
     """(3 C, N) sparse CSR matrix whose product with (N, B) weights gives, per cell (class,
     bin), the weighted count and Σ p of the binned entries and the weighted count of labels.
 

@@ -29,10 +29,13 @@ class DenseLayer(nn.Module):
     def __init__(self, cin: int, growth: int) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.BatchNorm2d(cin), nn.ReLU(), nn.Conv2d(cin, 4 * growth, 1, bias=False),
-            nn.BatchNorm2d(4 * growth), nn.ReLU(),
+            nn.BatchNorm2d(cin),
+            nn.ReLU(),
+            nn.Conv2d(cin, 4 * growth, 1, bias=False),
+            nn.BatchNorm2d(4 * growth),
+            nn.ReLU(),
             nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False),
-        )  # fmt: skip
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.cat([x, self.body(x)], 1)
@@ -90,7 +93,12 @@ def mlp(num_classes: int = 10, in_features: int = 64, hidden: int = 256) -> Clas
 def cnn(num_classes: int = 10, in_channels: int = 1) -> Classifier:
     """A small convolutional network for 8 x 8 (or larger) images."""
     layers = [
-        nn.Conv2d(in_channels, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
-    ]  # fmt: skip
+        nn.Conv2d(in_channels, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+    ]
     return Classifier(pooled(*layers), 64, num_classes)

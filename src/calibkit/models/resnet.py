@@ -73,10 +73,15 @@ class Bottleneck(nn.Module):
         super().__init__()
         cout = 4 * width
         self.body = nn.Sequential(
-            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
-            _conv3(width, width, stride), nn.BatchNorm2d(width), nn.ReLU(),
-            nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout),
-        )  # fmt: skip
+            nn.Conv2d(cin, width, 1, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            _conv3(width, width, stride),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.Conv2d(width, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        )
         self.short = (
             nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
             if stride != 1 or cin != cout

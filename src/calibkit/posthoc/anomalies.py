@@ -148,20 +148,27 @@ def check_calibrated(
 
 
 def check_method(
-    method: Any, before: Mapping[str, float], after: Mapping[str, float], *,
-    logits_before: torch.Tensor, logits_after: torch.Tensor,
-) -> list[tuple[str, str]]:  # fmt: skip
+    method: Any,
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    *,
+    logits_before: torch.Tensor,
+    logits_after: torch.Tensor,
+) -> list[tuple[str, str]]:
     """:func:`check_calibrated` for a fitted calibration ``method``, with what it says of
     itself (whether it keeps the argmax, its temperature, whether its fit converged), less
     the kinds it declares part of its nature (``expected_anomalies``: histogram binning's
     coarse probabilities raise NLL by design)."""
     temperature = getattr(method, "temperature_", None)
     found = check_calibrated(
-        before, after, logits_before=logits_before, logits_after=logits_after,
+        before,
+        after,
+        logits_before=logits_before,
+        logits_after=logits_after,
         preserves_argmax=method.preserves_argmax,
         temperature=None if temperature is None else float(temperature),
         converged=method.fit_report_.converged,
-    )  # fmt: skip
+    )
     edge = method.fit_report_.details.get("grid_edge")
     if edge:
         found.append(("grid-edge", edge))
@@ -169,9 +176,13 @@ def check_method(
 
 
 def check_fit(
-    method: Any, before: torch.Tensor, after: torch.Tensor, labels: torch.Tensor, split: str,
+    method: Any,
+    before: torch.Tensor,
+    after: torch.Tensor,
+    labels: torch.Tensor,
+    split: str,
     stacklevel: int = 3,
-) -> list[dict[str, str]]:  # fmt: skip
+) -> list[dict[str, str]]:
     """The checks of one fitted ``method`` on a split: logits ``before`` and ``after``
     calibration (N, K), ``labels`` (N,). Returns ``{"kind", "detail", "split"}`` per anomaly,
     adds them to ``method.fit_report_.anomalies`` and warns once (:class:`CalibrationWarning`)
@@ -191,6 +202,7 @@ def warn_flagged(name: str, flagged: list[dict[str, str]], stacklevel: int = 1) 
     """One :class:`CalibrationWarning` naming every anomaly of one fit (``stacklevel`` as
     :func:`warnings.warn`'s, counted from the caller of this function)."""
     if flagged:
-        listed = "; ".join(f"{a['kind']} on the {a['split']} split ({a['detail']})"
-                           for a in flagged)  # fmt: skip
+        listed = "; ".join(
+            f"{a['kind']} on the {a['split']} split ({a['detail']})" for a in flagged
+        )
         warnings.warn(f"{name}: {listed}", CalibrationWarning, stacklevel=stacklevel + 1)

@@ -79,8 +79,9 @@ class FitReport:
         splits: dict[str, list[str]] = {}
         for a in self.anomalies:
             splits.setdefault(a["split"], []).append(a["kind"])
-        flagged = "".join(f"; flagged on the {split} split: {', '.join(kinds)}"
-                          for split, kinds in splits.items())  # fmt: skip
+        flagged = "".join(
+            f"; flagged on the {split} split: {', '.join(kinds)}" for split, kinds in splits.items()
+        )
         return (
             f"{self.objective}: {self.before:.6g} -> {self.after:.6g} in {self.iterations} "
             f"iterations ({state}, {self.seconds * 1e3:.1f} ms){extra}{flagged}"

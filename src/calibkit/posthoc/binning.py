@@ -358,8 +358,9 @@ def _logistic_newton(x: Tensor, t: Tensor, max_iter: int) -> tuple[Tensor, int, 
         if float(grad.abs().max()) < 1e-10:
             return w, it, True
         hess = (x.T * (prob * (1 - prob))) @ x / len(t)
-        step = torch.linalg.solve(hess + 1e-12 * torch.eye(len(w), dtype=x.dtype, device=x.device),
-                                  grad)  # fmt: skip
+        step = torch.linalg.solve(
+            hess + 1e-12 * torch.eye(len(w), dtype=x.dtype, device=x.device), grad
+        )
         for _ in range(50):  # halve until the loss does not rise
             trial = w - step
             new = loss(trial)

@@ -120,8 +120,9 @@ class NeuralClamping(ModelCalibrator):
         try:
             pool = tuple(check_number(g, "gamma_pool") for g in pool)
         except ValueError:
-            raise ValueError(f"gamma_pool: expected focal γ values such as [1,2,3], got "
-                             f"{gamma_pool!r}") from None  # fmt: skip
+            raise ValueError(
+                f"gamma_pool: expected focal γ values such as [1,2,3], got {gamma_pool!r}"
+            ) from None
         if not pool or any(not 0 <= g <= 20 for g in pool):
             raise ValueError(f"gamma_pool: focal γ values in [0, 20], got {gamma_pool!r}")
         if momentum != 0 and check_number(momentum, "momentum", low=0.0) >= 1:
@@ -144,9 +145,14 @@ class NeuralClamping(ModelCalibrator):
 
     # -- fitting ------------------------------------------------------------------------
     def _fit(
-        self, model: nn.Module, x: Tensor, y: Tensor, *, input_range: Any = None,
+        self,
+        model: nn.Module,
+        x: Tensor,
+        y: Tensor,
+        *,
+        input_range: Any = None,
         progress: Any = None,
-    ) -> FitReport:  # fmt: skip
+    ) -> FitReport:
         """``progress(i, n, record)`` is called after each of the n epochs (the whole pool
         of γ is fitted in the same epochs; the record is the first γ's)."""
         s = self.checked()
@@ -294,12 +300,15 @@ def _fit_pool(
     for focal in focals:
         warm = minimize_scalar(
             lambda u, focal=focal: float(focal.compute(z0 / math.exp(u), y)),
-            bounds=(low, high), method="bounded", options={"xatol": 1e-8},
-        )  # fmt: skip
+            bounds=(low, high),
+            method="bounded",
+            options={"xatol": 1e-8},
+        )
         lam = s["lam"] if s["lam"] is not None else s["lam_scale"] * float(warm.fun)
         start = float(warm.fun) + lam * float((delta0**2).sum())
-        outs.append({"t_start": math.exp(float(warm.x)), "lam": lam, "start": start,
-                     "log_t": float(warm.x)})  # fmt: skip
+        outs.append(
+            {"t_start": math.exp(float(warm.x)), "lam": lam, "start": start, "log_t": float(warm.x)}
+        )
     g = len(focals)
     if not s["fit_delta"]:  # the warm start is the exact optimum
         log_t = torch.tensor([o["log_t"] for o in outs], dtype=x.dtype, device=x.device)
@@ -328,8 +337,13 @@ def _fit_pool(
                 seen += losses.detach().double().cpu() * len(part)
             opt.step()
         for j in range(g):
-            history[j].append({"epoch": epoch + 1, "objective": float(seen[j]) / len(x),
-                               "temperature": math.exp(float(log_t[j].detach()))})  # fmt: skip
+            history[j].append(
+                {
+                    "epoch": epoch + 1,
+                    "objective": float(seen[j]) / len(x),
+                    "temperature": math.exp(float(log_t[j].detach())),
+                }
+            )
         if progress is not None:
             progress(epoch + 1, s["epochs"], history[0][-1])
     delta, log_t = delta.detach(), log_t.detach()

@@ -96,8 +96,9 @@ def left_out_note(left: list[str], rows: int, k: int) -> str | None:
     parts = []
     if by_count:
         counts = "; ".join(f"{', '.join(ms)} ({n:,} parameters)" for n, ms in by_count.items())
-        parts.append(f"{counts} for {k} classes, more than a tenth of the {rows:,} "
-                     "calibration rows")  # fmt: skip
+        parts.append(
+            f"{counts} for {k} classes, more than a tenth of the {rows:,} calibration rows"
+        )
     if slow:
         parts.append(f"{', '.join(slow)}, cross-validated (--all, or methods='all', adds them)")
     return f"left out of the default set: {'; '.join(parts)}; name any with --methods to fit it"
@@ -170,8 +171,9 @@ def compare_resplit(
     z, y = check_fit_data(scores, labels)  # shapes, values and labels, before any split
     pairs = []
     for s in range(seeds):
-        cal, test = (torch.from_numpy(i).to(z.device)
-                     for i in stratified_split(y.cpu().numpy(), fraction, s))  # fmt: skip
+        cal, test = (
+            torch.from_numpy(i).to(z.device) for i in stratified_split(y.cpu().numpy(), fraction, s)
+        )
         pairs.append((s, (z[cal], y[cal]), (z[test], y[test])))
     return _compare(pairs, methods, True, bootstrap, n_bins, progress)
 
@@ -256,13 +258,16 @@ def _interval_notes(first: Any, means: np.ndarray, seeds: int) -> list[str]:
     if first is None:
         return []
     notes = list(first.notes)
-    outside = [f"{c} {m:.4f} [{first.intervals[c][0]:.4f}, {first.intervals[c][1]:.4f}]"
-               for c, m in zip(COLUMNS, means, strict=True)
-               if not first.intervals[c][0] <= m <= first.intervals[c][1]]  # fmt: skip
+    outside = [
+        f"{c} {m:.4f} [{first.intervals[c][0]:.4f}, {first.intervals[c][1]:.4f}]"
+        for c, m in zip(COLUMNS, means, strict=True)
+        if not first.intervals[c][0] <= m <= first.intervals[c][1]
+    ]
     if seeds > 1 and outside:
-        notes.append("mean over seeds outside the first seed's interval (the interval is "
-                     "the first seed's; the seeds' spread is the ± std): "
-                     + "; ".join(outside))  # fmt: skip
+        notes.append(
+            "mean over seeds outside the first seed's interval (the interval is "
+            "the first seed's; the seeds' spread is the ± std): " + "; ".join(outside)
+        )
     return notes
 
 
@@ -272,15 +277,17 @@ def _metrics(result: Any) -> dict[str, float]:
 
 def _check(cal: Any, before: dict[str, float], after: Any, z_test: Any, scores: torch.Tensor):
     """The anomaly checks of ``bench`` on one fitted calibrator and test split."""
-    return check_method(cal, before, _metrics(after), logits_before=torch.as_tensor(z_test),
-                        logits_after=scores)  # fmt: skip
+    return check_method(
+        cal, before, _metrics(after), logits_before=torch.as_tensor(z_test), logits_after=scores
+    )
 
 
 def _evaluate(scores: Any, labels: Any, n_bins: int, bootstrap: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return evaluate(scores, labels, n_bins=n_bins, optimal=False, smooth=False,
-                        bootstrap=bootstrap, seed=0)  # fmt: skip
+        return evaluate(
+            scores, labels, n_bins=n_bins, optimal=False, smooth=False, bootstrap=bootstrap, seed=0
+        )
 
 
 def anomaly_lines(results: dict[str, dict[str, Any]]) -> list[str]:

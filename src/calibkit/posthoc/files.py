@@ -97,8 +97,9 @@ def check_meta(path: Path | str, meta: Any) -> None:
         if key == "n_classes" and value is None:
             continue
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise FileFormatError(f"{path}: metadata {key!r} must be a {kind.__name__}, got "
-                                  f"{type(value).__name__}")  # fmt: skip
+            raise FileFormatError(
+                f"{path}: metadata {key!r} must be a {kind.__name__}, got {type(value).__name__}"
+            )
     if meta["n_classes"] is not None and meta["n_classes"] < 2:
         raise FileFormatError(f"{path}: metadata n_classes must be at least 2")
 
@@ -139,8 +140,9 @@ def loaded_problem(obj: Any, tensors: dict[str, Tensor]) -> str | None:
         return None
     if k is None:
         return "the number of classes (n_classes) is missing"
-    probe = 3 * torch.randn(PROBE_ROWS, k, generator=torch.Generator().manual_seed(0),
-                            dtype=torch.float64)  # fmt: skip
+    probe = 3 * torch.randn(
+        PROBE_ROWS, k, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
     try:
         with torch.no_grad():
             out = obj(probe)

@@ -105,12 +105,26 @@ class MacCal(ModelCalibrator):
     incidental_settings = frozenset({"batch_size", "epochs", "lr", "seed"})
 
     def __init__(
-        self, *, head: str = "bottleneck", width: int = 128, restrict: bool = True,
-        adaptive: str = "decaying", q0: float = 0.5, gamma: float = 0.9, eta_init: float = 0.1,
-        eta_final: float = 0.001, q_min: float = 0.05, resample: str = "batch",
-        inference: str = "full", epochs: int = 40, lr: float = 0.1, momentum: float = 0.9,
-        weight_decay: float = 5e-4, batch_size: int | str = "auto", seed: int = 0,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        head: str = "bottleneck",
+        width: int = 128,
+        restrict: bool = True,
+        adaptive: str = "decaying",
+        q0: float = 0.5,
+        gamma: float = 0.9,
+        eta_init: float = 0.1,
+        eta_final: float = 0.001,
+        q_min: float = 0.05,
+        resample: str = "batch",
+        inference: str = "full",
+        epochs: int = 40,
+        lr: float = 0.1,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+        batch_size: int | str = "auto",
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         self.head, self.width, self.restrict, self.adaptive = head, width, restrict, adaptive
         self.q0, self.gamma, self.eta_init, self.eta_final = q0, gamma, eta_init, eta_final
@@ -159,9 +173,14 @@ class MacCal(ModelCalibrator):
         return {"val": (evidence.inputs("val", None), evidence.labels["val"])}
 
     def _fit(
-        self, model: nn.Module, x: Tensor, y: Tensor, *, val: tuple[Tensor, Tensor] | None = None,
+        self,
+        model: nn.Module,
+        x: Tensor,
+        y: Tensor,
+        *,
+        val: tuple[Tensor, Tensor] | None = None,
         progress: Any = None,
-    ) -> FitReport:  # fmt: skip
+    ) -> FitReport:
         s = self.checked()
         if not all(hasattr(model, a) for a in ("forward_features", "num_features", "num_classes")):
             raise ValueError(
@@ -183,9 +202,13 @@ class MacCal(ModelCalibrator):
         s = s | {"batch_size": auto_batch(len(y)) if s["batch_size"] == "auto" else s["batch_size"]}
         torch.manual_seed(s["seed"])
         head = MaskedHead(
-            model.num_features, k, head=s["head"], width=s["width"], restrict=s["restrict"],
+            model.num_features,
+            k,
+            head=s["head"],
+            width=s["width"],
+            restrict=s["restrict"],
             inference=s["inference"],
-        ).to(device)  # fmt: skip
+        ).to(device)
         before = _train_loss(head, h_train, y)
         history = train_head(head, h_train, y, s, h_val, val, progress)
         head.q.fill_(history[-1]["q"])  # the rate of the last epoch: q_T for expected weights
@@ -196,9 +219,14 @@ class MacCal(ModelCalibrator):
         if "val_ece" in last:
             details |= {"val_acc": last["val_acc"], "val_ece": last["val_ece"]}
         return FitReport(
-            "cross-entropy of the inference head (train)", before, _train_loss(head, h_train, y),
-            len(history), True, 0.0, details,
-        )  # fmt: skip
+            "cross-entropy of the inference head (train)",
+            before,
+            _train_loss(head, h_train, y),
+            len(history),
+            True,
+            0.0,
+            details,
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         """Logits of the retrained head on ``model_``'s features of ``x``."""
@@ -219,9 +247,13 @@ class MacCal(ModelCalibrator):
     def _load(self, tensors: dict[str, Tensor], learned: dict[str, Any]) -> None:
         s = self.checked()
         head = MaskedHead(
-            learned["in_features"], self.n_classes_, head=s["head"], width=s["width"],
-            restrict=s["restrict"], inference=s["inference"],
-        )  # fmt: skip
+            learned["in_features"],
+            self.n_classes_,
+            head=s["head"],
+            width=s["width"],
+            restrict=s["restrict"],
+            inference=s["inference"],
+        )
         head.load_state_dict({k.removeprefix("head_."): v for k, v in tensors.items()})
         self.head_ = head.to(next(self.model_.parameters()).device).eval()
         self.history_ = learned["history"]
@@ -258,9 +290,14 @@ def features(model: nn.Module, x: Tensor) -> Tensor:
 
 
 def train_head(
-    head: MaskedHead, h_train: Tensor, y_train: Tensor, s: dict[str, Any], h_val: Tensor | None,
-    val: tuple[Tensor, Tensor] | None, progress: Any,
-) -> list[dict[str, float]]:  # fmt: skip
+    head: MaskedHead,
+    h_train: Tensor,
+    y_train: Tensor,
+    s: dict[str, Any],
+    h_val: Tensor | None,
+    val: tuple[Tensor, Tensor] | None,
+    progress: Any,
+) -> list[dict[str, float]]:
     """Algorithm 1 on cached features: one record per epoch (q used, η, training accuracy,
     confidence and loss, validation accuracy and ECE where ``val`` is given)."""
     gen = torch.Generator().manual_seed(s["seed"])
@@ -291,12 +328,19 @@ def train_head(
         with torch.no_grad():
             conf, pred = torch.softmax(head(h_train), 1).max(1)
             acc, mean_conf = float((pred == y_train).double().mean()), float(conf.mean())
-            record = {"epoch": epoch, "q": q, "train_acc": acc, "train_conf": mean_conf,
-                      "train_loss": mean_loss}  # fmt: skip
+            record = {
+                "epoch": epoch,
+                "q": q,
+                "train_acc": acc,
+                "train_conf": mean_conf,
+                "train_loss": mean_loss,
+            }
             if val is not None:
                 val_logits, y_val = head(h_val).cpu(), val[1]
-                record |= {"val_acc": M.accuracy(val_logits, y_val),
-                           "val_ece": M.ece(val_logits, y_val)}  # fmt: skip
+                record |= {
+                    "val_acc": M.accuracy(val_logits, y_val),
+                    "val_ece": M.ece(val_logits, y_val),
+                }
         record["lr"] = s["lr"]
         if s["adaptive"] != "fixed":
             eta = eta_at(s, epoch)
@@ -314,9 +358,15 @@ class MaskedHead(nn.Module):
     """A linear or bottleneck head whose weight matrices are masked while training."""
 
     def __init__(
-        self, in_features: int, num_classes: int, *, head: str = "bottleneck", width: int = 128,
-        restrict: bool = True, inference: str = "full",
-    ) -> None:  # fmt: skip
+        self,
+        in_features: int,
+        num_classes: int,
+        *,
+        head: str = "bottleneck",
+        width: int = 128,
+        restrict: bool = True,
+        inference: str = "full",
+    ) -> None:
         super().__init__()
         sizes = (
             [in_features, width, num_classes]
@@ -353,8 +403,9 @@ class MaskedHead(nn.Module):
         return h
 
 
-def masked_sgd_step(head: MaskedHead, state: dict[int, Tensor], lr: float, momentum: float,
-                    weight_decay: float) -> None:  # fmt: skip
+def masked_sgd_step(
+    head: MaskedHead, state: dict[int, Tensor], lr: float, momentum: float, weight_decay: float
+) -> None:
     """SGD with momentum and weight decay (torch's update rule) in which, with gradient
     restriction, the entries where the mask is 0 keep their weight and momentum exactly."""
     with torch.no_grad():
@@ -392,9 +443,13 @@ def eta_at(s: dict[str, Any], t: int) -> float:
 
 
 def masked_inference(
-    head: nn.Linear, features: Tensor, labels: Tensor, rates: list[float], n_masks: int = 10,
+    head: nn.Linear,
+    features: Tensor,
+    labels: Tensor,
+    rates: list[float],
+    n_masks: int = 10,
     seed: int = 0,
-) -> list[dict[str, float]]:  # fmt: skip
+) -> list[dict[str, float]]:
     """MaC-Cal Fig. 1: accuracy and mean confidence of a trained linear head when a random
     fraction r of its weights is masked at test time (mean over ``n_masks`` masks)."""
     gen = torch.Generator().manual_seed(seed)

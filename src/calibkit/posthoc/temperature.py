@@ -137,8 +137,10 @@ class TemperatureScaling(Calibrator):
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
         check_bounds(s["t_min"], s["t_max"])
-        return s | {"tol": check_number(s["tol"], "tol", low=0.0),
-                    "max_iter": check_positive_int(s["max_iter"], "max_iter")}  # fmt: skip
+        return s | {
+            "tol": check_number(s["tol"], "tol", low=0.0),
+            "max_iter": check_positive_int(s["max_iter"], "max_iter"),
+        }
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         before = _nll_and_derivatives(z, y, 1.0)[0]

@@ -12,10 +12,19 @@ from .._lazy import lazy_attributes
 # imported on first use: the CLI reads TrainConfig's fields without importing PyTorch
 __getattr__ = lazy_attributes(
     __name__,
-    {"crop_flip": "..data.augment", "mixup": ".augment", "lr_at": ".schedule",
-     "milestones": ".schedule", "TrainConfig": ".config", "TrainingError": ".config",
-     "TrainResult": ".config", "build": ".trainer", "predict": ".trainer", "train": ".trainer"},
-)  # fmt: skip
+    {
+        "crop_flip": "..data.augment",
+        "mixup": ".augment",
+        "lr_at": ".schedule",
+        "milestones": ".schedule",
+        "TrainConfig": ".config",
+        "TrainingError": ".config",
+        "TrainResult": ".config",
+        "build": ".trainer",
+        "predict": ".trainer",
+        "train": ".trainer",
+    },
+)
 
 __all__ = [
     "TrainConfig",

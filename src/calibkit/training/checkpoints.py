@@ -65,8 +65,9 @@ def resume_state(
         raise TrainingError(f"{path}: not a readable calibkit checkpoint ({err})") from None
     keys = ("config", "epoch", "model", "optimizer", "history", "learned", "analysis")
     if not isinstance(state, dict) or any(k not in state for k in keys):
-        raise TrainingError(f"{path}: not a calibkit checkpoint (expected a mapping of "
-                            f"{', '.join(keys)})")  # fmt: skip
+        raise TrainingError(
+            f"{path}: not a calibkit checkpoint (expected a mapping of {', '.join(keys)})"
+        )
     if not _same_config(state["config"], config):
         raise TrainingError(
             f"{path} was written by a run with another configuration; resume with the same "

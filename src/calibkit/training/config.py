@@ -51,15 +51,19 @@ class TrainConfig:
     )
     record_grad_norms: list[int] = field(
         default_factory=list,
-        metadata={"help": "Epoch at which to record per-sample gradient norms and Brier "
-                          "scores; repeat for more."},
-    )  # fmt: skip
+        metadata={
+            "help": "Epoch at which to record per-sample gradient norms and Brier "
+            "scores; repeat for more."
+        },
+    )
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda or cuda:N."})
     checkpoint: str | None = field(
         default=None,
-        metadata={"help": "Pretrained weights to start from (torch or safetensors); with "
-                          "--stage2 they are stage 1 (no training)."},
-    )  # fmt: skip
+        metadata={
+            "help": "Pretrained weights to start from (torch or safetensors); with "
+            "--stage2 they are stage 1 (no training)."
+        },
+    )
 
     def check(self) -> TrainConfig:
         """Validate every field, building nothing heavy, and keep each spec parsed (a
@@ -157,8 +161,9 @@ def pick_device(name: str) -> torch.device:
             f"device: {name!r} is not a device; expected auto, cpu, cuda or cuda:N"
         ) from None
     if device.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device: {name!r} cannot train or calibrate; expected auto, cpu, "
-                         "cuda, cuda:N or mps")  # fmt: skip
+        raise ValueError(
+            f"device: {name!r} cannot train or calibrate; expected auto, cpu, cuda, cuda:N or mps"
+        )
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device: {name!r} requested but CUDA is not available")
     if device.type == "mps" and not torch.backends.mps.is_available():

@@ -124,12 +124,15 @@ def train_packed(
         totals = [EpochTotals(device) for _ in configs]
         for step in range(steps_per_epoch):
             idx = [d.order[step * size : (step + 1) * size] for d in draws]
-            batch = [step_inputs(c, bundle, train_split, i, device, augment, d)
-                     for c, i, d in zip(configs, idx, draws, strict=True)]  # fmt: skip
+            batch = [
+                step_inputs(c, bundle, train_split, i, device, augment, d)
+                for c, i, d in zip(configs, idx, draws, strict=True)
+            ]
             with autocast(device):
                 logits = forward(params, buffers, torch.stack([b[0] for b in batch]))
-            terms = [f.compute(z.float(), b[1])
-                     for f, z, b in zip(loss_fns, logits, batch, strict=True)]  # fmt: skip
+            terms = [
+                f.compute(z.float(), b[1]) for f, z, b in zip(loss_fns, logits, batch, strict=True)
+            ]
             opt.zero_grad(set_to_none=True)
             torch.stack(terms).sum().backward()
             opt.step()
@@ -145,8 +148,9 @@ def train_packed(
             record |= {"lr": lr, "train_time": train_time}
             record["time"] = time.perf_counter() - began
             histories[m].append(record)
-            save_checkpoint(outs[m] / NEXT, config, nets[m], member_opts[m], epoch + 1,
-                            histories[m], None, {})  # fmt: skip
+            save_checkpoint(
+                outs[m] / NEXT, config, nets[m], member_opts[m], epoch + 1, histories[m], None, {}
+            )
         for out in outs:  # every member's epoch is written: now it counts
             os.replace(out / NEXT, out / CHECKPOINT)
         if progress is not None:
@@ -158,8 +162,11 @@ def train_packed(
         info = provenance(config, device, bundle.augment, loss_fns[m])
         info["packed"] = {"members": len(configs), "member": m}
         finish_run(outs[m], info, nets[m], bundle, device, histories[m], None, {})
-        results.append(TrainResult(outs[m], histories[m], nets[m], tuple(bundle.input_shape),
-                                   len(bundle.train)))  # fmt: skip
+        results.append(
+            TrainResult(
+                outs[m], histories[m], nets[m], tuple(bundle.input_shape), len(bundle.train)
+            )
+        )
     return results
 
 
@@ -200,8 +207,10 @@ def _start(
             if (out / CHECKPOINT).exists() or (out / "history.json").exists():
                 raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
         return 0, [[] for _ in outs]
-    states = [resume_state(out / CHECKPOINT, c, net, opt, None, {})
-              for c, out, net, opt in zip(configs, outs, nets, opts, strict=True)]  # fmt: skip
+    states = [
+        resume_state(out / CHECKPOINT, c, net, opt, None, {})
+        for c, out, net, opt in zip(configs, outs, nets, opts, strict=True)
+    ]
     epochs = {s for s, _ in states}
     if len(epochs) != 1:
         raise TrainingError(
@@ -243,8 +252,10 @@ def _stack_momentum(
 ) -> None:
     """Give the packed optimiser the members' momentum buffers (from their checkpoints)."""
     for name, stacked in params.items():
-        found = [o.state.get(dict(net.named_parameters())[name], {}).get("momentum_buffer")
-                 for net, o in zip(nets, member_opts, strict=True)]  # fmt: skip
+        found = [
+            o.state.get(dict(net.named_parameters())[name], {}).get("momentum_buffer")
+            for net, o in zip(nets, member_opts, strict=True)
+        ]
         if all(b is not None for b in found):
             opt.state[stacked]["momentum_buffer"] = torch.stack(found).to(stacked)
 

@@ -36,7 +36,7 @@ from .trainer import (
     provenance,
     train,
     write_run,
-)  # fmt: skip
+)
 
 __all__ = ["calibrate_run", "load_run", "pretrained_run", "run_evidence", "stage_one"]
 
@@ -104,17 +104,24 @@ def run_evidence(path: str | os.PathLike, device: str = "auto") -> tuple[Evidenc
         return data.to_inputs(x, bundle, dev)
 
     evidence = Evidence(
-        logits=logits, labels={k: v.y for k, v in splits.items()}, model=model, inputs=inputs,
+        logits=logits,
+        labels={k: v.y for k, v in splits.items()},
+        model=model,
+        inputs=inputs,
         predict=lambda module, split: predict(module, splits[split], bundle, dev),
         input_range=data.input_bounds(bundle),
-    )  # fmt: skip
+    )
     return evidence, info
 
 
 def calibrate_run(
-    source: str | os.PathLike, method: str | Spec, out: str | os.PathLike, *,
-    device: str = "auto", progress: Any = None,
-) -> posthoc.Method:  # fmt: skip
+    source: str | os.PathLike,
+    method: str | Spec,
+    out: str | os.PathLike,
+    *,
+    device: str = "auto",
+    progress: Any = None,
+) -> posthoc.Method:
     """Fit the registered calibration ``method`` (a spec) on the finished run ``source`` (on
     its ``fit_split``: validation, or training for MaC-Cal stage 2) and write the calibrated
     network as a run in ``out``: logits of every split, the method's file, the source's
@@ -144,8 +151,9 @@ def calibrate_run(
     arrays: dict[str, Any] = {}
     outputs = cal.apply_on(evidence)
     split = "test" if evidence.labels.get("test") is not None else "val"
-    check_fit(cal, evidence.logits[split], outputs[split].detach().cpu(), evidence.labels[split],
-              split)  # fmt: skip
+    check_fit(
+        cal, evidence.logits[split], outputs[split].detach().cpu(), evidence.labels[split], split
+    )
     for name, z in outputs.items():
         arrays[f"logits_{name}"] = z.detach().float().cpu().numpy()
         if not name.startswith("ood_"):
@@ -157,8 +165,13 @@ def calibrate_run(
         lambda tmp: shutil.copyfile(Path(source) / "model.safetensors", tmp),
     )
     write_text(out / "history.json", json.dumps(cal.history(), indent=1))
-    record = info | {"calibration": {"method": str(spec), "source": str(Path(source).resolve()),
-                                     "anomalies": cal.fit_report_.anomalies}}  # fmt: skip
+    record = info | {
+        "calibration": {
+            "method": str(spec),
+            "source": str(Path(source).resolve()),
+            "anomalies": cal.fit_report_.anomalies,
+        }
+    }
     write_text(out / "run.json", json.dumps(record, indent=1, default=str))
     return cal
 

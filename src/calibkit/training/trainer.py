@@ -284,9 +284,11 @@ def train(
     if dist.world > 1:
         wrapped = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(
-        model.parameters(), lr=config.lr, momentum=config.momentum,
+        model.parameters(),
+        lr=config.lr,
+        momentum=config.momentum,
         weight_decay=config.weight_decay,
-    )  # fmt: skip
+    )
     if bundle.train is None or bundle.val is None:
         raise TrainingError(f"data: '{config.data}' needs a training and a validation split")
     train_split = bundle.train.to(device)  # stored once where the steps run
@@ -402,9 +404,12 @@ def provenance(
 def _git_revision() -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
             cwd=Path(__file__).resolve().parent,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
