@@ -229,8 +229,9 @@ def test_calibrated_model_wraps_a_network(split):
     ts = posthoc.create("ts").fit(z, y)
     model = posthoc.CalibratedModel(net, ts)
     assert torch.allclose(model.predict_proba(z), ts.predict_proba(z))
+    # an unfitted calibrator can be wrapped (to load a state_dict into); calling it cannot
     with pytest.raises(posthoc.NotFittedError, match="TemperatureScaling is not fitted"):
-        posthoc.CalibratedModel(net, posthoc.create("ts"))
+        posthoc.CalibratedModel(net, posthoc.create("ts"))(z)
 
 
 # ------------------------------------------------------------------------ bad input

@@ -2,7 +2,7 @@
 
 >>> from calibkit import posthoc
 >>> posthoc.names()[:4]
-['dir-l2', 'dir-odir', 'ets', 'hist-binning']
+['beta', 'dir-l2', 'dir-odir', 'ets']
 >>> posthoc.create("ts-grid:grid=focal-calibration").grid
 'focal-calibration'
 """
