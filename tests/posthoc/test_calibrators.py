@@ -466,3 +466,14 @@ def test_repr_shows_settings_and_what_was_learned(split):
     assert "edges_: (1, 16)" in repr(posthoc.create("hist-binning").fit(z, y))
     with pytest.raises(posthoc.NotFittedError):
         posthoc.CalibratedModel(torch.nn.Identity(), posthoc.create("ts"))(z)
+
+
+def test_fit_report_prints_times_and_numbers_as_people_read_them():
+    from calibkit.posthoc.base import FitReport, duration
+
+    assert [duration(s) for s in (0.0123, 4.512, 404.4761, 3725.0)] == [
+        "12.3 ms", "4.51 s", "6 min 44 s", "1 h 02 min"
+    ]  # fmt: skip
+    details = {"t": 0.9666666666666667, "pair": [0.14999999, 2]}
+    text = str(FitReport("nll", 0.5, 0.25, 3, True, 404.4761, details))
+    assert "6 min 44 s" in text and "t = 0.966667" in text and "pair = [0.15, 2]" in text

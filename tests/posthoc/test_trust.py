@@ -160,7 +160,8 @@ def test_neural_clamping_calibrates_an_overconfident_model():
     nc = NeuralClamping().fit(net, x, y)
     r = nc.fit_report_.details
     assert 5 < r["temperature"] < 50  # the model is 20x overconfident
-    (before, after), (acc0, acc1) = r["ece_calibration"], r["accuracy_calibration"]
+    before, after = r["ece_calibration_before"], r["ece_calibration_after"]
+    acc0, acc1 = r["accuracy_calibration_before"], r["accuracy_calibration_after"]
     assert after < before / 3 and abs(acc1 - acc0) < 0.02
     assert nc.fit_report_.after <= nc.fit_report_.before + 1e-9
     assert net.training and all(p.requires_grad for p in net.parameters())  # state restored

@@ -75,7 +75,7 @@ class FitReport:
 
     def __str__(self) -> str:
         state = "converged" if self.converged else "NOT converged"
-        extra = "".join(f", {k} = {v}" for k, v in self.details.items())
+        extra = "".join(f", {k} = {_short(v)}" for k, v in self.details.items())
         splits: dict[str, list[str]] = {}
         for a in self.anomalies:
             splits.setdefault(a["split"], []).append(a["kind"])
@@ -84,8 +84,29 @@ class FitReport:
         )
         return (
             f"{self.objective}: {self.before:.6g} -> {self.after:.6g} in {self.iterations} "
-            f"iterations ({state}, {self.seconds * 1e3:.1f} ms){extra}{flagged}"
+            f"iterations ({state}, {duration(self.seconds)}){extra}{flagged}"
         )
+
+
+def duration(seconds: float) -> str:
+    """A time as people read it: "12.3 ms", "4.51 s", "6 min 44 s", "1 h 02 min"."""
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _short(value: Any) -> str:
+    """A fit detail for a line of text: floats to 6 significant digits, lists item by item."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return str(value)
 
 
 class Method(nn.Module):

@@ -181,8 +181,10 @@ class NeuralClamping(ModelCalibrator):
             "lam": fit["lam"],
             "temperature_start": fit["t_start"],
             "temperature": float(self.temperature_),
-            "ece_calibration": [M.ece(plain, y), score],
-            "accuracy_calibration": [_accuracy(plain, y), _accuracy(z, y)],
+            "ece_calibration_before": M.ece(plain, y),
+            "ece_calibration_after": score,
+            "accuracy_calibration_before": _accuracy(plain, y),
+            "accuracy_calibration_after": _accuracy(z, y),
         }
         iterations = s["epochs"] * math.ceil(len(y) / s["batch_size"]) if s["fit_delta"] else 0
         return FitReport("focal + λ'‖δ‖²", fit["start"], fit["end"], iterations, True, 0.0, details)
