@@ -211,7 +211,7 @@ def print_result(result, title: str) -> None:
         f"({s['binning']}){extra}"
     )
     out.print(
-        "values are fractions (0.05 = 5 %), NLL in nats"
+        "units: each metric's, beside its name (%: × 100); --json gives fractions"
         + ("; T*: the temperature whose scaling gives optimal_ece, the lowest ECE" if extra else "")
         + "; what each metric is: `calibkit evaluate --help`, docs/metrics.md"
     )

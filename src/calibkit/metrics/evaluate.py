@@ -33,14 +33,13 @@ from .ood import ood_score as score_of
 from .resample import (
     _bootstrap_vectors,
     _check_metrics,
-    _fmt,
     _jackknife_vectors,
     _json_float,
     _metric_vectors,
     _percentile,
     bootstrap_intervals,
 )
-from .table import METRICS, OOD_METRICS
+from .table import METRICS, OOD_METRICS, info
 from .temperatures import best_temperature, check_grid
 
 __all__ = ["EvaluationResult", "evaluate"]
@@ -81,14 +80,18 @@ class EvaluationResult:
         }
 
     def rows(self) -> list[tuple[str, str, str]]:
-        """(metric, value, interval) rows as printed by :meth:`table`."""
+        """(metric with its unit, value, interval) rows as printed by :meth:`table`: values
+        in the unit the metric table gives each (% for calibration errors and accuracy,
+        nats for NLL; docs/metrics.md), where :meth:`to_dict` keeps fractions."""
         out = []
         for name, value in self.metrics.items():
+            row = info(name)
             iv = ""
             if self.intervals and name in self.intervals:
                 lo, hi = self.intervals[name]
-                iv = f"[{_fmt(lo)}, {_fmt(hi)}]"
-            out.append((name, _fmt(value), iv))
+                iv = f"[{row.display(lo)}, {row.display(hi)}]"
+            out.append((f"{name} ({row.shown_unit})" if row.shown_unit else name,
+                        row.display(value), iv))  # fmt: skip
         return out
 
     def table(self) -> str:

@@ -224,9 +224,12 @@ def bootstrap_intervals(
         bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
         lo, hi = intervals[m]
         if not lo <= est <= hi and math.isfinite(est) and math.isfinite(lo):
+            row = info(m)  # in the unit a table prints (% for an error), as the rows are
+            scale = 100 if row.percent else 1
+            unit = f" {row.shown_unit}" if row.shown_unit else ""
             outside.append(
-                f"{m} {_fmt(est)} [{_fmt(lo)}, {_fmt(hi)}], bias {bias[m]:+.5f}, "
-                f"bias-corrected {_fmt(est - bias[m])}"
+                f"{m} {row.display(est)} [{row.display(lo)}, {row.display(hi)}]{unit}, bias "
+                f"{bias[m] * scale:+.3f}, bias-corrected {row.display(est - bias[m])}"
             )
     notes = []
     if outside:

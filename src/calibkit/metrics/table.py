@@ -117,9 +117,23 @@ class MetricInfo:
         return f"{value * (100 if self.percent else 1):.{digits}f}"
 
     @property
+    def shown_unit(self) -> str:
+        """The unit of the value a table prints: "%", "×100", "nats", or "" (a number)."""
+        return self.unit if self.percent or self.unit != "%" else ""
+
+    @property
     def heading(self) -> str:
-        """The label with its unit, for a table's title: "ECE (%)", "Brier (×100)", "NLL"."""
-        return f"{self.label} ({self.unit})" if self.percent else self.label
+        """The label with its unit, for a table's title: "ECE (%)", "Brier (×100)",
+        "NLL (nats)"."""
+        return f"{self.label} ({self.shown_unit})" if self.shown_unit else self.label
+
+    def display(self, value: float | None) -> str:
+        """``value`` as printed for people: × 100 with 2 decimals where it is a fraction
+        shown in %, else 4 decimals; "n/a" for a missing value. Machines get fractions
+        (``--json``, the Python API)."""
+        if value is None or math.isnan(value):
+            return "n/a"
+        return self.format(value, 2 if self.percent else 4)
 
 
 def plus_minus(mean: float, std: float, digits: int) -> str:
@@ -186,11 +200,11 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
     M("classwise_ece", "Classwise ECE", -1,
       compute=lambda s: _classwise_ece(s), harness=True,
       compare=True, interval=BASIC),
-    M("nll", "NLL", -1, percent=False, compute=lambda s: s.mean("nll"), harness=True,
+    M("nll", "NLL", -1, percent=False, unit="nats", compute=lambda s: s.mean("nll"), harness=True,
       compare=True),
     M("brier", "Brier", -1, compute=lambda s: s.mean("brier"), harness=True, compare=True,
       unit="×100"),
-    M("entropy", "Entropy", 0, percent=False, compute=lambda s: s.mean("entropy"),
+    M("entropy", "Entropy", 0, percent=False, unit="nats", compute=lambda s: s.mean("entropy"),
       harness=True, compare=True),
     M("refinement_auroc", "Refinement AUROC", +1,
       compute=lambda s: st.auroc_from_runs(*s.correct_runs()), samples=True, harness=True),
