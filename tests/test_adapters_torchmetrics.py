@@ -127,7 +127,7 @@ def test_plot_draws_the_reliability_diagram_of_the_state(tmp_path):
     m.update(z[:200], y[:200])
     m.update(z[200:], y[200:])
     fig, axes = m.plot()
-    assert len(axes) == 2 and f"ECE = {ece(z, y):.4f}" in axes[0].get_title()
+    assert len(axes) == 2 and f"ECE = {100 * ece(z, y):.2f} %" in axes[0].get_title()
     fig.savefig(tmp_path / "r.png")
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 

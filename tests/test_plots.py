@@ -20,7 +20,7 @@ def test_bars_are_the_bin_accuracies_and_title_has_ece(tmp_path):
     filled = r.bins.count > 0
     heights = [p.get_height() for p in top.patches[: int(filled.sum())]]
     assert np.allclose(heights, r.bins.accuracy[filled])
-    assert f"ECE = {r['ece']:.4f}" in top.get_title()
+    assert f"ECE = {100 * r['ece']:.2f} %" in top.get_title()
     counts = [p.get_height() for p in bottom.patches]
     assert np.allclose(counts, r.bins.count) and bottom.get_yscale() == "log"
     labels = [t.get_text() for t in bottom.texts]  # each filled bin's count over its bar

@@ -159,7 +159,9 @@ def draw_reliability(
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
     head = title or "Reliability diagram"
-    top.set_title(f"{head}\nECE = {ece:.4f} ({n_bins} bins), accuracy = {accuracy:.4f}")
+    top.set_title(
+        f"{head}\nECE = {100 * ece:.2f} % ({n_bins} bins), accuracy = {100 * accuracy:.2f} %"
+    )
     top.legend(loc="upper left", fontsize=8)
     bottom.bar(lo, count, width=width, align="edge", color="0.5", edgecolor="white")
     if filled.any():  # a log scale: bins of 1-5 samples stay visible beside bins of thousands
