@@ -103,7 +103,7 @@ def test_compare_table_fits_the_width(splits, capsys, monkeypatch, width):
     heads = [line for line in lines if "┃ method" in line]
     assert len(heads) == (1 if width == 200 else 2 if width == 120 else 3)
     table = "".join(lines)
-    for c in (" accuracy ± std", " ece ± std", " entropy ± std"):  # every column, once
+    for c in (" accuracy (%) ± std", " ece (%) ± std", " entropy (nats) ± std"):  # each once
         assert table.count(c) == 1
 
 

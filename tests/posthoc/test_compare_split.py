@@ -126,3 +126,17 @@ def test_an_interval_that_misses_its_estimate_or_the_mean_is_noted():
     assert any("mean over seeds outside the first seed's interval" in n for n in notes)
     quiet = compare_resplit(np.log(probs), labels, ["uncalibrated"], seeds=2, bootstrap=0)
     assert quiet["methods"]["uncalibrated"]["notes"] == []
+
+
+def test_compare_names_what_a_method_does_by_design():
+    """Issue 42 §5: histogram binning's NLL rise is not flagged, and compare says why."""
+    from calibkit.posthoc.compare import expected_lines, heading
+
+    lines = expected_lines({"uncalibrated": {}, "ts": {}, "hist-binning:n_bins=10": {}})
+    assert lines == ["hist-binning:n_bins=10: its few output probabilities (one per bin) "
+                     "raise NLL by design, not flagged"]  # fmt: skip
+    assert [heading(c) for c in ("ece", "nll", "brier")] == [
+        "ece (%)",
+        "nll (nats)",
+        "brier (×100)",
+    ]

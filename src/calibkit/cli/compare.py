@@ -87,6 +87,8 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         compare_methods,
         compare_resplit,
         default_methods,
+        expected_lines,
+        heading,
     )
     from ..registry import split_specs
 
@@ -151,7 +153,7 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     from rich.table import Table
 
     best = best_per_column(results)
-    heads = {c: f"{c} ± std" if seeds > 1 else c for c in COLUMNS}  # the ± : under the table
+    heads = {c: f"{heading(c)} ± std" if seeds > 1 else heading(c) for c in COLUMNS}
     cells = {
         m: {c: ("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS}
         for m, r in results.items()
@@ -176,6 +178,8 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         out.print(f"[bold red]flagged[/] ({len(flagged)}): checks as in bench (docs/bench.md)")
         for line in flagged:
             out.print(f"  {line}", markup=False)
+    for line in expected_lines(results):
+        out.print(f"note: {line}", markup=False)
     if found["note"]:
         out.print(found["note"], markup=False)
 

@@ -30,7 +30,7 @@ import torch
 from ..metrics import evaluate, table
 from ..registry import parse_spec
 from . import REGISTRY, create, names
-from .anomalies import check_method, checked_elsewhere
+from .anomalies import WHY_EXPECTED, check_method, checked_elsewhere
 from .base import FitDivergedError
 from .checks import check_fit_data
 
@@ -307,6 +307,19 @@ def anomaly_lines(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def expected_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """What a compared method's nature does that the checks leave unflagged ('hist-binning:
+    its few output probabilities ... raise NLL by design'), one line per method and kind."""
+    lines = []
+    for spec in results:
+        name = parse_spec(spec).name
+        if name not in REGISTRY:  # "uncalibrated"
+            continue
+        kinds = sorted(REGISTRY.factory(name).expected_anomalies & set(WHY_EXPECTED))
+        lines += [f"{spec}: {WHY_EXPECTED[k]}" for k in kinds]
+    return lines
+
+
 def best_per_column(results: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The method with the best mean value in each ranked column."""
     best = {}
@@ -321,12 +334,21 @@ def best_per_column(results: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def cell(result: dict[str, Any], column: str, intervals: bool = True) -> str:
-    """'0.0113 ± 0.0004 [0.0095, 0.0131]' for one method and column."""
+    """'1.13 ± 0.04 [0.95, 1.31]' for one method and column, in the column's unit
+    (:func:`heading`: % for an error, nats for NLL)."""
+    row = table.info(column)
+    scale, digits = (100, 2) if row.percent else (1, 4)
     v = result["metrics"][column]
-    text = f"{v:.4f}"
+    text = row.display(v)
     if result["std"]:
-        text = table.plus_minus(v, result["std"][column], 4)
+        text = table.plus_minus(v * scale, result["std"][column] * scale, digits)
     if intervals and result["intervals"]:
         lo, hi = result["intervals"][column]
-        text += f" [{lo:.4f}, {hi:.4f}]"
+        text += f" [{row.display(lo)}, {row.display(hi)}]"
     return text
+
+
+def heading(column: str) -> str:
+    """A column's name with the unit its cells are in: 'ece (%)', 'nll (nats)'."""
+    unit = table.info(column).shown_unit
+    return f"{column} ({unit})" if unit else column
