@@ -443,9 +443,11 @@ def key_options(f):
 
 
 def metric_rows(before, after) -> list[tuple[str, str, str]]:
-    from ..posthoc.compare import COLUMNS
+    """(metric with its unit, before, after) rows in the unit each metric is printed in."""
+    from ..metrics.table import info
+    from ..posthoc.compare import COLUMNS, heading
 
-    return [(c, f"{before[c]:.4f}", f"{after[c]:.4f}") for c in COLUMNS]
+    return [(heading(c), info(c).display(before[c]), info(c).display(after[c])) for c in COLUMNS]
 
 
 def data_roots(*specs) -> list[str]:

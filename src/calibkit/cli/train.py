@@ -109,8 +109,9 @@ def train(stage2, output, resume, as_json, **settings) -> None:
         return
     h = result.history[-1]
     console().print(
-        f"{h['epoch']} epochs: train accuracy {h['train_acc']:.4f}; validation accuracy "
-        f"{h['val_acc']:.4f}, ECE {h['val_ece']:.4f}, NLL {h['val_nll']:.4f}, optimal ECE "
-        f"{h['val_optimal_ece']:.4f}\nwritten to {output}/ (logits.npz, history.json, run.json, "
+        f"{h['epoch']} epochs: train accuracy {100 * h['train_acc']:.2f} %; validation "
+        f"accuracy {100 * h['val_acc']:.2f} %, ECE {100 * h['val_ece']:.2f} %, NLL "
+        f"{h['val_nll']:.4f} nats, optimal ECE {100 * h['val_optimal_ece']:.2f} %"
+        f"\nwritten to {output}/ (logits.npz, history.json, run.json, "
         "model.safetensors)"
     )
