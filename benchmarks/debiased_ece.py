@@ -22,7 +22,7 @@ import torch
 from calibkit.metrics import classwise_ece, ece
 from calibkit.metrics.binning import BinScheme
 from calibkit.metrics.inputs import prepare
-from calibkit.metrics.resample import _bootstrap_vectors
+from calibkit.metrics.resample import bootstrap_vectors
 from calibkit.metrics.stats import (
     classwise_ece_from_sums,
     classwise_sums,
@@ -85,7 +85,7 @@ def cost(rounds: int) -> list[str]:
     for name in ("classwise_ece", "debiased_classwise_ece"):
         only = frozenset({name})
         boot[name] = best(
-            lambda only=only: _bootstrap_vectors([p], "calibkit", 15, 1000, 0, smooth=False,
+            lambda only=only: bootstrap_vectors([p], "calibkit", 15, 1000, 0, smooth=False,
                                                  only=only),
             rounds,
         )  # fmt: skip

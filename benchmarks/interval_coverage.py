@@ -30,9 +30,9 @@ import torch
 from calibkit.metrics.inputs import prepare
 from calibkit.metrics.intervals import interval
 from calibkit.metrics.resample import (
-    _bootstrap_vectors,
-    _jackknife_vectors,
-    _metric_vectors,
+    bootstrap_vectors,
+    jackknife_vectors,
+    metric_vectors,
 )
 from calibkit.metrics.synthetic import SyntheticClassifier
 from calibkit.metrics.table import info
@@ -59,10 +59,10 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int, *, smooth:
     for r in range(reps):
         probs, labels = model.sample(n, seed=seed0 + r)
         p = prepare(probs, labels, probs=True)
-        est = {m: float(v[0]) for m, v in _metric_vectors(p, "calibkit", 15, None, smooth=smooth,
+        est = {m: float(v[0]) for m, v in metric_vectors(p, "calibkit", 15, None, smooth=smooth,
                                                           only=only).items()}  # fmt: skip
-        rep = _bootstrap_vectors([p], "calibkit", 15, boot, seed0 + r, smooth=smooth, only=only)[0]
-        jack = _jackknife_vectors(p, "calibkit", 15, r, smooth=smooth, only=only)
+        rep = bootstrap_vectors([p], "calibkit", 15, boot, seed0 + r, smooth=smooth, only=only)[0]
+        jack = jackknife_vectors(p, "calibkit", 15, r, smooth=smooth, only=only)
         for m in names:
             if not math.isfinite(est[m]):
                 continue

@@ -10,7 +10,7 @@ import torch
 
 import calibkit.metrics as M
 from calibkit.metrics.inputs import prepare
-from calibkit.metrics.resample import _metric_vectors
+from calibkit.metrics.resample import metric_vectors
 from calibkit.metrics.table import COMPUTED, SAMPLE_METRICS
 from tests.conftest import make_logits
 
@@ -36,7 +36,7 @@ def test_every_metric_agrees_across_functional_evaluate_meter_and_bootstrap(bina
     for part in np.array_split(np.arange(len(y)), 4):
         meter.update(z[part], y[part])
     streamed = meter.compute()
-    weighted = _metric_vectors(prepare(z, y, binary=binary), "calibkit", 15,
+    weighted = metric_vectors(prepare(z, y, binary=binary), "calibkit", 15,
                                torch.ones(1, len(y), dtype=torch.float64), smooth=True)  # fmt: skip
     for m in COMPUTED:
         name = m.name

@@ -31,13 +31,13 @@ from .inputs import prepare, prepare_scores
 from .intervals import check_interval, describe
 from .ood import ood_score as score_of
 from .resample import (
-    _bootstrap_vectors,
-    _check_metrics,
-    _jackknife_vectors,
-    _json_float,
-    _metric_vectors,
-    _percentile,
     bootstrap_intervals,
+    bootstrap_vectors,
+    check_metric_names,
+    jackknife_vectors,
+    json_float,
+    metric_vectors,
+    percentile_interval,
 )
 from .table import METRICS, OOD_METRICS, info
 from .temperatures import best_temperature, check_grid
@@ -68,13 +68,11 @@ class EvaluationResult:
             "n_samples": self.n_samples,
             "n_classes": self.n_classes,
             "settings": self.settings,
-            "metrics": {k: _json_float(v) for k, v in self.metrics.items()},
+            "metrics": {k: json_float(v) for k, v in self.metrics.items()},
             "intervals": None
             if self.intervals is None
-            else {k: [_json_float(a), _json_float(b)] for k, (a, b) in self.intervals.items()},
-            "bias": None
-            if self.bias is None
-            else {k: _json_float(v) for k, v in self.bias.items()},
+            else {k: [json_float(a), json_float(b)] for k, (a, b) in self.intervals.items()},
+            "bias": None if self.bias is None else {k: json_float(v) for k, v in self.bias.items()},
             "bins": self.bins.to_dict(),
             "notes": self.notes,
         }
@@ -118,7 +116,7 @@ class EvaluationResult:
         return self.table()
 
 
-def _check_ci(ci: float) -> float:
+def check_ci(ci: float) -> float:
     if not isinstance(ci, float | int) or not 0 < ci < 1:
         raise ValueError(f"ci: expected a level in (0, 1) such as 0.95, got {ci!r}")
     return float(ci)
@@ -171,9 +169,9 @@ def evaluate(
     check_n_bins(n_bins)
     if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
         raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
-    ci = _check_ci(ci)
+    ci = check_ci(ci)
     interval_method = check_interval(interval)
-    only = _check_metrics(metrics)
+    only = check_metric_names(metrics)
     p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
     scheme = BinScheme.make(n_bins, binning, p.dtype)
     ood = None
@@ -183,7 +181,7 @@ def evaluate(
         s_in = score_of(scores, score=ood_score, probs=probs)
         s_out = score_of(ood_scores, score=ood_score, probs=probs, name="ood_scores")
         ood = (s_in, s_out.to(s_in.device))
-    vec = _metric_vectors(
+    vec = metric_vectors(
         p,
         binning,
         n_bins,
@@ -216,7 +214,7 @@ def evaluate(
     metrics = {m: metrics[m] for m in order}
     intervals = bias = None
     if bootstrap:
-        boot = _bootstrap_vectors(
+        boot = bootstrap_vectors(
             [p],
             binning,
             n_bins,
@@ -232,12 +230,12 @@ def evaluate(
             boot,
             ci,
             interval_method,
-            lambda names: _jackknife_vectors(p, binning, n_bins, seed, smooth=smooth, only=names),
+            lambda names: jackknife_vectors(p, binning, n_bins, seed, smooth=smooth, only=names),
         )
         notes += more
     bins = bins_of(st.topbin_sums(p, scheme), scheme)
     if bootstrap:
         acc = boot["bin_accuracy"]
-        bins.band = np.array([_percentile(acc[:, j], ci) for j in range(acc.shape[1])]).T
+        bins.band = np.array([percentile_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T
         bins.band[:, bins.count == 0] = np.nan
     return EvaluationResult(metrics, bins, p.n, p.k, settings, intervals, notes, bias)

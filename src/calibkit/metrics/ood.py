@@ -86,10 +86,10 @@ def ood_fpr95(scores: Any, ood_scores: Any, *, probs: bool = False, score: str =
     """
     s_in = ood_score(scores, score=score, probs=probs)
     s_out = ood_score(ood_scores, score=score, probs=probs, name="ood_scores").to(s_in.device)
-    return _f(_fpr_at_tpr(s_in, s_out))
+    return _f(fpr_at_tpr(s_in, s_out))
 
 
-def _fpr_at_tpr(s_in: Tensor, s_out: Tensor, weights_in: Tensor | None = None, weights_out=None):
+def fpr_at_tpr(s_in: Tensor, s_out: Tensor, weights_in: Tensor | None = None, weights_out=None):
     """(B,) FPR at 95 % TPR; weights are bootstrap multiplicities (B, N_in) and (B, N_out)."""
     s_sorted, order = torch.sort(s_in, descending=True)
     n_in = len(s_in)

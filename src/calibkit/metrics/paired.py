@@ -23,15 +23,15 @@ from torch import Tensor
 from .._checks import check_positive_int
 from ..threads import sized_by_first_argument
 from .binning import BinScheme
-from .evaluate import _check_ci
+from .evaluate import check_ci
 from .inputs import prepare
 from .resample import (  # the evaluation's own steps, shared with the paired comparison
-    _bootstrap_vectors,
-    _check_metrics,
-    _fmt,
-    _json_float,
-    _metric_vectors,
-    _percentile,
+    bootstrap_vectors,
+    check_metric_names,
+    format_value,
+    json_float,
+    metric_vectors,
+    percentile_interval,
 )
 
 __all__ = ["PairedComparison", "compare_nested", "compare_paired"]
@@ -60,12 +60,12 @@ class PairedComparison:
             "settings": self.settings,
             "metrics": {
                 k: {
-                    "a": _json_float(self.a[k]),
-                    "b": _json_float(self.b[k]),
-                    "diff": _json_float(self.diff[k]),
-                    "interval": [_json_float(x) for x in self.intervals[k]],
+                    "a": json_float(self.a[k]),
+                    "b": json_float(self.b[k]),
+                    "diff": json_float(self.diff[k]),
+                    "interval": [json_float(x) for x in self.intervals[k]],
                     "significant": self.significant(k),
-                    "p_value": _json_float(self.p_values.get(k, float("nan"))),
+                    "p_value": json_float(self.p_values.get(k, float("nan"))),
                 }
                 for k in self.diff
             },
@@ -76,10 +76,10 @@ class PairedComparison:
         rows = [
             (
                 k,
-                _fmt(self.a[k]),
-                _fmt(self.b[k]),
-                _fmt(self.diff[k]),
-                f"[{_fmt(self.intervals[k][0])}, {_fmt(self.intervals[k][1])}]"
+                format_value(self.a[k]),
+                format_value(self.b[k]),
+                format_value(self.diff[k]),
+                f"[{format_value(self.intervals[k][0])}, {format_value(self.intervals[k][1])}]"
                 + (" *" if self.significant(k) else ""),
             )
             for k in self.diff
@@ -144,8 +144,8 @@ def compare_nested(
     True
     """
     check_positive_int(bootstrap, "bootstrap")
-    ci = _check_ci(ci)
-    only = _check_metrics(metrics)
+    ci = check_ci(ci)
+    only = check_metric_names(metrics)
     if not groups:
         raise ValueError("groups: empty; give one (scores_a, scores_b, labels) per seed")
     est_a, est_b, reps = [], [], []
@@ -158,9 +158,9 @@ def compare_nested(
             )
         BinScheme.make(n_bins, binning, pa.dtype)  # validates the settings
         for est, pr in ((est_a, pa), (est_b, pb)):
-            vec = _metric_vectors(pr, binning, n_bins, None, smooth=smooth, only=only)
+            vec = metric_vectors(pr, binning, n_bins, None, smooth=smooth, only=only)
             est.append({k: float(v[0]) for k, v in vec.items()})
-        ba, bb = _bootstrap_vectors(
+        ba, bb = bootstrap_vectors(
             [pa, pb], binning, n_bins, bootstrap, seed, smooth=smooth, only=only
         )
         reps.append({k: bb[k] - ba[k] for k in est_a[-1]})
@@ -168,7 +168,7 @@ def compare_nested(
     a = {k: statistics.fmean(e[k] for e in est_a) for k in names}
     b = {k: statistics.fmean(e[k] for e in est_b) for k in names}
     d = {k: torch.stack([r[k] for r in reps]).mean(0) for k in names}
-    intervals = {k: _percentile(d[k], ci) for k in names}
+    intervals = {k: percentile_interval(d[k], ci) for k in names}
     p_values = {k: _p_value(d[k]) for k in names}
     settings = {
         "n_bins": n_bins,

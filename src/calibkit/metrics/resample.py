@@ -1,11 +1,18 @@
 """Metric vectors of B weighted resamples at once, and the bootstrap built on them.
 
-:func:`_metric_vectors` computes every metric of prepared scores under B rows of sample
+:func:`metric_vectors` computes every metric of prepared scores under B rows of sample
 multiplicities (None: the sample itself) from shared statistics; :func:`resample_chunks`
 draws the multiplicities; :func:`bootstrap_intervals` turns replicates into intervals
 (:mod:`calibkit.metrics.intervals`), bias estimates and notes. :func:`~calibkit.metrics.
 evaluate`, :func:`~calibkit.metrics.compare_paired` and the bench's stored replicates all
 use them.
+
+It is the metrics package's internal API, shared by ``evaluate``, ``paired`` and the
+benchmarks: :func:`metric_vectors`, :func:`bootstrap_vectors` and
+:func:`jackknife_vectors` (the values of B resamples or of jackknife groups),
+:func:`check_metric_names` (the names a caller asked for), :func:`percentile_interval`,
+:func:`format_value` and :func:`json_float` (a value for text and for JSON). Users call
+:func:`~calibkit.metrics.evaluate` instead.
 """
 
 from __future__ import annotations
@@ -24,22 +31,36 @@ from . import stats as st
 from .binning import BinScheme
 from .inputs import Prepared, Runs, prepare
 from .intervals import interval, jackknife_groups
-from .ood import _fpr_at_tpr
+from .ood import fpr_at_tpr
 from .smooth import smooth_ece_batch
 from .table import COMPUTED, METRICS, OOD_METRICS, Memo, info
 
-__all__ = ["bootstrap_intervals", "bootstrap_replicates", "metric_values", "resample_chunks"]
+__all__ = [
+    "bootstrap_intervals",
+    "bootstrap_replicates",
+    "bootstrap_vectors",
+    "check_metric_names",
+    "format_value",
+    "jackknife_vectors",
+    "json_float",
+    "metric_values",
+    "metric_vectors",
+    "percentile_interval",
+    "resample_chunks",
+]
 
 
-def _fmt(v: float) -> str:
+def format_value(v: float) -> str:
+    """A fraction with 4 decimals for text ("n/a" for a missing value)."""
     return "n/a" if v is None or math.isnan(v) else f"{v:.4f}"
 
 
-def _json_float(v: float) -> float | None:
+def json_float(v: float) -> float | None:
+    """A value for JSON: NaN (undefined) becomes None."""
     return None if v is None or math.isnan(v) else float(v)
 
 
-def _metric_vectors(
+def metric_vectors(
     p: Prepared,
     binning: str,
     n_bins: int,
@@ -130,7 +151,7 @@ def _ood_vectors(s_in: Tensor, s_out: Tensor, w_in: Tensor | None, w_out: Tensor
     size, pos = st.run_sums(runs, w)
     return {
         "ood_auroc": st.auroc_from_runs(size, pos),
-        "ood_fpr95": _fpr_at_tpr(s_in, s_out, w_in, w_out),
+        "ood_fpr95": fpr_at_tpr(s_in, s_out, w_in, w_out),
         "ood_aupr": st.aupr_from_runs(size, pos),
     }
 
@@ -161,7 +182,7 @@ def resample_chunks(n: int, n_boot: int, seed: int, device, extra: int | None = 
         yield w, (None if extra is None else _resample_weights(extra, b, gen, device))
 
 
-def _bootstrap_vectors(
+def bootstrap_vectors(
     preps: list[Prepared],
     binning: str,
     n_bins: int,
@@ -181,14 +202,14 @@ def _bootstrap_vectors(
         ood_pair = None if ood is None else (*ood, w_ood)
         for part, p in zip(parts, preps, strict=True):
             part.append(
-                _metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair, only=only)
+                metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair, only=only)
             )
         if progress is not None:
             progress(len(w))
     return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
 
 
-def _jackknife_vectors(
+def jackknife_vectors(
     p: Prepared, binning: str, n_bins: int, seed: int, *, smooth: bool, only: frozenset[str]
 ) -> dict[str, Tensor]:
     """(G,) values of each metric in ``only`` with each of G groups of samples left out."""
@@ -197,7 +218,7 @@ def _jackknife_vectors(
         keep = torch.ones(p.n, dtype=torch.bool, device=p.device)
         keep[group.to(keep.device)] = False
         sub = Prepared(p.scores[keep], p.labels[keep], p.is_probs, p.binary)
-        parts.append(_metric_vectors(sub, binning, n_bins, None, smooth=smooth, only=only))
+        parts.append(metric_vectors(sub, binning, n_bins, None, smooth=smooth, only=only))
     return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
 
 
@@ -242,11 +263,11 @@ def bootstrap_intervals(
     return intervals, bias, notes
 
 
-def _percentile(v: Tensor, ci: float) -> tuple[float, float]:
+def percentile_interval(v: Tensor, ci: float) -> tuple[float, float]:
     return interval(v, 0.0, ci, "percentile")
 
 
-def _check_metrics(metrics: Iterable[str] | None) -> frozenset[str] | None:
+def check_metric_names(metrics: Iterable[str] | None) -> frozenset[str] | None:
     """The metric names asked of :func:`evaluate`, checked (None: every metric)."""
     if metrics is None:
         return None
@@ -281,11 +302,11 @@ def metric_values(
     >>> metric_values(z, torch.tensor([0, 1, 1]), ["accuracy"])
     {'accuracy': 0.6666666666666666}
     """
-    only = _check_metrics(metrics)
+    only = check_metric_names(metrics)
     check_n_bins(n_bins)
     p = prepare(scores, labels, probs=probs, validate=validate)
     smooth = only is None or "smooth_ece" in only
-    values = _metric_vectors(p, "calibkit", n_bins, None, smooth=smooth, only=only)
+    values = metric_vectors(p, "calibkit", n_bins, None, smooth=smooth, only=only)
     return {m: float(values[m].reshape(-1)[0]) for m in METRICS if m in values}
 
 
@@ -306,9 +327,9 @@ def bootstrap_replicates(
     depend only on (N, B, ``seed``): two score sets of the same N rows and seed get the
     same resamples, so their replicates are paired (what the verdicts' nested bootstrap
     over test rows uses, :func:`~calibkit.metrics.paired.compare_nested`)."""
-    only = _check_metrics(metrics)
+    only = check_metric_names(metrics)
     check_n_bins(n_bins)
     p = prepare(scores, labels, probs=probs, validate=validate)
     smooth = only is None or "smooth_ece" in only
-    boot = _bootstrap_vectors([p], binning, n_bins, bootstrap, seed, smooth=smooth, only=only)[0]
+    boot = bootstrap_vectors([p], binning, n_bins, bootstrap, seed, smooth=smooth, only=only)[0]
     return {m: boot[m].cpu().numpy() for m in (only or METRICS) if m in boot}
