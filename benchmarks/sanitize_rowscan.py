@@ -1,9 +1,9 @@
 """The compiled row scan under AddressSanitizer and UndefinedBehaviorSanitizer (issue 43).
 
-Builds ``src/calibkit/_rowscan.c`` once with ``-fsanitize=address,undefined`` (and
+Builds ``src/calibkit/metrics/_rowscan.c`` once with ``-fsanitize=address,undefined`` (and
 ``-fno-sanitize-recover=all``: any undefined behaviour aborts) into a temporary folder,
 then runs ``tests/metrics/test_native_scan.py`` against that build: a ``sitecustomize``
-puts the sanitized module in ``sys.modules["calibkit._rowscan"]`` before calibkit imports
+puts the sanitized module in ``sys.modules["calibkit.metrics._rowscan"]`` before calibkit imports
 it, and the sanitizer runtimes are preloaded (Python itself is not instrumented, so leak
 detection is off). Exit status: pytest's. Needs gcc (or ``CC``) with its sanitizer runtimes.
 
@@ -24,10 +24,10 @@ FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
          "-fno-sanitize-recover=all", "-shared", "-fPIC"]  # fmt: skip
 
 SITE = """import importlib.util, sys
-spec = importlib.util.spec_from_file_location("calibkit._rowscan", {path!r})
+spec = importlib.util.spec_from_file_location("calibkit.metrics._rowscan", {path!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-sys.modules["calibkit._rowscan"] = module
+sys.modules["calibkit.metrics._rowscan"] = module
 """
 
 
@@ -41,7 +41,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / f"_rowscan{sysconfig.get_config_var('EXT_SUFFIX')}"
         include = sysconfig.get_paths()["include"]
-        build = [cc, *FLAGS, f"-I{include}", str(ROOT / "src/calibkit/_rowscan.c"), "-o",
+        build = [cc, *FLAGS, f"-I{include}", str(ROOT / "src/calibkit/metrics/_rowscan.c"), "-o",
                  str(target)]  # fmt: skip
         print(" ".join(build), flush=True)
         subprocess.run(build, check=True)
@@ -54,7 +54,9 @@ def main() -> int:
             "CI": "1",  # the kernel tests must run, not skip
             "CALIBKIT_SANITIZED": "1",  # the test that runs this script does not recurse
         }
-        check = "import calibkit._rowscan as m; print('sanitized build in use:', m.__file__)"
+        check = (
+            "import calibkit.metrics._rowscan as m; print('sanitized build in use:', m.__file__)"
+        )
         subprocess.run([sys.executable, "-c", check], env=env, check=True)
         test = ROOT / "tests/metrics/test_native_scan.py"
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",

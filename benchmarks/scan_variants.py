@@ -7,7 +7,7 @@ compiled kernel alone, on one thread::
 
     python benchmarks/scan_variants.py            # (1e4, 10), (1e5, 100), (5e4, 1000), (1e6, 10)
 
-* ``compiled``: ``calibkit._rowscan`` (:mod:`calibkit.metrics.native_scan`), the scan
+* ``compiled``: ``calibkit.metrics._rowscan`` (:mod:`calibkit.metrics.native_scan`), the scan
   calibkit uses for float32 logits where it is built;
 * ``softmax``: ``torch.softmax`` per chunk (its own vectorised exp), the row maximum zeroed,
   the rest summed in float32;
@@ -105,7 +105,7 @@ def main() -> None:
         print(f"compiled kernel: {kernel}")
         variants["compiled"] = compiled
     else:
-        print("calibkit._rowscan is not built or turned off: no 'compiled' column")
+        print("calibkit.metrics._rowscan is not built or turned off: no 'compiled' column")
     os.environ[native_scan.ENV] = "0"  # scan_rows: the PyTorch scan; compiled(): the widest kernel
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of 9 calls, ms "
           "(largest relative difference of 1 − confidence from the scan's)")  # fmt: skip
@@ -127,7 +127,7 @@ def kernel_alone(gen: torch.Generator) -> None:
     """Each compiled kernel this CPU runs, called on NumPy arrays on one thread."""
     import numpy as np
 
-    from calibkit import _rowscan
+    from calibkit.metrics import _rowscan
 
     names = native_scan.runnable()
     print("\nThe kernel alone, one thread, ms (ns per value)")

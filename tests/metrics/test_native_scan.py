@@ -1,4 +1,5 @@
-"""The compiled row scan (calibkit._rowscan) against float64 closed forms and the PyTorch scan.
+"""The compiled row scan (calibkit.metrics._rowscan) against float64 closed forms and the
+PyTorch scan.
 
 Every test but the first runs each kernel this CPU has ("avx512", "avx2"). Where the
 extension is not built (no C compiler at install time) they skip with a one-line reason, and
@@ -18,7 +19,7 @@ from calibkit.metrics import native_scan
 from calibkit.metrics.scan import scan_rows
 
 KERNELS = native_scan.runnable()
-needs_kernel = pytest.mark.skipif(not KERNELS, reason="calibkit._rowscan not built or no AVX2")
+needs_kernel = pytest.mark.skipif(not KERNELS, reason="the compiled scan is not built or no AVX2")
 #: tests of what calibkit does when the compiled scan serves: off in .ci/run's second pass
 in_use = pytest.mark.skipif(native_scan.kernel() is None, reason="the compiled scan is not in use")
 
@@ -26,7 +27,7 @@ in_use = pytest.mark.skipif(native_scan.kernel() is None, reason="the compiled s
 def test_the_kernel_is_built_on_ci():
     if not os.environ.get("CI"):
         pytest.skip("CI is not set: a user's install may lack a C compiler")
-    assert native_scan._rowscan is not None, "calibkit._rowscan was not compiled"
+    assert native_scan._rowscan is not None, "calibkit.metrics._rowscan was not compiled"
     assert KERNELS
     if os.environ.get(native_scan.ENV, "").strip() == "0":  # .ci/run's second pass
         assert native_scan.kernel() is None

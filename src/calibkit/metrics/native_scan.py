@@ -1,6 +1,6 @@
 """The compiled fast path of the row scan (:mod:`calibkit.metrics.scan`) for float32 logits.
 
-``calibkit._rowscan`` is a small C extension built at install time (``src/calibkit/
+``calibkit.metrics._rowscan`` is a small C extension built at install time (``src/calibkit/metrics/
 _rowscan.c``). Per row it takes the maximum and the float64 sums of exp(z − max), and for
 Brier and entropy of its square and of exp · (z − max), in one fused pass. PyTorch needs four
 parallel operations per chunk for the same. Rows are split between Python threads (the C
@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 try:
-    from .. import _rowscan
+    from . import _rowscan
 except ImportError:  # not compiled: the PyTorch scan serves
     _rowscan = None
 
