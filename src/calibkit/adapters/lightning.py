@@ -164,9 +164,7 @@ class CalibrationCallback(Callback):
         self.meters = {}
         self._forward.attach(pl_module)
 
-    def on_test_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self.meters = {}
-        self._forward.attach(pl_module)
+    on_test_epoch_start = on_validation_epoch_start  # trainer.test(): the same, test_step's
 
     def on_validation_batch_end(
         self,
@@ -179,16 +177,7 @@ class CalibrationCallback(Callback):
     ) -> None:
         self._update(outputs, batch, dataloader_idx)
 
-    def on_test_batch_end(
-        self,
-        trainer: Any,
-        pl_module: Any,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._update(outputs, batch, dataloader_idx)
+    on_test_batch_end = on_validation_batch_end
 
     def _update(self, outputs: Any, batch: Any, dataloader_idx: int) -> None:
         scores, labels = self.extract(self._forward.outputs(outputs), batch)
