@@ -80,9 +80,9 @@ def test_each_run_records_its_phases_and_they_fit_inside_its_time(swept):
     con = sqlite3.connect(out / "results.sqlite")
     for seconds, prov in con.execute("SELECT seconds, provenance FROM runs"):
         phases = json.loads(prov)["phases"]
-        assert set(phases) == {"train", "stage2", "neural_clamping", "posthoc", "measure"}
+        assert set(phases) == {"train", "stage2", "model_fit", "posthoc", "measure"}
         assert phases["train"] > 0 and phases["posthoc"] > 0 and phases["measure"] > 0
-        assert phases["stage2"] == 0 and phases["neural_clamping"] == 0  # none in this spec
+        assert phases["stage2"] == 0 and phases["model_fit"] == 0  # none in this spec
         assert sum(phases.values()) <= seconds
     totals = store.phase_seconds(store.done())
     assert totals["train"] == pytest.approx(

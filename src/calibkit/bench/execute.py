@@ -65,7 +65,7 @@ def _measure(
 #: The phases a run's time is split into (``provenance["phases"]``, seconds): stage 1
 #: (training, or evaluating a given network), a stage-2 method (MaC-Cal), model-level fits
 #: (Neural Clamping), every other post-hoc fit, and measuring every split of every calibrator
-PHASES = ("train", "stage2", "neural_clamping", "posthoc", "measure")
+PHASES = ("train", "stage2", "model_fit", "posthoc", "measure")
 
 
 @contextmanager
@@ -209,7 +209,7 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
         for size in sizes:
             idx = _subset(len(yv), size, run.seed)
             on_model = posthoc.REGISTRY.factory(method.name).level == "model"
-            fitting = "neural_clamping" if on_model else "posthoc"
+            fitting = "model_fit" if on_model else "posthoc"
             fit_started = time.perf_counter()
             report(f"{name}: fitting {method.name}" + (f" on {size}" if size else ""))
             try:
@@ -224,9 +224,8 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
             metrics.append(("test", spec, size or ALL, "fit_seconds", fit_seconds))
             if size is None and cal.history():  # an iterative fit's curve (Neural Clamping)
                 curves.append(("val", spec, "fit_history", cal.history()))
-            temperature = getattr(cal, "temperature_", None)
-            if temperature is not None:
-                metrics.append(("test", spec, size or ALL, "temperature", float(temperature)))
+            for quantity, value in cal.stored_values().items():  # e.g. a fitted temperature
+                metrics.append(("test", spec, size or ALL, quantity, value))
             found = check_method(
                 cal, plain, calibrated, logits_before=logits["test"], logits_after=outputs["test"]
             )

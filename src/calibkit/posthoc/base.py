@@ -207,6 +207,12 @@ class Method(nn.Module):
             setattr(self, k, v)
         self._restore(learned)
 
+    def stored_values(self) -> dict[str, float]:
+        """Fitted scalars a bench run stores beside the metrics, by name: the temperature
+        of a method that fits one (TS, its variants, Neural Clamping, scaling-binning)."""
+        t = self.__dict__.get("temperature_", self._buffers.get("temperature_"))
+        return {} if t is None else {"temperature": float(t)}
+
     def invariant_problem(self) -> str | None:
         """What breaks an invariant that this method's own fit guarantees (a temperature
         within the fit's bounds, a monotone map, sorted edges, probabilities in [0, 1]), or
