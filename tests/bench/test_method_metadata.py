@@ -1,12 +1,14 @@
-"""Issue 27 §3: the harness learns what it needs about a method from the method's class
-(``reference``, ``report_tables``, ``incidental_settings``), not from its name."""
+"""What the bench knows of methods: the harness learns what a fit is from the method's
+class (``incidental_settings``, ``stored_values``; issue 27 §3), and the presentation's
+knowledge (the reference, each method's own report tables) lives in the bench, not in the
+calibrators (issue 43)."""
 
 from __future__ import annotations
 
 from calibkit import posthoc
 from calibkit.bench import verdicts
-from calibkit.bench.report import build_tables
-from calibkit.bench.results import Results
+from calibkit.bench.report import REPORT_TABLES, build_tables
+from calibkit.bench.results import REFERENCE, Results
 from calibkit.bench.store import ALL, Store
 
 
@@ -35,23 +37,23 @@ def _store(path):
     return store
 
 
-def test_exactly_one_method_is_the_reference_and_it_is_temperature_scaling():
-    flagged = [n for n in posthoc.names() if posthoc.REGISTRY.factory(n).reference]
-    assert flagged == ["ts"] and posthoc.reference() == "ts"
+def test_the_reference_and_report_tables_name_registered_methods():
+    assert REFERENCE == "ts" and set(REPORT_TABLES) <= set(posthoc.names())
+    assert not hasattr(posthoc.Method, "report_tables")  # no report knowledge in the base
 
 
-def test_report_tables_come_from_the_methods_own_attributes(tmp_path):
+def test_report_tables_come_from_the_bench(tmp_path):
     res = Results(_store(tmp_path / "s.sqlite"))
     assert res.reference() == "ts:t_max=50"  # a reference with settings is still found
     tables = build_tables(res)
     for cal in ("ts", "hist-binning"):
-        for _, title in posthoc.REGISTRY.factory(cal).report_tables:
+        for _, title in REPORT_TABLES[cal]:
             assert any(t.startswith(title) for t in tables), title
     temperature = next(v for t, v in tables.items() if t.startswith("Temperature fitted"))
     assert temperature[1][1] == "1.65 ± 0.07"  # a parameter, not a fraction: not × 100
     ece_after = next(v for t, v in tables.items() if t.startswith("ECE (%) after temperature"))
     assert ece_after[1][1] == "**2.00 ± 0.00**"  # a fraction: × 100, and bold (the best)
-    assert not any("vector" in t for t in tables)  # no report_tables: no table of its own
+    assert not any("vector" in t for t in tables)  # not in REPORT_TABLES: no table of its own
     # titles name a metric by the table's heading, its unit included
     assert any(t.startswith("Brier (×100) († differs") for t in tables)
     titles = list(tables)  # the reference's tables come first

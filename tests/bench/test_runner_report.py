@@ -19,7 +19,7 @@ import pytest
 from calibkit.bench.report import write_report
 from calibkit.bench.runner import run_bench
 from calibkit.bench.spec import load_spec
-from calibkit.bench.store import Store
+from calibkit.bench.store import Store, StoreError
 from tests.test_cli import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,8 +52,11 @@ def swept(tmp_path_factory):
     db = out / "results.sqlite"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
-        if db.exists() and Store(db).done():
-            break
+        try:
+            if db.exists() and Store(db).done():
+                break
+        except StoreError:  # the sweep is still creating its store
+            pass
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -26,11 +26,10 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from .. import posthoc
 from ..io import load_split
 from ..metrics.table import info, mean_std, spread
 from ..registry import parse_spec
-from .results import Results, short
+from .results import REFERENCE, Results, short
 from .store import ALL
 
 __all__ = [
@@ -137,7 +136,7 @@ def per_network_table(res: Results, columns: list[Column]) -> Table:
             "best classwise ECE",
         ]
     ]
-    ts = res.reference() or posthoc.reference()
+    ts = res.reference() or REFERENCE
     for n in columns:
         seeds = lambda cal, m, n=n: res.seeds(res.baseline, n, "test", cal, ALL, m)  # noqa: E731
         cals = _names(res, [n], res.baseline)[1:]
@@ -289,7 +288,7 @@ def split_names(res: Results, column: Column) -> list[str]:
 
 def splits_table(res: Results, columns: list[Column]) -> Table:
     """Per network and split: accuracy, ECE and refinement AUROC, and ECE after TS (%)."""
-    ts = res.reference() or posthoc.reference()
+    ts = res.reference() or REFERENCE
     table = [
         ["network", "split", *map(spread, ("accuracy", "ECE", "refinement AUROC", "ECE after TS"))]
     ]

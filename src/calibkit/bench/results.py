@@ -12,7 +12,12 @@ from .. import posthoc
 from ..registry import parse_spec
 from .store import ALL, Store
 
-__all__ = ["Results", "compare", "method_class", "short"]
+__all__ = ["REFERENCE", "Results", "compare", "method_class", "short"]
+
+#: The post-hoc reference the studies measure against (the calibration-size study, the
+#: reliability diagrams, the premise "CE is over-confident"): temperature scaling. The
+#: bench's presentation names it; the calibrators themselves carry no report knowledge.
+REFERENCE = "ts"
 
 
 def compare(a: dict[int, float], b: dict[int, float]) -> tuple[float, str] | None:
@@ -106,9 +111,9 @@ class Results:
         return next((c for c in self.calibrators() if parse_spec(c).name == name), None)
 
     def reference(self) -> str | None:
-        """The stored spec of the post-hoc reference (TS: :func:`calibkit.posthoc.reference`),
-        if the store has its fits."""
-        return self.calibrator(posthoc.reference())
+        """The stored spec of the post-hoc reference (:data:`REFERENCE`), if the store has
+        its fits."""
+        return self.calibrator(REFERENCE)
 
     def calibrators(self) -> list[str]:
         return sorted({k[2] for k in self.values}, key=lambda c: (c != "uncalibrated", c))

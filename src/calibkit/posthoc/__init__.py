@@ -76,13 +76,6 @@ def names(level: str | None = None) -> list[str]:
     return [n for n in REGISTRY.names() if level in (None, REGISTRY.factory(n).level)]
 
 
-def reference() -> str:
-    """The name of the post-hoc reference that studies measure against (``"ts"``): the
-    one method whose class says ``reference = True``."""
-    (name,) = (n for n in REGISTRY.names() if REGISTRY.factory(n).reference)
-    return name
-
-
 def create(spec: str | Spec, **overrides) -> Method:
     """A method from a spec such as ``"ts"`` or ``"dir-odir:folds=5,average_folds=true"``."""
     return REGISTRY.create(spec, **overrides)
@@ -122,5 +115,4 @@ __all__ = [
     "create",
     "load",
     "names",
-    "reference",
 ]

@@ -130,11 +130,6 @@ class Method(nn.Module):
     expected_anomalies: ClassVar[frozenset[str]] = frozenset()
     #: True when ``fit`` picks settings by cross-validation: not in compare's fast default.
     cross_validated: ClassVar[bool] = False
-    #: True for the post-hoc reference that studies measure against (one method: TS): the
-    #: bench report's calibration-size study, reliability diagrams and premise use it.
-    reference: ClassVar[bool] = False
-    #: The bench report's tables of this method, one per metric: (metric, title).
-    report_tables: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: Settings that tune how ``fit`` runs, not what the method is: a verdict on the
     #: method prefers the run that changes no other setting (the full method, no ablation).
     incidental_settings: ClassVar[frozenset[str]] = frozenset({"seed"})

@@ -184,7 +184,6 @@ class HistogramBinning(_ConfidenceMap):
     #: a bin's one probability for every confidence in it is coarse: NLL rises by design
     #: (136 of the 335 flags of the default preset's report were this, none a failure)
     expected_anomalies = frozenset({"worse-nll"})
-    report_tables = (("ece", "ECE (%) after histogram binning (calibratability)"),)
 
     def __init__(
         self,

@@ -122,11 +122,6 @@ class TemperatureScaling(Calibrator):
 
     name = "ts"
     preserves_argmax = True
-    reference = True
-    report_tables = (
-        ("ece", "ECE (%) after temperature scaling"),
-        ("temperature", "Temperature fitted by TS (no direction: not bold)"),
-    )
 
     def __init__(
         self, *, t_min: float = 0.01, t_max: float = 100.0, tol: float = 1e-12, max_iter: int = 100
