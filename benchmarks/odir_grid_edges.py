@@ -39,7 +39,7 @@ def main() -> None:
         k = z.shape[1]
         group = "10 classes or fewer" if k <= 10 else "100 classes"
         for seed in range(5 if k <= 10 else 3):
-            cal, test = stratified_split(y.numpy(), 0.5, seed)
+            cal, test = stratified_split(np.asarray(y), 0.5, seed)
             for method in ("ms-odir", "dir-odir"):
                 for extend in ("false", "true"):
                     spec = f"{method}:{GRID},extend_grid={extend}"
