@@ -48,7 +48,9 @@ def test_the_commands_are_one_library_call_each(tmp_path, splits):
     assert done.before["ece"] == pytest.approx(M.ece(z[:400], y[:400]))
     assert done.after["nll"] < done.before["nll"]
     out = apply_file(done.calibrator, path, tmp_path / "out.npz")
+    before, after = out.pop("before"), out.pop("after")  # the test split has labels: its effect
     assert out == {"method": "ts", "n_samples": 500, "path": str(tmp_path / "out.npz")}
+    assert before["ece"] == pytest.approx(M.ece(z[400:], y[400:])) and after["nll"] < before["nll"]
     with pytest.raises(ValueError, match="calibrates a network, not logits"):
         fit_file("neural-clamping", path, tmp_path / "nc.calib")
 

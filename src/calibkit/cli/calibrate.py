@@ -184,6 +184,15 @@ def apply(
     if "apply" in report:
         r = report["apply"]
         out.print(f"{r['n_samples']} samples calibrated with {r['method']}; written to {r['path']}")
+        if "before" in r:
+            from rich.table import Table
+
+            table = Table(title=f"{split} split ({r['n_samples']} samples)", title_justify="left")
+            for col in ("metric", "before", "after"):
+                table.add_column(col, justify="left" if col == "metric" else "right")
+            for row in metric_rows(r["before"], r["after"]):
+                table.add_row(*row)
+            out.print(table)
     if "onnx" in report:
         out.print(
             f"ONNX graph written to {report['onnx']['path']} (returns {onnx_output}; "

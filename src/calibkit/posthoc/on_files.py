@@ -75,7 +75,8 @@ def apply_file(
     """Apply the fitted logits calibrator ``cal`` to the ``split`` of ``path`` and write
     ``output`` (.npz): ``logits`` (calibrated; log-probabilities for binning and isotonic
     maps), ``probs`` (float64 softmax) and ``labels`` where the file has them (checked:
-    in range, one per row). Returns {method, n_samples, path}."""
+    in range, one per row). Returns {method, n_samples, path}, and where there are labels
+    the metrics of the split ``before`` and ``after`` calibration."""
     keys = split_keys(path, split, logits_key, labels_key)
     z, labels = load_scores(path, **keys, need_labels=False)
     out = cal(torch.as_tensor(z).to(device)).cpu()  # checked: finite, classes, non-empty
@@ -86,4 +87,10 @@ def apply_file(
             raise ValueError(f"{path}: {len(labels)} labels for {len(out)} rows of logits")
         result["labels"] = labels.numpy()
     written = save_npz(output, **result)
-    return {"method": cal.name, "n_samples": len(out), "path": str(written)}
+    done: dict[str, Any] = {"method": cal.name, "n_samples": len(out), "path": str(written)}
+    if labels is not None:  # the effect on this split, as fit shows it on its own
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an undefined AUROC is a NaN
+            done["before"] = evaluate(z, labels, optimal=False, smooth=False).metrics
+            done["after"] = evaluate(out.double(), labels, optimal=False, smooth=False).metrics
+    return done
