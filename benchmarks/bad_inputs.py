@@ -846,7 +846,7 @@ def third_round(d: Path) -> list[Case]:
             f"--split {name}",
             "splits",
         )
-    for methods in ("neural-clamping", "ts,maccal", "ts,nc", "platt", "ts,,ts", "TS"):
+    for methods in ("neural-clamping", "ts,maccal", "ts,nc", "conformal", "ts,,ts", "TS"):
         case(
             "compare",
             ["compare", "--file", good, "--split", "0.5", "--methods", methods],
