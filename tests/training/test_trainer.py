@@ -115,6 +115,7 @@ def test_two_gloo_processes_match_one_process(tmp_path):
            "-m", "calibkit", *args, "-o", str(two)]  # fmt: skip
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("epochs: train accuracy") == 1  # one summary, from the writer
     w1, w2 = weights(one), weights(two)
     assert all(torch.allclose(w1[k], w2[k], atol=1e-5) for k in w1)
     h1 = json.loads((one / "history.json").read_text())

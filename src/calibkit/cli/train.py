@@ -3,6 +3,7 @@ calibration method fitted on the trained run with ``--stage2``."""
 
 from __future__ import annotations
 
+import os
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -99,8 +100,13 @@ def train(stage2, output, resume, as_json, **settings) -> None:
     check_writable(output)  # a read-only or full folder fails now, not after an epoch
     stage1 = Path(output) / "stage1" if spec else Path(output)
     given = bool(config.checkpoint and spec)  # pretrained weights as stage 1: no training
-    with progress(1, "training", not as_json and not given) as tick:
+    # under torchrun every rank trains; the main rank (RANK 0) writes the files, and only it
+    # reports (progress, summary, --json) and calibrates: one summary, from the writer
+    main = int(os.environ.get("RANK", "0")) == 0
+    with progress(1, "training", not as_json and not given and main) as tick:
         result = stage_one(config, stage1, given=given, resume=resume, progress=tick)
+    if not main:
+        return
     if spec:
         calibrate_and_print(stage1, spec, output, config.device, as_json)
         return
