@@ -106,8 +106,11 @@ def test_training_calibrating_and_bench_commands(tmp_path, capsys):
     out = output("train", ["train", "--epochs", "1", "-o", str(tmp_path / "run"), "--json"],
                  capsys)  # fmt: skip
     assert len(out["history"]) == 1
-    output("calibrate", ["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "ts"),
-                         "--json"], capsys)  # fmt: skip
+    cal = output("calibrate", ["calibrate", "ts", str(tmp_path / "run"), "-o",
+                               str(tmp_path / "ts"), "--json"], capsys)  # fmt: skip
+    test = cal["test"]  # the run's test split, before and after (issue 42 §5)
+    assert test["before"]["accuracy"] == test["after"]["accuracy"]  # TS keeps the argmax
+    assert test["after"]["nll"] <= test["before"]["nll"] + 0.05
     (tmp_path / "one.yaml").write_text(SPEC.replace("seeds: [1, 2, 3]", "seeds: [1]"))
     bench = output("bench", ["bench", str(tmp_path / "one.yaml"), "-o", str(tmp_path / "b"),
                              "--json"], capsys)  # fmt: skip

@@ -306,6 +306,7 @@ def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> Non
 
     with progress(1, str(spec), not as_json) as tick:
         cal = calibrate_run(source, spec, output, device=device, progress=tick)
+    test = _test_effect(source, output)
     if as_json:
         echo_json(
             {
@@ -314,9 +315,40 @@ def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> Non
                 "fit": asdict(cal.fit_report_),
                 "history": cal.history(),
             }
+            | ({"test": test} if test else {})
         )
         return
-    console().print(
+    out = console()
+    out.print(
         f"{spec}: {cal.fit_report_}\nwritten to {output}/ (a run: logits.npz, "
         "calibrator.safetensors, model.safetensors, run.json)"
     )
+    if test:
+        from rich.table import Table
+
+        table = Table(title=f"test split ({test['n_samples']} samples)", title_justify="left")
+        for col in ("metric", "before", "after"):
+            table.add_column(col, justify="left" if col == "metric" else "right")
+        for row in metric_rows(test["before"], test["after"]):
+            table.add_row(*row)
+        out.print(table)
+
+
+def _test_effect(source, output) -> dict | None:
+    """The metrics of the run's test split before (the source run's logits) and after (the
+    calibrated run's), or None where the test split has no labels."""
+    import warnings
+
+    from ..io import load_split
+    from ..metrics import evaluate
+
+    try:
+        z0, y = load_split(str(Path(source) / "logits.npz"), "test")
+        z1, _ = load_split(str(Path(output) / "logits.npz"), "test")
+    except (OSError, KeyError, ValueError):  # no labelled test split: nothing to show
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an undefined AUROC is a NaN
+        before = evaluate(z0, y, optimal=False, smooth=False, validate=False).metrics
+        after = evaluate(z1, y, optimal=False, smooth=False, validate=False).metrics
+    return {"n_samples": len(y), "before": before, "after": after}
