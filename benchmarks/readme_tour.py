@@ -1,5 +1,7 @@
 """Run every command of the README's five-minute tour, in order, as pasted, and print each
-one's exit code and wall time: the tour must run as a new user pastes it.
+one's exit code, wall time and longest silence (the longest stretch without a line of
+output, off a terminal: stdout and stderr piped, as a log or CI sees them): the tour must
+run as a new user pastes it, and no command may go quiet for long (issue 42 §2).
 
 Run it from the repository root of a fresh clone with ``../shared/data`` beside it and the
 test extras installed (the tour uses ONNX, torchrun and the shared data)::
@@ -39,6 +41,25 @@ def tour_commands(text: str) -> list[str]:
     return commands
 
 
+def run_logged(command: str, log_path: Path, env: dict[str, str]) -> tuple[int, float, float]:
+    """Run ``command`` in bash with its output (stdout and stderr, one pipe) written to
+    ``log_path``; returns (exit code, seconds, the longest gap in seconds between the start,
+    each line (or progress update ending in a carriage return) and the end)."""
+    start = time.perf_counter()
+    last, longest = start, 0.0
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env)  # fmt: skip
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read1(65536) if hasattr(proc.stdout, "read1") else b"":
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+            log.write(chunk)
+        rc = proc.wait()
+    end = time.perf_counter()
+    return rc, end - start, max(longest, end - last)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -55,19 +76,22 @@ def main() -> int:
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
     records = []
     for i, command in enumerate(commands, 1):
-        start = time.perf_counter()
-        with open(logs / f"{i:02d}.log", "w") as log:
-            rc = subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT,
-                                env=env).returncode  # fmt: skip
-        seconds = time.perf_counter() - start
-        records.append({"command": command, "rc": rc, "seconds": round(seconds, 1)})
+        rc, seconds, silence = run_logged(command, logs / f"{i:02d}.log", env)
+        records.append({"command": command, "rc": rc, "seconds": round(seconds, 1),
+                        "longest_silence": round(silence, 1)})  # fmt: skip
         if not args.json:
-            print(f"{i:2d}  rc {rc}  {seconds:7.1f} s  {command}", flush=True)
+            print(f"{i:2d}  rc {rc}  {seconds:7.1f} s  silent at most {silence:6.1f} s  "
+                  f"{command}", flush=True)  # fmt: skip
     if args.json:
         print(json.dumps(records, indent=1))
     failed = [r for r in records if r["rc"] != 0]
+    left = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"],
+                          capture_output=True, text=True).stdout.splitlines()  # fmt: skip
     if not args.json:
-        print(f"{len(records) - len(failed)} of {len(records)} commands exited 0")
+        print(f"{len(records) - len(failed)} of {len(records)} commands exited 0; the longest "
+              f"silence {max(r['longest_silence'] for r in records):.1f} s; "
+              f"{len(left)} untracked or changed items left in the clone: "
+              + " ".join(line[3:] for line in left))  # fmt: skip
     return 1 if failed else 0
 
 
