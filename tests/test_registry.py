@@ -39,5 +39,5 @@ def test_compare_methods_option_reads_settings_after_commas(tmp_path):
     assert not any(n.startswith("lambdas") or n.startswith("mus") for n in names)
     table = CliRunner().invoke(cli, ["compare", "--file", str(tmp_path / "f.npz"), "--split",
                                      "0.5", "--methods", "ts", "--seeds", "2"])  # fmt: skip
-    assert table.exit_code == 0 and "ece ± std" in table.output
+    assert table.exit_code == 0 and "ece (%) ± std" in table.output
     assert "± std over the splits" in table.output

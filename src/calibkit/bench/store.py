@@ -117,13 +117,14 @@ class Store:
         if self.path.exists() and self.path.stat().st_size > 0:
             self._check_existing()  # read-only: a foreign or newer file is never altered
         try:
-            with closing(self._connect()) as con, con:
-                con.executescript(SCHEMA)
-                con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                # new, or schema 1 (which lacked the anomalies table, now created above)
-                con.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
+            with closing(self._connect()) as con:
+                # one transaction: another process that opens the file meanwhile (a report,
+                # a second sweep) sees no store or the whole store, never tables without the
+                # application_id. New, or schema 1 (which lacked the anomalies table).
+                con.executescript(
+                    f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', "
+                    f"'{SCHEMA_VERSION}'); COMMIT;"
                 )
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
