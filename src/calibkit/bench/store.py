@@ -120,9 +120,11 @@ class Store:
             with closing(self._connect()) as con:
                 # one transaction: another process that opens the file meanwhile (a report,
                 # a second sweep) sees no store or the whole store, never tables without the
-                # application_id. New, or schema 1 (which lacked the anomalies table).
+                # application_id. IMMEDIATE takes the write lock at once, waiting (the busy
+                # timeout) for a writer that holds it, rather than failing on upgrading a read
+                # lock. New, or schema 1 (which lacked the anomalies table).
                 con.executescript(
-                    f"BEGIN; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
+                    f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
                     "INSERT OR REPLACE INTO meta VALUES ('schema_version', "
                     f"'{SCHEMA_VERSION}'); COMMIT;"
                 )
