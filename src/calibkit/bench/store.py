@@ -114,8 +114,10 @@ class Store:
             raise StoreError(
                 f"{self.path.parent}: cannot create the folder ({err.strerror})"
             ) from None
-        if self.path.exists() and self.path.stat().st_size > 0:
-            self._check_existing()  # read-only: a foreign or newer file is never altered
+        # read-only: a foreign or newer file is never altered, and a current store is opened
+        # without a write (a process polling it never takes the write lock)
+        if self.path.exists() and self.path.stat().st_size > 0 and self._check_existing():
+            return
         try:
             with closing(self._connect()) as con:
                 # one transaction: another process that opens the file meanwhile (a report,
@@ -131,10 +133,11 @@ class Store:
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
 
-    def _check_existing(self) -> None:
+    def _check_existing(self) -> bool:
         """Refuse, before anything is written, an existing file that is not calibkit's store:
         calibkit's stores carry SQLite's ``application_id``; one written before it was set
-        must hold every calibkit table with its columns."""
+        must hold every calibkit table with its columns. True where the store is current
+        (this schema version, every table there): nothing to create or upgrade."""
         try:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             with closing(sqlite3.connect(uri, uri=True, timeout=60)) as con:
@@ -165,6 +168,11 @@ class Store:
                 f"{self.path}: written by a newer calibkit (schema {version}, this one reads "
                 f"{SCHEMA_VERSION}); upgrade calibkit; nothing was written to it"
             )
+        return (
+            app == APPLICATION_ID
+            and int(version) == SCHEMA_VERSION
+            and all(columns[t] == COLUMNS[t] for t in TABLES)
+        )
 
     def _check_schema(self) -> None:
         """Refuse, without writing, a file that is not a calibkit store of a known version."""
