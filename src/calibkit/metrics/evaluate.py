@@ -88,8 +88,9 @@ class EvaluationResult:
             if self.intervals and name in self.intervals:
                 lo, hi = self.intervals[name]
                 iv = f"[{row.display(lo)}, {row.display(hi)}]"
-            out.append((f"{name} ({row.shown_unit})" if row.shown_unit else name,
-                        row.display(value), iv))  # fmt: skip
+            out.append(
+                (f"{name} ({row.shown_unit})" if row.shown_unit else name, row.display(value), iv)
+            )
         return out
 
     def table(self) -> str:
