@@ -22,10 +22,10 @@ from .common import (
     echo_json,
     json_option,
     key_options,
-    metric_rows,
     options_named,
     pretrained_options,
     pretrained_or_run,
+    print_before_after,
     split_option,
 )
 from .progress import progress
@@ -77,16 +77,10 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
             }
         )
         return
-    from rich.table import Table
 
     out = console()
     out.print(f"{method}: {cal.fit_report_}")
-    table = Table(title=f"fit split ({n} samples)", title_justify="left")
-    for col in ("metric", "before", "after"):
-        table.add_column(col, justify="left" if col == "metric" else "right")
-    for row in metric_rows(before, after):
-        table.add_row(*row)
-    out.print(table)
+    print_before_after(out, f"fit split ({n} samples)", before, after)
     out.print(f"calibrator written to {path}")
 
 
@@ -185,14 +179,8 @@ def apply(
         r = report["apply"]
         out.print(f"{r['n_samples']} samples calibrated with {r['method']}; written to {r['path']}")
         if "before" in r:
-            from rich.table import Table
-
-            table = Table(title=f"{split} split ({r['n_samples']} samples)", title_justify="left")
-            for col in ("metric", "before", "after"):
-                table.add_column(col, justify="left" if col == "metric" else "right")
-            for row in metric_rows(r["before"], r["after"]):
-                table.add_row(*row)
-            out.print(table)
+            title = f"{split} split ({r['n_samples']} samples)"
+            print_before_after(out, title, r["before"], r["after"])
     if "onnx" in report:
         out.print(
             f"ONNX graph written to {report['onnx']['path']} (returns {onnx_output}; "
@@ -324,14 +312,8 @@ def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> Non
         "calibrator.safetensors, model.safetensors, run.json)"
     )
     if test:
-        from rich.table import Table
-
-        table = Table(title=f"test split ({test['n_samples']} samples)", title_justify="left")
-        for col in ("metric", "before", "after"):
-            table.add_column(col, justify="left" if col == "metric" else "right")
-        for row in metric_rows(test["before"], test["after"]):
-            table.add_row(*row)
-        out.print(table)
+        title = f"test split ({test['n_samples']} samples)"
+        print_before_after(out, title, test["before"], test["after"])
 
 
 def _test_effect(source, output) -> dict | None:

@@ -45,6 +45,7 @@ __all__ = [
     "options_named",
     "pretrained_options",
     "pretrained_or_run",
+    "print_before_after",
     "print_result",
     "split_option",
     "strict_json",
@@ -440,6 +441,19 @@ def key_options(f):
     for option in reversed(KEY_OPTIONS):
         f = option(f)
     return f
+
+
+def print_before_after(out, title: str, before, after) -> None:
+    """A metric | before | after table of the compare columns, in their units, on ``out``
+    (a rich console): what ``fit``, ``apply`` and ``calibrate`` show of a calibration."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for col in ("metric", "before", "after"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for row in metric_rows(before, after):
+        table.add_row(*row)
+    out.print(table)
 
 
 def metric_rows(before, after) -> list[tuple[str, str, str]]:
