@@ -145,8 +145,8 @@ class AffineCalibrator(Calibrator):
         if self.reg == "odir":
             mus = sorted(p["mus"], reverse=True)
             return [(lam, mu) for i, lam in enumerate(lams) for mu in mus[:: 1 - 2 * (i % 2)]]
-        if self.reg == "l2":  # μ: the bias's penalty, λ itself where it is penalised
-            return [(lam, lam if p.get("penalise_bias") else 0.0) for lam in lams]
+        if self.reg == "l2":
+            return [_l2_point(lam, p) for lam in lams]
         return [(0.0, 0.0)]
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
@@ -266,7 +266,7 @@ class AffineCalibrator(Calibrator):
             elif self.reg == "odir":
                 new |= {(step, mu) for mu in mus}
             else:
-                new.add((step, step if p["penalise_bias"] else 0.0))
+                new.add(_l2_point(step, p))
         return sorted(new - set(tried), reverse=True)
 
     def _edge_note(
@@ -313,6 +313,12 @@ class AffineCalibrator(Calibrator):
 
     def _restore(self, learned: dict[str, Any]) -> None:
         self.lambda_, self.mu_ = learned.get("lambda"), learned.get("mu")
+
+
+def _l2_point(lam: float, p: dict[str, Any]) -> tuple[float, float]:
+    """dir-l2's grid point for λ: μ, the bias's penalty, is λ itself where the bias is
+    penalised (``penalise_bias``), else 0."""
+    return (lam, lam if p["penalise_bias"] else 0.0)
 
 
 def _grid(values: Any, name: str) -> tuple[float, ...]:

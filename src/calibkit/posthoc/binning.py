@@ -370,6 +370,11 @@ def _logistic_newton(x: Tensor, t: Tensor, max_iter: int) -> tuple[Tensor, int, 
     return w, max_iter, False
 
 
+def _constant_map(like: Tensor, rate: float) -> Tensor:
+    """(a, b, c) of the beta map that gives ``rate`` (in (0, 1)) whatever the confidence."""
+    return like.new_tensor([0.0, 0.0, math.log(rate / (1 - rate))])
+
+
 def _beta_features(p: Tensor, eps: float) -> tuple[Tensor, Tensor]:
     """(ln p, −ln(1 − p)) with p clipped to [``eps``, 1 − ``eps``]."""
     p = p.double().clamp(eps, 1 - eps)
@@ -433,8 +438,7 @@ class BetaCalibration(_ConfidenceMap):
         """(a, b, c), Newton iterations, converged for one map."""
         t = hit.double()
         if bool(t.min() == t.max()):
-            rate = min(max(float(t[0]), 1e-12), 1 - 1e-12)
-            return t.new_tensor([0.0, 0.0, math.log(rate / (1 - rate))]), 0, True
+            return _constant_map(t, min(max(float(t[0]), 1e-12), 1 - 1e-12)), 0, True
         lp, lq = _beta_features(conf, self.clip)
         one = torch.ones_like(lp)
         if self.parameters == "am":
@@ -453,12 +457,7 @@ class BetaCalibration(_ConfidenceMap):
             a, b = (a.new_zeros(()), w) if a < 0 else (w, b.new_zeros(()))
             it += more
             if w < 0:  # both at their bound: the best map is the constant base rate
-                rate = float(t.mean())
-                a, b, c = (
-                    a.new_zeros(()),
-                    a.new_zeros(()),
-                    a.new_tensor(math.log(rate / (1 - rate))),
-                )
+                return _constant_map(t, float(t.mean())), it, ok
         return torch.stack([a, b, c]), it, ok
 
     def invariant_problem(self) -> str | None:
