@@ -88,7 +88,6 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         compare_resplit,
         default_methods,
         expected_lines,
-        heading,
     )
     from ..registry import split_specs
 
@@ -153,7 +152,9 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     from rich.table import Table
 
     best = best_per_column(results)
-    heads = {c: f"{heading(c)} ± std" if seeds > 1 else heading(c) for c in COLUMNS}
+    from ..metrics.table import with_unit
+
+    heads = {c: f"{with_unit(c)} ± std" if seeds > 1 else with_unit(c) for c in COLUMNS}
     cells = {
         m: {c: ("*" if best.get(c) == m else "") + cell(r, c, intervals=False) for c in COLUMNS}
         for m, r in results.items()

@@ -39,7 +39,7 @@ from .resample import (
     metric_vectors,
     percentile_interval,
 )
-from .table import METRICS, OOD_METRICS, info
+from .table import METRICS, OOD_METRICS, info, with_unit
 from .temperatures import best_temperature, check_grid
 
 __all__ = ["EvaluationResult", "evaluate"]
@@ -88,9 +88,7 @@ class EvaluationResult:
             if self.intervals and name in self.intervals:
                 lo, hi = self.intervals[name]
                 iv = f"[{row.display(lo)}, {row.display(hi)}]"
-            out.append(
-                (f"{name} ({row.shown_unit})" if row.shown_unit else name, row.display(value), iv)
-            )
+            out.append((with_unit(name), row.display(value), iv))
         return out
 
     def table(self) -> str:

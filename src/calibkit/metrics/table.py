@@ -41,6 +41,7 @@ __all__ = [
     "mean_std",
     "plus_minus",
     "spread",
+    "with_unit",
 ]
 
 
@@ -253,6 +254,13 @@ def info(name: str) -> MetricInfo:
     if base not in _BY_NAME:
         raise KeyError(f"unknown metric {name!r}; known: {', '.join(_BY_NAME)}")
     return _BY_NAME[base]
+
+
+def with_unit(name: str) -> str:
+    """``name`` with the unit its printed values are in, as every table names a column or
+    row: "ece (%)", "nll (nats)", "brier (×100)"; a unitless metric keeps its name."""
+    unit = info(name).shown_unit
+    return f"{name} ({unit})" if unit else name
 
 
 def direction(name: str) -> int:

@@ -335,7 +335,7 @@ def best_per_column(results: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 def cell(result: dict[str, Any], column: str, intervals: bool = True) -> str:
     """'1.13 ± 0.04 [0.95, 1.31]' for one method and column, in the column's unit
-    (:func:`heading`: % for an error, nats for NLL)."""
+    (``table.with_unit``: % for an error, nats for NLL)."""
     row = table.info(column)
     scale, digits = (100, 2) if row.percent else (1, 4)
     v = result["metrics"][column]
@@ -346,9 +346,3 @@ def cell(result: dict[str, Any], column: str, intervals: bool = True) -> str:
         lo, hi = result["intervals"][column]
         text += f" [{row.display(lo)}, {row.display(hi)}]"
     return text
-
-
-def heading(column: str) -> str:
-    """A column's name with the unit its cells are in: 'ece (%)', 'nll (nats)'."""
-    unit = table.info(column).shown_unit
-    return f"{column} ({unit})" if unit else column
