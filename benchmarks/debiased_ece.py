@@ -19,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from calibkit.cli.progress import progress
 from calibkit.metrics import classwise_ece, ece
 from calibkit.metrics.binning import BinScheme
 from calibkit.metrics.inputs import prepare
@@ -39,23 +40,30 @@ def bias_table(seeds: int) -> list[str]:
         "| debiased |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for k, n, gamma in CELLS:
-        model = SyntheticClassifier(k, gamma=gamma)
-        truth = model.truth()
-        got = {key: [] for key in ("cw", "cw_d", "e", "e_d")}
-        for seed in range(seeds):
-            probs, labels = model.sample(n, seed=seed)
-            got["cw"].append(classwise_ece(probs, labels, probs=True))
-            got["cw_d"].append(classwise_ece(probs, labels, probs=True, debias=True))
-            got["e"].append(ece(probs, labels, probs=True))
-            got["e_d"].append(ece(probs, labels, probs=True, debias=True))
-        m = {key: float(np.mean(v)) for key, v in got.items()}
-        name = "over-confident" if gamma > 1 else "calibrated"
-        lines.append(
-            f"| {k} | {n:,} | {name} | {truth['classwise_ece']:.5f} | {m['cw']:.5f} | "
-            f"{m['cw_d']:.5f} | {truth['ece']:.5f} | {m['e']:.5f} | {m['e_d']:.5f} |"
-        )
+    with progress(len(CELLS), "cells", True) as tick:  # a line every few seconds
+        for cell in CELLS:
+            lines.append(_bias_row(*cell, seeds))
+            tick(1)
     return lines
+
+
+def _bias_row(k: int, n: int, gamma: float, seeds: int) -> str:
+    """One table row: the truth, and the mean over ``seeds`` samples of each estimator."""
+    model = SyntheticClassifier(k, gamma=gamma)
+    truth = model.truth()
+    got: dict[str, list[float]] = {key: [] for key in ("cw", "cw_d", "e", "e_d")}
+    for seed in range(seeds):
+        probs, labels = model.sample(n, seed=seed)
+        got["cw"].append(classwise_ece(probs, labels, probs=True))
+        got["cw_d"].append(classwise_ece(probs, labels, probs=True, debias=True))
+        got["e"].append(ece(probs, labels, probs=True))
+        got["e_d"].append(ece(probs, labels, probs=True, debias=True))
+    m = {key: float(np.mean(v)) for key, v in got.items()}
+    name = "over-confident" if gamma > 1 else "calibrated"
+    return (
+        f"| {k} | {n:,} | {name} | {truth['classwise_ece']:.5f} | {m['cw']:.5f} | "
+        f"{m['cw_d']:.5f} | {truth['ece']:.5f} | {m['e']:.5f} | {m['e_d']:.5f} |"
+    )
 
 
 def best(fn, rounds: int) -> float:

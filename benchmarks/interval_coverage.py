@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from calibkit.cli.progress import progress
 from calibkit.metrics.inputs import prepare
 from calibkit.metrics.intervals import interval
 from calibkit.metrics.resample import (
@@ -114,7 +115,9 @@ def run(
                 else tuple(m for m in only or () if m != "smooth_ece") or None
             )
             b, r = (boot // 5, min(reps, 100)) if smooth else (boot, reps)
-            cell = coverage_cell(n, k, gamma, r, b, smooth=smooth, metrics=metrics)
+            label = f"{case} N={n} K={k}{' smooth' if smooth else ''}"
+            with progress(1, label, True):  # a line every few seconds while a cell runs
+                cell = coverage_cell(n, k, gamma, r, b, smooth=smooth, metrics=metrics)
             cell.update(case=case, smooth=smooth, seconds=round(time.time() - t0, 1))
             tmp = out.with_suffix(".tmp")
             tmp.write_text(out.read_text() if out.exists() else "")
