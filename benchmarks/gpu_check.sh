@@ -18,8 +18,11 @@
 #   python ../shared/gpu/pack.py ../shared/data/cifar10-jpeg .gpu-data/cifar10-jpeg
 #   cp ../shared/gpu/unpack.py .gpu-data/
 # then, on the GPU machine, from the repository root:  bash benchmarks/gpu_check.sh
-# The study stops at the time left (STUDY_SECONDS, default what remains of 8 min 40 s);
-# run again on the same machine, it finishes what is missing (the bench resumes).
+# The study stops at the time left (STUDY_SECONDS, default what remains of BUDGET seconds,
+# 520 unless set); run again on the same machine, it finishes what is missing: the bench
+# resumes from its store and its members' epoch checkpoints in build/gpu-study/, a folder
+# git ignores, so a device tool that syncs the working tree between calls keeps it.
+# STUDY_ONLY=1 skips the CUDA tier, the throughput table and the estimate (a second call).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-check}"
@@ -53,33 +56,40 @@ if [ ! -d ../shared/data/cifar10-jpeg ] && [ -f .gpu-data/cifar10-jpeg.bin ]; th
     python3 .gpu-data/unpack.py .gpu-data/cifar10-jpeg ../shared/data/cifar10-jpeg
 fi
 
-say "CUDA tier"
-timeout 180 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider -rfEs \
-    -o addopts="" > "$OUT/cuda-tier.txt" 2>&1
-echo "exit code $?" >> "$OUT/cuda-tier.txt"
-tail -4 "$OUT/cuda-tier.txt"
+STUDY="${STUDY:-build/gpu-study}"
+if [ "${STUDY_ONLY:-0}" = 1 ]; then
+    echo "CUDA tier, throughput and estimate: skipped (STUDY_ONLY=1)" >> "$OUT/skipped.txt"
+else
+    say "CUDA tier"
+    timeout 180 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider -rfEs \
+        -o addopts="" > "$OUT/cuda-tier.txt" 2>&1
+    echo "exit code $?" >> "$OUT/cuda-tier.txt"
+    tail -4 "$OUT/cuda-tier.txt"
 
-say "throughput"
-timeout 120 python3 benchmarks/packed_speed.py --device cuda --images 20000 --members 1 8 24 \
-    > "$OUT/throughput.md" 2>&1 || echo "throughput: stopped at 120 s or failed" >> "$OUT/skipped.txt"
-cat "$OUT/throughput.md"
+    say "throughput"
+    timeout 120 python3 benchmarks/packed_speed.py --device cuda --images 20000 --members 1 8 24 \
+        > "$OUT/throughput.md" 2>&1 || echo "throughput: stopped at 120 s or failed" >> "$OUT/skipped.txt"
+    cat "$OUT/throughput.md"
+fi
 
 if [ -d ../shared/data/cifar10-jpeg ]; then
-    say "estimate"
-    timeout 60 "${CALIBKIT[@]}" bench train-cifar-gpu --estimate > "$OUT/estimate.txt" 2>&1
-    cat "$OUT/estimate.txt"
+    if [ "${STUDY_ONLY:-0}" != 1 ]; then
+        say "estimate"
+        timeout 60 "${CALIBKIT[@]}" bench train-cifar-gpu --estimate > "$OUT/estimate.txt" 2>&1
+        cat "$OUT/estimate.txt"
+    fi
     LEFT=$(( BUDGET - $(elapsed) ))
     STUDY_SECONDS="${STUDY_SECONDS:-$LEFT}"
     say "study (at most $STUDY_SECONDS s)"
-    timeout --signal=INT "$STUDY_SECONDS" "${CALIBKIT[@]}" bench train-cifar-gpu -o gpu-study \
+    timeout --signal=INT "$STUDY_SECONDS" "${CALIBKIT[@]}" bench train-cifar-gpu -o "$STUDY" \
         --doc "$OUT/real-gpu.md" > "$OUT/study.txt" 2>&1
     code=$?
     echo "exit code $code after $(elapsed) s" >> "$OUT/study.txt"
     [ "$code" -eq 124 ] || [ "$code" -eq 130 ] && \
         echo "study: stopped at $STUDY_SECONDS s; run again to finish it (the bench resumes)" >> "$OUT/skipped.txt"
-    cp gpu-study/results.sqlite "$OUT/" 2>/dev/null
-    if [ ! -s "$OUT/real-gpu.md" ] && [ -f gpu-study/results.sqlite ]; then  # stopped early
-        "${CALIBKIT[@]}" report gpu-study/results.sqlite -o gpu-report > /dev/null 2>&1 && \
+    cp "$STUDY/results.sqlite" "$OUT/" 2>/dev/null
+    if [ ! -s "$OUT/real-gpu.md" ] && [ -f "$STUDY/results.sqlite" ]; then  # stopped early
+        "${CALIBKIT[@]}" report "$STUDY/results.sqlite" -o gpu-report > /dev/null 2>&1 && \
             cp gpu-report/report.md "$OUT/report.md"
     fi
     tail -25 "$OUT/study.txt"
