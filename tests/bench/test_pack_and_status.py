@@ -10,9 +10,11 @@ import json
 import pytest
 
 from calibkit.bench.pack import packs
+from calibkit.bench.results import Results
 from calibkit.bench.runner import run_bench
 from calibkit.bench.spec import resolve
 from calibkit.bench.store import Store
+from calibkit.bench.study import rate_table
 
 RAW = {
     "name": "packed",
@@ -50,6 +52,14 @@ def test_packed_stage_one_gives_the_numbers_of_networks_trained_alone(tmp_path):
             rate = json.loads((folder / "throughput.json").read_text())
             assert rate["packed_members"] == 4 and rate["train_images_per_s"] > 0
     assert not packs(spec.runs, tmp_path / "packed")  # trained: nothing left to pack
+    store = Store(tmp_path / "packed" / "results.sqlite")
+    store.history = lambda key: [{"time": 400.0}]  # one 400 s epoch of the pack of 4
+    table = rate_table(store, Results(store))
+    header, rows = table[0], {r[0]: r for r in table[1:]}
+    assert set(rows) == {"CE", "Focal"}  # MaC-Cal's network is CE's, counted once
+    for row in rows.values():  # a member's share of the pack's time, not the pack's time
+        assert row[header.index("packed")] == "packs of 4"
+        assert row[header.index("seconds per network")] == "100 [100, 100]"
     run_bench(spec, tmp_path / "alone", workers=1, pack=False)
     packed, alone = _ece(tmp_path / "packed"), _ece(tmp_path / "alone")
     assert packed.keys() == alone.keys() and len(packed) == 12

@@ -7,6 +7,7 @@ What each catches (on the code before issue 40):
   CPU temperatures with CUDA positions);
 - affine fits (vector, matrix, Dirichlet) built their start and penalties on the CPU;
 - histogram, scaling binning built their bin edges on the CPU (torch.quantile mixed devices);
+- the training rate measured its matrix-product reference on the CPU after a GPU run;
 - the rest hold the line: every metric, the meter, the adapters, save/load across devices,
   ONNX export, training, packed training, MaC-Cal, Neural Clamping, the bench.
 """
@@ -207,3 +208,11 @@ def test_the_file_commands_compute_on_cuda(tmp_path, zy, capsys, command):
     else:
         a, b = on_cpu["methods"]["ts"]["metrics"], on_gpu["methods"]["ts"]["metrics"]
         assert b["ece"] == pytest.approx(a["ece"], rel=1e-5)
+
+
+def test_the_training_rate_reference_is_measured_on_the_gpu():
+    """The GPU study's 'matmul GFLOP/s' was the CPU's product (160.8 on an H100 machine)
+    beside the pack's 12,928 training GFLOP/s: the reference must run where training ran."""
+    from calibkit.training.throughput import matmul_gflops
+
+    assert matmul_gflops(CUDA, repeats=2) > 10 * matmul_gflops("cpu", repeats=2)

@@ -140,9 +140,11 @@ def network_table(res: Results, column: tuple[str, str]) -> Table:
 
 
 def rate_table(store: Store, res: Results) -> Table:
-    """Per method: seconds per trained network (stage 1: its epochs, validation included),
-    images per second, achieved GFLOP/s, the matrix product's GFLOP/s and their ratio. Runs
-    that share a stage 1 (MaC-Cal on CE) count it once, under the method that trains it."""
+    """Per method: seconds per trained network (stage 1: its epochs, validation included;
+    a packed member's share is the pack's seconds over its members), images per second
+    (a pack's: every member's images), achieved GFLOP/s, the matrix product's GFLOP/s on the
+    same device and their ratio, and how many networks trained in one pack. Runs that share
+    a stage 1 (MaC-Cal on CE) count it once, under the method that trains it."""
     rows = [
         [
             "method",
@@ -152,6 +154,7 @@ def rate_table(store: Store, res: Results) -> Table:
             "training GFLOP/s",
             "matmul GFLOP/s",
             "ratio",
+            "packed",
         ]
     ]
     provenance = store.provenance()
@@ -161,7 +164,11 @@ def rate_table(store: Store, res: Results) -> Table:
         ]
         if not keys:
             continue
-        seconds = [sum(h.get("time", 0.0) for h in store.history(k)) for k in keys]
+        members = [provenance[k].get("packed_members", 1) for k in keys]
+        seconds = [
+            sum(h.get("time", 0.0) for h in store.history(k)) / m
+            for k, m in zip(keys, members, strict=True)
+        ]
         rates = [provenance[k] for k in keys if "train_gflops" in provenance[k]]
         rows.append(
             [
@@ -172,6 +179,7 @@ def rate_table(store: Store, res: Results) -> Table:
                 interval([r["train_gflops"] for r in rates], digits=1),
                 interval([r["matmul_gflops"] for r in rates], digits=1),
                 interval([r["train_gflops"] / r["matmul_gflops"] for r in rates]),
+                "alone" if max(members) == 1 else f"packs of {max(members)}",
             ]
         )
     return rows

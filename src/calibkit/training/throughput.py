@@ -1,14 +1,16 @@
 """How close training comes to what the CPU or GPU can do: the achieved training GFLOP/s of
-a finished run against a dense float32 matrix product's GFLOP/s, measured in the same
-process with the same thread count.
+a finished run against a dense matrix product's GFLOP/s, measured in the same process on
+the device it trained on (with the same thread count on a CPU).
 
 - The work of one training image is counted by :class:`torch.utils.flop_counter.
   FlopCounterMode` on one forward and backward pass of the model (convolutions, matrix
   products; element-wise operations such as batch norm and ReLU are not counted, as
   published FLOP figures do not count them). The run's rate is that × images trained /
   the seconds spent in training steps (the history's ``train_time``, validation excluded).
-- The reference is ``torch.mm`` of two 1024 × 1024 float32 matrices (2 · 1024³ FLOP per
-  product), best of a few repetitions.
+- The reference is ``torch.mm`` of two n × n matrices (2 · n³ FLOP per product), best of a
+  few repetitions, in the dtype the training steps compute in: float32 with n = 1024 on a
+  CPU, bfloat16 (the trainer's autocast) with n = 4096 on CUDA, where a smaller product
+  cannot fill the card.
 """
 
 from __future__ import annotations
@@ -37,16 +39,25 @@ def flops_per_image(model: torch.nn.Module, input_shape: tuple[int, ...]) -> flo
     return counter.get_total_flops() / 2
 
 
-def matmul_gflops(n: int = 1024, repeats: int = 5) -> float:
-    """Dense float32 ``n`` × ``n`` matrix-product GFLOP/s on the CPU at the current thread
-    count (best of ``repeats`` timings of 4 products)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_gflops(device: torch.device | str = "cpu", repeats: int = 5) -> float:
+    """Dense matrix-product GFLOP/s on ``device`` (best of ``repeats`` timings of 4
+    products): float32 1024 × 1024 on a CPU at the current thread count, bfloat16
+    4096 × 4096 on CUDA (the dtype of the trainer's autocast there)."""
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    n, dtype = (4096, torch.bfloat16) if cuda else (1024, torch.float32)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
     torch.mm(a, b)  # warm-up
     best = float("inf")
     for _ in range(repeats):
+        if cuda:
+            torch.cuda.synchronize(device)
         start = time.perf_counter()
         for _ in range(4):
             torch.mm(a, b)
+        if cuda:
+            torch.cuda.synchronize(device)
         best = min(best, (time.perf_counter() - start) / 4)
     return 2 * n**3 / best / 1e9
 
@@ -63,6 +74,6 @@ def training_rate(result: TrainResult) -> dict[str, float]:
     return {
         "train_images_per_s": images / seconds,
         "train_gflops": per_image * images / seconds / 1e9,
-        "matmul_gflops": matmul_gflops(),
+        "matmul_gflops": matmul_gflops(next(result.model.parameters()).device),
         "flops_per_image": per_image,
     }
