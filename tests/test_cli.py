@@ -284,6 +284,13 @@ def test_a_long_step_is_not_silent_and_its_eta_skips_the_first_step(monkeypatch,
     t(1)
     t(1)
     assert t.eta(clock.monotonic()) < 5.0  # not 100 s per step
+    t = progress._Lines(27, "bench")  # runs of 10 s, then one that runs for minutes
+    t(1)
+    t.first, t.last = (t.last - 10.0, 1), t.last - 10.0
+    t(1)  # 2 of 27 done, 10 s apart: 25 runs of 10 s left
+    assert t.eta(t.last) == pytest.approx(250.0)
+    assert t.eta(t.last + 5.0) == pytest.approx(245.0)  # the running run's 5 s count
+    assert t.eta(t.last + 600.0) == pytest.approx(240.0)  # held still, not 600 × 25 s
 
 
 def test_the_terminal_bar_has_an_eta_when_each_step_takes_minutes():

@@ -24,13 +24,17 @@ class _Lines:
     line on stderr at most every :data:`PROGRESS_EVERY` seconds and at the end: done/total,
     elapsed, ETA, and what is running now (:meth:`status`). A heartbeat thread repeats the
     line while no step ends, so that a long step (an epoch, a bench run, a network's first
-    pass) is never silent. The ETA is measured from the first step that ends, so that one-off
-    costs before it (reading data, building a network) do not inflate it."""
+    pass) is never silent. The ETA is the mean time between the ends of finished steps, measured
+    from the first step that ends (so that one-off costs before it, reading data or building a
+    network, do not inflate it), times the steps left, less the time the running step has had
+    (up to one mean step): a step that runs longer than the others holds the ETA still instead
+    of raising it by the steps left every second (a bench whose runs differ in cost)."""
 
     def __init__(self, total: int, label: str) -> None:
         self.start = self.said = time.monotonic()
         self.done, self.total, self.label, self.base = 0, total, label, label
         self.first: tuple[float, int] | None = None  # (time, done) when a step first ended
+        self.last = self.start  # when a step last ended
         self.text = ""
         self.lock = threading.Lock()
 
@@ -41,8 +45,11 @@ class _Lines:
             else:
                 self.done, self.total = k, new_total
                 self.label = f"{self.base} epoch {record['epoch']}" if record else self.base
+            now = time.monotonic()
             if self.first is None and self.done > 0:
-                self.first = (time.monotonic(), self.done)
+                self.first = (now, self.done)
+            if k or new_total is not None:
+                self.last = now
             self._say(self.done >= self.total)
 
     def status(self, text: str) -> None:
@@ -60,7 +67,8 @@ class _Lines:
         if self.first is None or self.done <= self.first[1]:
             return float("nan")  # one step is not a rate: its cost may be one-off
         t0, d0 = self.first
-        return (now - t0) / (self.done - d0) * (self.total - self.done)
+        step = (self.last - t0) / (self.done - d0)
+        return max(step * (self.total - self.done) - min(now - self.last, step), 0.0)
 
     def _say(self, finished: bool) -> None:
         now = time.monotonic()
