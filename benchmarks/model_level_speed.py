@@ -22,8 +22,8 @@ import torch
 
 from calibkit import data, posthoc
 from calibkit.posthoc.clamping import NeuralClamping
+from calibkit.runs import calibrate_run, load_run
 from calibkit.training import TrainConfig, predict, train
-from calibkit.training.runs import calibrate_run, load_run
 from train_speed import write_random_cifar
 
 

@@ -183,7 +183,7 @@ def test_apply_exports_a_calibrator_file_and_a_calibrated_run(tmp_path, capsys):
     text = run_ok(["apply", str(tmp_path / "run-ts"), "--onnx", str(tmp_path / "net.onnx")],
                   capsys)  # fmt: skip
     assert "onnxruntime reproduces PyTorch's output" in text
-    from calibkit.training.runs import run_evidence
+    from calibkit.runs import run_evidence
 
     evidence, _ = run_evidence(tmp_path / "run-ts", device="cpu")
     x = evidence.inputs("test", None)

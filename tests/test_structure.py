@@ -123,3 +123,36 @@ def test_docs_architecture_lists_every_module():
     text = (SRC.parents[1] / "docs" / "architecture.md").read_text()
     missing = [name for name in _modules() if f"| `{name}` |" not in text]
     assert not missing, f"docs/architecture.md, 'Every module', lacks {missing}"
+
+
+def test_layers_in_the_order_people_think_in():
+    """Issue 43: training sits below post-hoc calibration and the bench, the run folders
+    (``calibkit.runs``) above both; metrics below all of them. Imports at any level count."""
+    below = {
+        "calibkit.metrics": ("calibkit.training", "calibkit.posthoc", "calibkit.bench",
+                             "calibkit.runs", "calibkit.cli"),
+        "calibkit.training": ("calibkit.posthoc", "calibkit.bench", "calibkit.runs",
+                              "calibkit.cli"),
+        "calibkit.posthoc": ("calibkit.bench", "calibkit.runs", "calibkit.cli"),
+        "calibkit.runs": ("calibkit.bench", "calibkit.cli"),
+    }  # fmt: skip
+    wrong = []
+    for name, path in _modules().items():
+        layer = next((p for p in below if name == p or name.startswith(p + ".")), None)
+        if layer is None:
+            continue
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                targets = [target, *(f"{target}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                targets = [node.module] if isinstance(node, ast.ImportFrom) else []
+                targets += [a.name for a in getattr(node, "names", [])]
+            else:
+                continue
+            for t in targets:
+                if t and any(t == b or t.startswith(b + ".") for b in below[layer]):
+                    wrong.append(f"{name} imports {t}")
+    assert not wrong, wrong

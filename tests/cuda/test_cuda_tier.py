@@ -146,7 +146,7 @@ def test_packed_members_on_cuda_match_networks_trained_alone(tmp_path):
 
 
 def test_maccal_and_neural_clamping_on_cuda(tmp_path):
-    from calibkit.training.runs import calibrate_run
+    from calibkit.runs import calibrate_run
 
     _train(tmp_path, "cuda", "stage1")
     cal = calibrate_run(tmp_path / "stage1", "maccal:epochs=2", tmp_path / "m", device="cuda")

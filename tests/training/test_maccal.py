@@ -22,8 +22,8 @@ from calibkit.posthoc.maccal import (
     masked_inference,
     masked_sgd_step,
 )
+from calibkit.runs import calibrate_run, load_run, run_evidence
 from calibkit.training import TrainConfig, train
-from calibkit.training.runs import calibrate_run, load_run, run_evidence
 from calibkit.training.trainer import TrainingError
 
 

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
+from calibkit.runs import stage_one
 from calibkit.training import TrainConfig, train
-from calibkit.training.runs import stage_one
 
 
 def test_a_given_network_is_evaluated_as_it_is_and_another_is_trained_from_it(tmp_path):

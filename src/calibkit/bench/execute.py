@@ -28,7 +28,7 @@ from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
 from ..registry import Spec
-from ..training.runs import calibrate_run, run_evidence, stage_one
+from ..runs import calibrate_run, run_evidence, stage_one
 from ..training.throughput import training_rate
 from .runspec import RunSpec
 from .store import ALL

@@ -192,7 +192,7 @@ def _run_network(run_dir: str) -> tuple[torch.nn.Module, torch.Tensor]:
     """A run's network (calibrated, for a calibrated run) and two test inputs to trace it."""
     import torch
 
-    from ..training.runs import run_evidence
+    from ..runs import run_evidence
 
     evidence, _ = run_evidence(run_dir, device="cpu")
     return evidence.model, evidence.inputs("test", torch.arange(2))
@@ -290,7 +290,7 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
 def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> None:
     """Calibrate the run ``source`` with ``spec`` into the run ``output`` (a progress bar
     for methods that train for epochs), then print what the fit did."""
-    from ..training.runs import calibrate_run
+    from ..runs import calibrate_run
 
     with progress(1, str(spec), not as_json) as tick:
         cal = calibrate_run(source, spec, output, device=device, progress=tick)

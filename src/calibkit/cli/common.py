@@ -511,8 +511,8 @@ def pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output) -> 
             "give a finished RUN_DIR, or a pretrained network: --model, --checkpoint, --data "
             "and -o OUTPUT"
         )
+    from ..runs import pretrained_run
     from ..training import TrainConfig
-    from ..training.runs import pretrained_run
 
     with options_named():
         config = TrainConfig(data=data_spec, model=model, checkpoint=checkpoint, device=device)

@@ -92,7 +92,7 @@ def train(stage2, output, resume, as_json, **settings) -> None:
     """
     from .. import posthoc
     from ..io import check_output, check_writable
-    from ..training.runs import stage_one
+    from ..runs import stage_one
 
     spec = posthoc.REGISTRY.check(stage2) if stage2 else None  # before any training
     config = config_of(TrainConfig, settings)

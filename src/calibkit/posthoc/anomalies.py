@@ -2,7 +2,7 @@
 were fine:
 
 * every ``Calibrator.fit`` (Python, ``calibkit fit``) checks its calibration split;
-* :func:`calibkit.training.runs.calibrate_run` (``calibkit calibrate``, ``train --stage2``)
+* :func:`calibkit.runs.calibrate_run` (``calibkit calibrate``, ``train --stage2``)
   checks the run's test split (the validation split when the test split has no labels);
 * ``bench`` and ``compare`` check the test split of every run and seed.
 

@@ -21,12 +21,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import data, posthoc
-from ..io import atomic_write, read_arrays, save_npz, write_text
-from ..posthoc.anomalies import check_fit
-from ..posthoc.base import Evidence
-from ..registry import Spec
-from .trainer import (
+from . import data, posthoc
+from .io import atomic_write, read_arrays, save_npz, write_text
+from .posthoc.anomalies import check_fit
+from .posthoc.base import Evidence
+from .registry import Spec
+from .training.trainer import (
     TrainConfig,
     TrainingError,
     TrainResult,
