@@ -15,6 +15,7 @@ estimate's optimism.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -87,10 +88,14 @@ def images_per_second(
         torch.set_num_threads(before)
 
 
-def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
+def estimate(
+    spec: BenchSpec, workers: int, threads: int, report: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Seconds of training the sweep would take here, by model and in all (see the module
     docstring), with the measured rates and the work in GFLOP. Where the runs train on
-    CUDA, the rate is measured there, for packs of as many networks as the bench packs."""
+    CUDA, the rate is measured there, for packs of as many networks as the bench packs.
+    ``report``: told what is being measured (a dataset's size, a model's rate), for the
+    progress line of a measurement that takes a minute on a CPU (a ResNet-110's steps)."""
     from .pack import MAX_MEMBERS, trains_on_cuda
 
     cuda = trains_on_cuda(spec.runs)
@@ -107,10 +112,14 @@ def estimate(spec: BenchSpec, workers: int, threads: int) -> dict[str, Any]:
             continue
         seen.add(run.training_key)
         if run.dataset not in sizes:
+            if report:
+                report(f"reading {run.dataset.name}'s size")
             sizes[run.dataset] = _sizes(run.dataset)
         n_train, n_val, shape, classes = sizes[run.dataset]
         key = (run.model, run.dataset)
         if key not in rates:
+            if report:
+                report(f"timing {run.model.name}'s training steps on {device}")
             rates[key] = images_per_second(
                 run.model,
                 shape,

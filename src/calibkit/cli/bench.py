@@ -183,7 +183,10 @@ def _gpus_used(plan) -> int:
 def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
     from ..bench.estimate import estimate
 
-    est = estimate(plan, workers, threads)
+    with progress(1, f"bench {plan.name} --estimate", not as_json) as tick:
+        est = estimate(plan, workers, threads, report=tick.status if tick else None)
+        if tick:
+            tick(1)
     if as_json:
         echo_json(est)
         return
