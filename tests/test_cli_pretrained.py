@@ -130,3 +130,17 @@ def test_pretrained_options_are_checked_before_anything_runs(pretrained, tmp_pat
               "-o", str(tmp_path / "o")])  # fmt: skip
     err = capsys.readouterr().err
     assert e.value.code == 2 and "does not fit the model: missing layer1.3" in err
+
+
+def test_building_the_pretrained_run_says_what_it_does(digits_checkpoint, tmp_path, capsys,
+                                                       monkeypatch):  # fmt: skip
+    """Issue 42 §2: reading the CIFAR JPEG tree and predicting its splits took half a minute
+    with no line at all, before the calibration's own progress started."""
+    from calibkit.cli import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)
+    main(["calibrate", "ts", "--model", "cnn", "--checkpoint",
+          str(digits_checkpoint / "model.safetensors"), "--data", "digits", "--device", "cpu",
+          "-o", str(tmp_path / "ts")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "pretrained run: 1/1" in err and "reading digits and predicting its splits" in err

@@ -282,7 +282,7 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
     if output is None and run_dir is not None:
         output = f"{str(run_dir).rstrip('/')}-{spec.name}"
     check_output(output, [run_dir, checkpoint, *data_roots(data_spec)])
-    run_dir = pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output)
+    run_dir = pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output, as_json)
     out = Path(output)
     calibrate_and_print(run_dir, spec, out, device, as_json)
 
