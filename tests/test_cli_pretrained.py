@@ -144,3 +144,23 @@ def test_building_the_pretrained_run_says_what_it_does(digits_checkpoint, tmp_pa
           "-o", str(tmp_path / "ts")])  # fmt: skip
     err = capsys.readouterr().err
     assert "pretrained run: 1/1" in err and "reading digits and predicting its splits" in err
+    # train --stage2 on pretrained weights: the same step, silent for 46 s on the JPEG tree
+    main(
+        [
+            "train",
+            "--data",
+            "digits",
+            "--model",
+            "cnn",
+            "--checkpoint",
+            str(digits_checkpoint / "model.safetensors"),
+            "--stage2",
+            "ts",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "m"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert "pretrained run: 1/1" in err and "reading digits and predicting its splits" in err

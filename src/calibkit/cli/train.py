@@ -103,8 +103,14 @@ def train(stage2, output, resume, as_json, **settings) -> None:
     # under torchrun every rank trains; the main rank (RANK 0) writes the files, and only it
     # reports (progress, summary, --json) and calibrates: one summary, from the writer
     main = int(os.environ.get("RANK", "0")) == 0
-    with progress(1, "training", not as_json and not given and main) as tick:
-        result = stage_one(config, stage1, given=given, resume=resume, progress=tick)
+    with progress(1, "pretrained run" if given else "training", not as_json and main) as tick:
+        if tick and given:  # reading an image tree and predicting it takes half a minute
+            tick.status(f"reading {config.data.name} and predicting its splits with the network")
+        result = stage_one(
+            config, stage1, given=given, resume=resume, progress=None if given else tick
+        )
+        if tick and given:
+            tick(1)
     if not main:
         return
     if spec:
