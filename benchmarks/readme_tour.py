@@ -1,4 +1,4 @@
-"""Run every command of the README's five-minute tour, in order, as pasted, and print each
+"""Run every command of the README's tour, in order, as pasted, and print each
 one's exit code, wall time and longest silence (the longest stretch without a line of
 output, off a terminal: stdout and stderr piped, as a log or CI sees them): the tour must
 run as a new user pastes it, and no command may go quiet for long (issue 42 §2).
@@ -10,7 +10,7 @@ test extras installed (the tour uses ONNX, torchrun and the shared data)::
     python benchmarks/readme_tour.py --json          # one record per command
     python benchmarks/readme_tour.py --list          # the commands, without running them
 
-The commands are the lines of the ```bash blocks between "## A five-minute tour" and the
+The commands are the lines of the ```bash blocks between "## A tour" and the
 next "## " heading, with backslash continuations joined and comments left to the shell.
 Their outputs go to ``readme-tour/NN.log``.
 """
@@ -31,7 +31,7 @@ README = Path("README.md")
 
 def tour_commands(text: str) -> list[str]:
     """The shell commands of the tour section of a README's text, in order."""
-    start = text.index("## A five-minute tour")
+    start = text.index("## A tour")
     end = text.find("\n## ", start + 1)
     section = text[start : end if end > 0 else len(text)]
     commands = []
