@@ -10,4 +10,4 @@ __all__ = ["BINNINGS", "INTERVALS"]
 #: equal-width binning conventions (docs/metrics.md, "Equal-width bins: three conventions")
 BINNINGS = ("calibkit", "torchmetrics", "netcal", "kull")
 #: bootstrap interval methods; "auto" gives each metric its own (docs/metrics.md)
-INTERVALS = ("auto", "percentile", "basic", "bca")
+INTERVALS = ("auto", "percentile", "basic", "bca", "two-pivot")

@@ -46,6 +46,38 @@ def test_basic_interval_is_the_percentile_interval_reflected_and_clipped():
     assert interval(reps, 0.2, 0.9, "basic", lower_bound=0.0) == pytest.approx([0.0, 0.4 - q[0]])
 
 
+def test_two_pivot_is_basic_widened_up_to_the_plug_in_pivot():
+    """Issue 46: a debiased estimate's bootstrap world has the plug-in as its truth. By hand:
+    replicates 0.30 .. 0.42, debiased estimate 0.30, plug-in 0.36."""
+    reps = torch.tensor([0.30, 0.32, 0.34, 0.36, 0.38, 0.40, 0.42], dtype=torch.float64)
+    q = torch.quantile(reps, torch.tensor([0.05, 0.95], dtype=torch.float64)).tolist()
+    lo, hi = interval(reps, 0.30, 0.9, "two-pivot", plug_in=0.36)
+    assert lo == pytest.approx(0.60 - q[1])  # basic's lower end
+    assert hi == pytest.approx(0.30 - q[0] + 0.36)  # the plug-in pivot's upper end
+    assert hi > 0.60 - q[0]  # above basic's: the interval is wider, never narrower
+    # a plug-in estimate is its own plug-in: the two pivots are one, the basic interval
+    assert interval(reps, 0.3, 0.9, "two-pivot", plug_in=0.3) == interval(reps, 0.3, 0.9, "basic")
+    with pytest.raises(ValueError, match="two-pivot needs the plug-in estimate"):
+        interval(reps, 0.3, 0.9, "two-pivot")
+
+
+def test_the_debiased_errors_get_two_pivot_intervals_from_their_plug_ins():
+    """evaluate computes the plug-in a debiased metric's interval needs, without returning
+    it when it was not asked for, and gives the interval the full evaluation gives."""
+    probs, labels = SyntheticClassifier(10, gamma=1.0).sample(2000, seed=4)
+    full = evaluate(probs, labels, probs=True, bootstrap=200, seed=2, smooth=False)
+    alone = evaluate(probs, labels, probs=True, bootstrap=200, seed=2,
+                     metrics=["debiased_ece", "debiased_classwise_ece"])  # fmt: skip
+    assert set(alone.metrics) == {"debiased_ece", "debiased_classwise_ece"}
+    for m, plug in (("debiased_ece", "ece"), ("debiased_classwise_ece", "classwise_ece")):
+        assert alone.intervals[m] == pytest.approx(full.intervals[m])
+        basic = evaluate(probs, labels, probs=True, bootstrap=200, seed=2, interval="basic",
+                         metrics=[m]).intervals[m]  # fmt: skip
+        assert full.intervals[m][0] == pytest.approx(basic[0])
+        assert full.intervals[m][1] > basic[1]  # widened by the debiasing, plug-in − debiased
+        assert full[plug] > full[m]
+
+
 def test_bca_without_bias_or_skew_is_the_percentile_interval():
     """z0 = 0 (half the replicates below the estimate) and a = 0: BCa's levels are α and 1 − α."""
     reps = torch.linspace(-1, 1, 2000, dtype=torch.float64)

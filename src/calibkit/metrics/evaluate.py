@@ -38,6 +38,7 @@ from .resample import (
     json_float,
     metric_vectors,
     percentile_interval,
+    with_plug_ins,
 )
 from .table import METRICS, OOD_METRICS, info, with_unit
 from .temperatures import best_temperature, check_grid
@@ -187,9 +188,10 @@ def evaluate(
         None,
         smooth=smooth,
         ood=None if ood is None else (*ood, None),
-        only=only,
+        only=with_plug_ins(only) if bootstrap else only,
     )
     metrics = {k: float(v[0]) for k, v in vec.items()}
+    plug_ins = {k: metrics.pop(k) for k in list(metrics) if only is not None and k not in only}
     settings: dict[str, Any] = {
         "n_bins": n_bins,
         "binning": binning,
@@ -230,6 +232,7 @@ def evaluate(
             ci,
             interval_method,
             lambda names: jackknife_vectors(p, binning, n_bins, seed, smooth=smooth, only=names),
+            plug_ins,
         )
         notes += more
     bins = bins_of(st.topbin_sums(p, scheme), scheme)

@@ -12,6 +12,14 @@ give, at level 1 − 2α (Efron & Tibshirani 1993, ch. 13–14; Davison & Hinkle
     [2θ̂ − q_{1−α}, 2θ̂ − q_α]: the replicates' spread around θ̂ taken as the estimate's
     spread around the truth, so it moves down by the bootstrap's estimate of the bias
     θ̄* − θ̂. Clipped to the metric's range (a calibration error is at least 0).
+``two-pivot``
+    for a debiased estimate θ̂_d of a binned error, whose plug-in θ̂ₚ is the binned error of
+    the resampled population (the bootstrap world's truth): the hull of the basic interval
+    and the plug-in pivot's [θ̂_d − (q_{1−α} − θ̂ₚ), θ̂_d − (q_α − θ̂ₚ)], that is
+    [2θ̂_d − q_{1−α}, max(2θ̂_d − q_α, θ̂_d − q_α + θ̂ₚ)]. Where a model's gaps are noise
+    (near calibration) the basic interval covers and the plug-in pivot lies too high; where
+    they are signal, the other way round; the sample cannot tell which, so both are kept
+    (docs/metrics.md, "The debiased estimators' intervals"). Clipped as basic is.
 ``bca``
     bias-corrected and accelerated: the quantiles at Φ(z₀ + (z₀ + z)/(1 − â(z₀ + z))), with
     z₀ = Φ⁻¹(share of replicates below θ̂, ties half) and the acceleration â from a
@@ -92,11 +100,15 @@ def interval(
     *,
     lower_bound: float | None = None,
     jack: Tensor | None = None,
+    plug_in: float | None = None,
 ) -> tuple[float, float]:
     """The ``ci`` interval of one metric by ``method`` (``percentile``, ``basic``, ``bca``)
     from its (B,) ``replicates`` (NaN replicates are dropped) and its ``estimate``;
     ``lower_bound``: the metric's least possible value (basic intervals are clipped to it);
-    ``jack``: delete-a-group jackknife values, for BCa's acceleration (None: â = 0)."""
+    ``jack``: delete-a-group jackknife values, for BCa's acceleration (None: â = 0);
+    ``plug_in``: the plug-in estimate a debiased ``estimate`` corrects (``two-pivot``)."""
+    if method == "two-pivot" and plug_in is None:
+        raise ValueError("interval: two-pivot needs the plug-in estimate (plug_in=)")
     v = replicates[~torch.isnan(replicates)].double()
     if v.numel() == 0 or not math.isfinite(estimate):
         return (math.nan, math.nan)
@@ -114,9 +126,11 @@ def interval(
     else:
         levels = [alpha, 1 - alpha]
     q = torch.quantile(v, torch.tensor(levels, dtype=torch.float64, device=v.device)).tolist()
-    if method != "basic":
+    if method not in ("basic", "two-pivot"):
         return (q[0], q[1])
     lo, hi = 2 * estimate - q[1], 2 * estimate - q[0]
+    if method == "two-pivot":
+        hi = max(hi, estimate - q[0] + plug_in)
     if lower_bound is not None:
         lo, hi = max(lo, lower_bound), max(hi, lower_bound)
     return (lo, hi)

@@ -47,6 +47,7 @@ __all__ = [
     "metric_vectors",
     "percentile_interval",
     "resample_chunks",
+    "with_plug_ins",
 ]
 
 
@@ -228,11 +229,15 @@ def bootstrap_intervals(
     ci: float,
     method: str,
     jack: Callable[[frozenset[str]], dict[str, Tensor]] | None = None,
+    plug_ins: dict[str, float] | None = None,
 ) -> tuple[dict[str, tuple[float, float]], dict[str, float], list[str]]:
     """(intervals, bias estimates, notes) of the metrics in ``estimates`` that have
     ``replicates``. ``method``: one of :data:`~calibkit.metrics.intervals.INTERVALS`
     ("auto": each metric's own, from :mod:`calibkit.metrics.table`); ``jack(names)``: the
-    delete-a-group jackknife values of those metrics, asked for only where BCa is used."""
+    delete-a-group jackknife values of those metrics, asked for only where BCa is used;
+    ``plug_ins``: estimates of the plug-in metrics the debiased ones correct, where
+    ``estimates`` lacks them (:func:`with_plug_ins`), for their ``two-pivot`` intervals."""
+    plug_ins = {**(plug_ins or {}), **estimates}
     names = [m for m in estimates if m in replicates]
     used = {m: info(m).interval if method == "auto" else method for m in names}
     bca = frozenset(m for m, u in used.items() if u == "bca")
@@ -240,7 +245,12 @@ def bootstrap_intervals(
     intervals, bias, outside = {}, {}, []
     for m in names:
         est, rep = estimates[m], replicates[m]
-        intervals[m] = interval(rep, est, ci, used[m], lower_bound=info(m).least, jack=jv.get(m))
+        row = info(m)
+        # a plug-in metric is its own plug-in: its two-pivot interval is the basic one
+        plug_in = plug_ins.get(row.plug_in) if row.plug_in else est
+        intervals[m] = interval(
+            rep, est, ci, used[m], lower_bound=row.least, jack=jv.get(m), plug_in=plug_in
+        )
         finite = rep[~torch.isnan(rep)]
         bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
         lo, hi = intervals[m]
@@ -265,6 +275,14 @@ def bootstrap_intervals(
 
 def percentile_interval(v: Tensor, ci: float) -> tuple[float, float]:
     return interval(v, 0.0, ci, "percentile")
+
+
+def with_plug_ins(only: frozenset[str] | None) -> frozenset[str] | None:
+    """``only`` and the plug-in metrics its debiased ones correct (their intervals need
+    those estimates); None (every metric) stays None."""
+    if only is None:
+        return None
+    return only | {info(m).plug_in for m in only if m in METRICS and info(m).plug_in}
 
 
 def check_metric_names(metrics: Iterable[str] | None) -> frozenset[str] | None:
