@@ -10,9 +10,12 @@ so the pivot is θ̂_d* − θ̂ₚ, and the interval [θ̂_d − (q_{1−α} �
 right and the plug-in pivot too high; where they are signal, the other way round; the
 bootstrap cannot tell which. "Both" is their hull, [basic's lower end, the plug-in pivot's
 upper end]: the basic interval widened upwards by the debiasing θ̂ₚ − θ̂_d. This study
-measures the three on the synthetic classifier's known truth, in
+measures the three, and a fourth, "+ test": two-pivot whose lower end is 0 wherever the
+consistency test does not reject calibration (:mod:`calibkit.metrics.consistency`; what
+``evaluate`` gives by default), on the synthetic classifier's known truth, in
 the grid of the coverage study (K ∈ {10, 100}, N ∈ {500, 5,000, 50,000}, calibrated and
-over-confident), for ``debiased_ece`` and ``debiased_classwise_ece``.
+over-confident), for ``debiased_ece`` and ``debiased_classwise_ece``, and for the plug-ins
+``ece`` and ``classwise_ece`` (whose plug-in pivot and two-pivot are their basic interval).
 
     python benchmarks/debiased_intervals.py --out /tmp/di.jsonl               # the grid
     python benchmarks/debiased_intervals.py --out /tmp/di.jsonl --markdown
@@ -33,13 +36,21 @@ from pathlib import Path
 import torch
 
 from calibkit.cli.progress import progress
+from calibkit.metrics.binning import BinScheme
+from calibkit.metrics.consistency import calibrated_replicates, p_value
 from calibkit.metrics.inputs import prepare
 from calibkit.metrics.resample import bootstrap_vectors, metric_vectors
 from calibkit.metrics.synthetic import SyntheticClassifier
 
-PAIRS = {"debiased_ece": "ece", "debiased_classwise_ece": "classwise_ece"}
+#: each metric and the plug-in its bootstrap world has as truth (a plug-in: itself)
+PAIRS = {
+    "ece": "ece",
+    "classwise_ece": "classwise_ece",
+    "debiased_ece": "ece",
+    "debiased_classwise_ece": "classwise_ece",
+}
 CASES = {"calibrated": 1.0, "over-confident": 1.5}
-PIVOTS = ("basic", "plug-in pivot", "both")
+PIVOTS = ("basic", "plug-in pivot", "both", "+ test")
 
 
 def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int) -> dict:
@@ -47,7 +58,7 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int) -> dict:
     pivot, per debiased metric, with the intervals' mean width."""
     model = SyntheticClassifier(k, gamma=gamma)
     truth = model.truth()
-    only = frozenset(PAIRS) | frozenset(PAIRS.values())
+    only = frozenset(PAIRS)
     hits = {m: dict.fromkeys(PIVOTS, 0) for m in PAIRS}
     width = {m: dict.fromkeys(PIVOTS, 0.0) for m in PAIRS}
     levels = torch.tensor([0.025, 0.975], dtype=torch.float64)
@@ -57,6 +68,8 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int) -> dict:
         values = metric_vectors(p, "calibkit", 15, None, smooth=False, only=only)
         est = {m: float(v[0]) for m, v in values.items()}
         rep = bootstrap_vectors([p], "calibkit", 15, boot, r, smooth=False, only=only)[0]
+        scheme = BinScheme.make(15, "calibkit", p.dtype)
+        null = calibrated_replicates(p, scheme, list(PAIRS), boot, r + 1)
         for m, plug in PAIRS.items():
             lo_q, hi_q = torch.quantile(rep[m].double(), levels).tolist()
             ends = {
@@ -64,6 +77,8 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int) -> dict:
                 for pivot, centre in (("basic", est[m]), ("plug-in pivot", est[plug]))
             }
             ends["both"] = (min(e[0] for e in ends.values()), max(e[1] for e in ends.values()))
+            consistent = p_value(est[m], null[m]) > 0.05  # the test does not reject
+            ends["+ test"] = (0.0 if consistent else ends["both"][0], max(ends["both"][1], est[m]))
             for pivot, (lo, hi) in ends.items():
                 hits[m][pivot] += lo <= truth[m] <= hi
                 width[m][pivot] += hi - lo
@@ -122,7 +137,8 @@ def markdown(path: Path) -> str:
             lines.append(f"| `{m}`: width of both ÷ basic | " + " | ".join(ratio) + " |")
         reps = "; ".join(f"N = {c['n']:,}: R = {c['reps']}" for c in got if c["k"] == 10)
         out.append(
-            f"**{case}** (γ = {CASES[case]}): coverage in % of basic / plug-in pivot / both 95 % "
+            f"**{case}** (γ = {CASES[case]}): coverage in % of basic / plug-in pivot / both / "
+            "both + test 95 % "
             f"intervals; {reps}; B = {got[0]['bootstrap'] if got else '-'}.\n\n" + "\n".join(lines)
         )
     return "\n\n".join(out)

@@ -26,6 +26,7 @@ from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BinScheme
 from .bins import Bins, bins_of
+from .consistency import calibrated_replicates, p_value
 from .functional import undefined_auroc_message
 from .inputs import prepare, prepare_scores
 from .intervals import check_interval, describe
@@ -59,6 +60,9 @@ class EvaluationResult:
     notes: list[str] = field(default_factory=list)
     #: per metric with an interval: the bootstrap's estimate of the bias, mean(θ*) − θ̂
     bias: dict[str, float] | None = None
+    #: per binned error with an interval: the p-value of "the model is calibrated" by
+    #: consistency resampling (:mod:`calibkit.metrics.consistency`)
+    calibration_p: dict[str, float] | None = None
 
     def __getitem__(self, name: str) -> float:
         return self.metrics[name]
@@ -74,6 +78,7 @@ class EvaluationResult:
             if self.intervals is None
             else {k: [json_float(a), json_float(b)] for k, (a, b) in self.intervals.items()},
             "bias": None if self.bias is None else {k: json_float(v) for k, v in self.bias.items()},
+            "calibration_p": self.calibration_p,
             "bins": self.bins.to_dict(),
             "notes": self.notes,
         }
@@ -214,6 +219,7 @@ def evaluate(
     order = [m for m in (*METRICS, *OOD_METRICS) if m in metrics]
     metrics = {m: metrics[m] for m in order}
     intervals = bias = None
+    calibration_p: dict[str, float] = {}
     if bootstrap:
         boot = bootstrap_vectors(
             [p],
@@ -226,6 +232,10 @@ def evaluate(
             progress=progress,
             only=only,
         )[0]
+        calibration_p = _calibration_test(p, scheme, metrics, boot, bootstrap, seed)
+        # calibkit's own intervals (auto) start at 0 where the test does not reject
+        auto = interval_method == "auto"
+        reached = [m for m, v in calibration_p.items() if auto and v > 1 - ci]
         intervals, bias, more = bootstrap_intervals(
             metrics,
             boot,
@@ -233,11 +243,28 @@ def evaluate(
             interval_method,
             lambda names: jackknife_vectors(p, binning, n_bins, seed, smooth=smooth, only=names),
             plug_ins,
+            frozenset(reached),
         )
         notes += more
+        if reached:
+            notes.append(
+                f"consistent with perfect calibration (labels drawn {bootstrap} times from "
+                f"the model's own probabilities; p > {1 - ci:.2g}), so these intervals "
+                "start at 0: " + ", ".join(f"{m} p = {calibration_p[m]:.2f}" for m in reached)
+            )
     bins = bins_of(st.topbin_sums(p, scheme), scheme)
     if bootstrap:
         acc = boot["bin_accuracy"]
         bins.band = np.array([percentile_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T
         bins.band[:, bins.count == 0] = np.nan
-    return EvaluationResult(metrics, bins, p.n, p.k, settings, intervals, notes, bias)
+    return EvaluationResult(
+        metrics, bins, p.n, p.k, settings, intervals, notes, bias, calibration_p or None
+    )
+
+
+def _calibration_test(p, scheme, metrics, boot, draws: int, seed: int) -> dict[str, float]:
+    """The consistency test's p-value of each binned error with ``null_test`` in ``metrics``
+    that the bootstrap gives an interval (docs/metrics.md, "Is the model calibrated?")."""
+    names = [m for m in metrics if m in boot and info(m).null_test]
+    null = calibrated_replicates(p, scheme, names, draws, seed + 1) if names else {}
+    return {m: p_value(metrics[m], null[m]) for m in names}

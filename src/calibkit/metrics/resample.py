@@ -230,13 +230,16 @@ def bootstrap_intervals(
     method: str,
     jack: Callable[[frozenset[str]], dict[str, Tensor]] | None = None,
     plug_ins: dict[str, float] | None = None,
+    reaches_zero: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, tuple[float, float]], dict[str, float], list[str]]:
     """(intervals, bias estimates, notes) of the metrics in ``estimates`` that have
     ``replicates``. ``method``: one of :data:`~calibkit.metrics.intervals.INTERVALS`
     ("auto": each metric's own, from :mod:`calibkit.metrics.table`); ``jack(names)``: the
     delete-a-group jackknife values of those metrics, asked for only where BCa is used;
     ``plug_ins``: estimates of the plug-in metrics the debiased ones correct, where
-    ``estimates`` lacks them (:func:`with_plug_ins`), for their ``two-pivot`` intervals."""
+    ``estimates`` lacks them (:func:`with_plug_ins`), for their ``two-pivot`` intervals;
+    ``reaches_zero``: metrics whose interval starts at their least value (0), where the
+    consistency test does not reject calibration (:mod:`calibkit.metrics.consistency`)."""
     plug_ins = {**(plug_ins or {}), **estimates}
     names = [m for m in estimates if m in replicates]
     used = {m: info(m).interval if method == "auto" else method for m in names}
@@ -251,6 +254,8 @@ def bootstrap_intervals(
         intervals[m] = interval(
             rep, est, ci, used[m], lower_bound=row.least, jack=jv.get(m), plug_in=plug_in
         )
+        if m in reaches_zero:
+            intervals[m] = (row.least, max(intervals[m][1], est))
         finite = rep[~torch.isnan(rep)]
         bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
         lo, hi = intervals[m]

@@ -99,7 +99,9 @@ class MetricInfo:
     ``evaluate`` gives it by default (:mod:`calibkit.metrics.intervals`, chosen by the
     coverage table in docs/metrics.md); ``least``: its least possible value (None: none);
     ``plug_in``: for a debiased estimate, the plug-in metric it corrects (its ``two-pivot``
-    interval needs that estimate too)."""
+    interval needs that estimate too); ``null_test``: 0 at perfect calibration and computed
+    from bin sums alone, so :mod:`calibkit.metrics.consistency` tests it and its interval
+    reaches 0 where the test does not reject."""
 
     name: str
     label: str
@@ -112,6 +114,7 @@ class MetricInfo:
     interval: str = "percentile"
     least: float | None = 0.0
     plug_in: str | None = None
+    null_test: bool = False
     #: how a ``percent`` metric's × 100 reads in a heading: "%" for a share, "×100" for a
     #: score that is not one (Brier)
     unit: str = "%"
@@ -199,14 +202,14 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
     M("accuracy", "Accuracy", +1, compute=lambda s: s.mean("correct"), harness=True,
       compare=True),
     M("ece", "ECE", -1, compute=lambda s: st.ece_from_sums(s.sums(), s.n), harness=True,
-      compare=True, interval=BASIC),
+      compare=True, interval=BASIC, null_test=True),
     M("aece", "AECE", -1, compute=_aece, samples=True, harness=True, compare=True,
       interval=BASIC),
     M("mce", "MCE", -1, compute=lambda s: st.mce_from_sums(s.sums()), harness=True,
-      compare=True, interval=BASIC),
+      compare=True, interval=BASIC, null_test=True),
     M("classwise_ece", "Classwise ECE", -1,
       compute=lambda s: _classwise_ece(s), harness=True,
-      compare=True, interval=BASIC),
+      compare=True, interval=BASIC, null_test=True),
     M("nll", "NLL", -1, percent=False, unit="nats", compute=lambda s: s.mean("nll"), harness=True,
       compare=True),
     M("brier", "Brier", -1, compute=lambda s: s.mean("brier"), harness=True, compare=True,
@@ -218,15 +221,16 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
     M("ks_error", "KS error", -1, compute=_ks, samples=True, interval=BASIC),
     M("smooth_ece", "Smooth ECE", -1, compute=lambda s: s.smooth(), samples=True),
     M("rms_ce", "RMS calibration error", -1, compute=lambda s: st.rms_from_sums(s.sums(), s.n),
-      interval=BASIC),
+      interval=BASIC, null_test=True),
     M("debiased_rms_ce", "Debiased RMS calibration error", -1,
-      compute=lambda s: st.rms_from_sums(s.sums(), s.n, debias=True), interval=BASIC),
+      compute=lambda s: st.rms_from_sums(s.sums(), s.n, debias=True), interval=BASIC,
+      null_test=True),
     M("debiased_ece", "Debiased ECE", -1,
       compute=lambda s: st.debiased_ece_from_sums(s.sums(), s.n), interval=TWO_PIVOT,
-      plug_in="ece"),
+      plug_in="ece", null_test=True),
     M("debiased_classwise_ece", "Debiased classwise ECE", -1,
       compute=lambda s: _classwise_ece(s, debias=True), interval=TWO_PIVOT,
-      plug_in="classwise_ece"),
+      plug_in="classwise_ece", null_test=True),
     M("aurc", "AURC", -1, compute=lambda s: st.aurc_from_runs(*s.correct_runs()),
       samples=True),
     M("optimal_ece", "Optimal ECE", -1),
