@@ -58,6 +58,7 @@ def test_level_at_perfect_calibration_and_power_against_over_confidence(k):
     probs, labels = SyntheticClassifier(k, gamma=1.5).sample(2000, seed=0)
     r = evaluate(probs, labels, probs=True, bootstrap=199, metrics=names)
     assert all(v <= 0.01 for v in r.calibration_p.values()), r.calibration_p
+    assert "calibrated? the consistency test's p-value" in r.table() and "ece ≤ 0.005" in r.table()
 
 
 def test_an_interval_reaches_zero_where_calibration_is_not_rejected():

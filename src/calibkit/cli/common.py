@@ -220,6 +220,8 @@ def print_result(result, title: str) -> None:
         from ..metrics.intervals import describe
 
         out.print(describe(s["interval"], result.intervals))
+    if result.calibration_p:
+        out.print(result.calibration_line())
     for note in result.notes:
         out.print(f"note: {note}")
 

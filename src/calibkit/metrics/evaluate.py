@@ -97,6 +97,20 @@ class EvaluationResult:
             out.append((with_unit(name), row.display(value), iv))
         return out
 
+    def calibration_line(self) -> str | None:
+        """One line of the consistency test's p-values (None without them)."""
+        if not self.calibration_p:
+            return None
+        floor = 1 / (self.settings["bootstrap"] + 1)  # no draw reached the sample's error
+        values = ", ".join(
+            f"{m} ≤ {floor:.1g}" if v <= floor * (1 + 1e-9) else f"{m} {v:.2g}"
+            for m, v in self.calibration_p.items()
+        )
+        return (
+            "calibrated? the consistency test's p-value per error (small: not calibrated; "
+            f"labels drawn {self.settings['bootstrap']} times from the model): {values}"
+        )
+
     def table(self) -> str:
         """A readable plain-text table of every metric (and its interval)."""
         rows = self.rows()
@@ -114,6 +128,8 @@ class EvaluationResult:
         ]
         if self.intervals:
             lines.append(describe(self.settings["interval"], self.intervals))
+        if self.calibration_p:
+            lines.append(self.calibration_line())
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
