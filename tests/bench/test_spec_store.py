@@ -305,3 +305,18 @@ def test_a_calibration_size_beyond_the_split_is_stored_as_the_whole_split(tmp_pa
     result = execute(spec.runs[0], tmp_path)
     sizes = {size for _, cal, size, m, _ in result["metrics"] if cal == "ts" and m == "ece"}
     assert sizes == {ALL, 50}
+
+
+def test_a_store_being_created_by_another_process_opens(tmp_path):
+    """CI caught it: a process polling a sweep's store opened it between the creator's WAL
+    pragma (which writes the file's header) and its schema's transaction, saw a database
+    with no table and no application_id, and called it another application's."""
+    from calibkit.bench.store import APPLICATION_ID
+
+    path = tmp_path / "r.sqlite"
+    with closing(sqlite3.connect(path)) as con:
+        con.execute("PRAGMA journal_mode=WAL")  # what the creator has done so far
+    assert path.stat().st_size > 0
+    Store(path).done()  # the schema's transaction: the store, not an error
+    with closing(sqlite3.connect(path)) as con:
+        assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID

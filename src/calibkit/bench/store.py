@@ -142,6 +142,7 @@ class Store:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             with closing(sqlite3.connect(uri, uri=True, timeout=60)) as con:
                 app = con.execute("PRAGMA application_id").fetchone()[0]
+                empty = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
                 columns = {
                     t: [r[1] for r in con.execute(f"PRAGMA table_info({t})")] for t in TABLES
                 }
@@ -153,6 +154,11 @@ class Store:
                     version = row and row[0]
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
+        if app == 0 and empty:
+            # an empty database: one that another process is creating right now (its WAL
+            # pragma writes the file's header before the schema's transaction), or a blank
+            # file: the schema's transaction serialises with the creator, nothing is lost
+            return False
         ours = app == APPLICATION_ID or (
             app == 0 and version is not None and all(columns[t] == COLUMNS[t] for t in TABLES[:5])
         )
