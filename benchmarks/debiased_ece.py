@@ -22,6 +22,7 @@ import torch
 from calibkit.cli.progress import progress
 from calibkit.metrics import classwise_ece, ece
 from calibkit.metrics.binning import BinScheme
+from calibkit.metrics.consistency import calibrated_replicates
 from calibkit.metrics.inputs import prepare
 from calibkit.metrics.resample import bootstrap_vectors
 from calibkit.metrics.stats import (
@@ -99,6 +100,15 @@ def cost(rounds: int) -> list[str]:
         )  # fmt: skip
     a, b = boot["classwise_ece"], boot["debiased_classwise_ece"]
     lines.append(f"| 1,000 bootstrap resamples (sums included) | {a:.2f} | {b:.2f} | {b / a:.2f} |")
+    # the consistency test (calibkit.metrics.consistency): 1,000 label draws, against the
+    # bootstrap it comes with
+    tests = {
+        name: best(lambda name=name: calibrated_replicates(p, scheme, [name], 1000, 0), rounds)
+        for name in ("classwise_ece", "debiased_classwise_ece")
+    }
+    c, d = tests["classwise_ece"], tests["debiased_classwise_ece"]
+    lines.append(f"| consistency test, 1,000 label draws | {c:.2f} | {d:.2f} | {d / c:.2f} |")
+    lines.append(f"| the test ÷ the bootstrap | {c / a:.2f} | {d / b:.2f} | |")
     return lines
 
 

@@ -69,12 +69,15 @@ class _Drawn:
             cdf = probs.cumsum(1)
             cdf = cdf / cdf[:, -1:]  # rows that sum to 1 within rounding: the last edge is 1
             k, s = self.p.k, self.scheme.n_slots
+            # each (row, class)'s cell, once (int32), so that a draw only picks a class per row
+            cells = self.scheme.assign(probs)[0].to(torch.int32)
+            cells += s * torch.arange(k, device=cells.device, dtype=torch.int32)
             sumy = []
             for b in _chunks(self.draws):
                 u = torch.rand(self.n, b, generator=self.gen, dtype=torch.float64)
                 y = torch.searchsorted(cdf, u.to(cdf.device)).clamp_(max=k - 1)  # (N, b)
-                bins, _ = self.scheme.assign(probs.gather(1, y))
-                cell = (y * s + bins).T + k * s * torch.arange(b, device=y.device)[:, None]
+                offset = k * s * torch.arange(b, device=y.device, dtype=torch.int32)
+                cell = cells.gather(1, y) + offset  # (N, b): draw j's cells in block j
                 counts = torch.bincount(cell.reshape(-1), minlength=b * k * s)
                 sumy.append(counts.double().view(b, k, s))
             self._classwise = _with_label_sums(base, torch.cat(sumy))
