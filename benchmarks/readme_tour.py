@@ -9,6 +9,7 @@ test extras installed (the tour uses ONNX, torchrun and the shared data)::
     python benchmarks/readme_tour.py                 # a table; exit code 1 if any failed
     python benchmarks/readme_tour.py --json          # one record per command
     python benchmarks/readme_tour.py --list          # the commands, without running them
+    python benchmarks/readme_tour.py --only 5 23     # again, some of them (outputs removed)
 
 The commands are the lines of the ```bash blocks between "## A tour" and the
 next "## " heading, with backslash continuations joined and comments left to the shell.
@@ -65,6 +66,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--logs", default="readme-tour", help="Folder for each command's output.")
+    parser.add_argument("--only", type=int, nargs="+", metavar="N",
+                        help="Run only these commands (numbered from 1, as --list and the "
+                        "table number them), after the tour has run once in the clone.")  # fmt: skip
     args = parser.parse_args()
     commands = tour_commands(README.read_text())
     if args.list:
@@ -76,6 +80,8 @@ def main() -> int:
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
     records = []
     for i, command in enumerate(commands, 1):
+        if args.only and i not in args.only:
+            continue
         rc, seconds, silence = run_logged(command, logs / f"{i:02d}.log", env)
         records.append({"command": command, "rc": rc, "seconds": round(seconds, 1),
                         "longest_silence": round(silence, 1)})  # fmt: skip
