@@ -66,9 +66,13 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--logs", default="readme-tour", help="Folder for each command's output.")
-    parser.add_argument("--only", type=int, nargs="+", metavar="N",
-                        help="Run only these commands (numbered from 1, as --list and the "
-                        "table number them), after the tour has run once in the clone.")  # fmt: skip
+    parser.add_argument(
+        "--only",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="Run only these commands (numbered from 1, as the table numbers them).",
+    )
     args = parser.parse_args()
     commands = tour_commands(README.read_text())
     if args.list:
