@@ -94,7 +94,7 @@ def cost(rounds: int) -> list[str]:
     for name in ("classwise_ece", "debiased_classwise_ece"):
         only = frozenset({name})
         boot[name] = best(
-            lambda only=only: bootstrap_vectors([p], "calibkit", 15, 1000, 0, smooth=False,
+            lambda only=only: bootstrap_vectors([p], scheme, 1000, 0, smooth=False,
                                                  only=only),
             rounds,
         )  # fmt: skip

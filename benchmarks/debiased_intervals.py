@@ -50,6 +50,8 @@ PAIRS = {
     "debiased_classwise_ece": "classwise_ece",
 }
 CASES = {"calibrated": 1.0, "over-confident": 1.5}
+#: the study's bins: 15, calibkit's convention
+SCHEME = BinScheme.make(15, "calibkit", torch.float64)
 PIVOTS = ("basic", "plug-in pivot", "both", "+ test")
 
 
@@ -65,11 +67,10 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int) -> dict:
     for r in range(reps):
         probs, labels = model.sample(n, seed=r)
         p = prepare(probs, labels, probs=True)
-        values = metric_vectors(p, "calibkit", 15, None, smooth=False, only=only)
+        values = metric_vectors(p, SCHEME, None, smooth=False, only=only)
         est = {m: float(v[0]) for m, v in values.items()}
-        rep = bootstrap_vectors([p], "calibkit", 15, boot, r, smooth=False, only=only)[0]
-        scheme = BinScheme.make(15, "calibkit", p.dtype)
-        null = calibrated_replicates(p, scheme, list(PAIRS), boot, r + 1)
+        rep = bootstrap_vectors([p], SCHEME, boot, r, smooth=False, only=only)[0]
+        null = calibrated_replicates(p, SCHEME.for_dtype(p.dtype), list(PAIRS), boot, r + 1)
         for m, plug in PAIRS.items():
             lo_q, hi_q = torch.quantile(rep[m].double(), levels).tolist()
             ends = {

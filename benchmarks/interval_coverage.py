@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from calibkit.cli.progress import progress
+from calibkit.metrics.binning import BinScheme
 from calibkit.metrics.inputs import prepare
 from calibkit.metrics.intervals import interval
 from calibkit.metrics.resample import (
@@ -39,6 +40,8 @@ from calibkit.metrics.synthetic import SyntheticClassifier
 from calibkit.metrics.table import info
 
 METHODS = ("percentile", "basic", "bca")
+#: the study's bins: 15, calibkit's convention
+SCHEME = BinScheme.make(15, "calibkit", torch.float64)
 CASES = {"calibrated": 1.0, "over-confident": 1.5}
 #: replications per sample size (the standard error of a 95 % coverage is
 #: sqrt(0.95 · 0.05 / R): 1.0 points at R = 500, 1.3 at 300, 2.2 at 100)
@@ -60,10 +63,10 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int, *, smooth:
     for r in range(reps):
         probs, labels = model.sample(n, seed=seed0 + r)
         p = prepare(probs, labels, probs=True)
-        est = {m: float(v[0]) for m, v in metric_vectors(p, "calibkit", 15, None, smooth=smooth,
+        est = {m: float(v[0]) for m, v in metric_vectors(p, SCHEME, None, smooth=smooth,
                                                           only=only).items()}  # fmt: skip
-        rep = bootstrap_vectors([p], "calibkit", 15, boot, seed0 + r, smooth=smooth, only=only)[0]
-        jack = jackknife_vectors(p, "calibkit", 15, r, smooth=smooth, only=only)
+        rep = bootstrap_vectors([p], SCHEME, boot, seed0 + r, smooth=smooth, only=only)[0]
+        jack = jackknife_vectors(p, SCHEME, r, smooth=smooth, only=only)
         for m in names:
             if not math.isfinite(est[m]):
                 continue

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from calibkit import metrics as M
+from calibkit.metrics.binning import BinScheme
 from calibkit.metrics.inputs import prepare
 from calibkit.metrics.resample import metric_vectors
 from tests.conftest import make_logits
@@ -26,7 +27,9 @@ def test_weighted_statistics_equal_materialised_resamples():
     )
     p = prepare(z, y)
     s_out = prepare(z_out, np.zeros(50, dtype=int)).confidence
-    vec = metric_vectors(p, "calibkit", 15, w, smooth=True, ood=(p.confidence, s_out, w_out))
+    vec = metric_vectors(
+        p, BinScheme.make(15, "calibkit", p.dtype), w, smooth=True, ood=(p.confidence, s_out, w_out)
+    )
     for b in range(6):
         r = M.evaluate(z[idx[b]], y[idx[b]], ood_scores=z_out[idx_out[b]], optimal=False)
         for name, value in r.metrics.items():

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import calibkit.metrics as M
+from calibkit.metrics.binning import BinScheme
 from calibkit.metrics.inputs import prepare
 from calibkit.metrics.resample import metric_vectors
 from calibkit.metrics.table import COMPUTED, SAMPLE_METRICS
@@ -36,8 +37,9 @@ def test_every_metric_agrees_across_functional_evaluate_meter_and_bootstrap(bina
     for part in np.array_split(np.arange(len(y)), 4):
         meter.update(z[part], y[part])
     streamed = meter.compute()
-    weighted = metric_vectors(prepare(z, y, binary=binary), "calibkit", 15,
-                               torch.ones(1, len(y), dtype=torch.float64), smooth=True)  # fmt: skip
+    scheme = BinScheme.make(15, "calibkit", torch.float64)
+    weighted = metric_vectors(prepare(z, y, binary=binary), scheme,
+                              torch.ones(1, len(y), dtype=torch.float64), smooth=True)  # fmt: skip
     for m in COMPUTED:
         name = m.name
         assert streamed[name] == pytest.approx(want[name], rel=1e-9, abs=1e-12), name

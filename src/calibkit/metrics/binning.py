@@ -26,7 +26,7 @@ values.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -55,6 +55,10 @@ class BinScheme:
         check_n_bins(n_bins)
         check_choice(binning, "binning", BINNINGS)
         return BinScheme(int(n_bins), binning, dtype)
+
+    def for_dtype(self, dtype: torch.dtype) -> BinScheme:
+        """The same bins for scores of ``dtype`` (a checked scheme stays checked)."""
+        return self if dtype == self.dtype else replace(self, dtype=dtype)
 
     @property
     def n_slots(self) -> int:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
-from .._checks import check_n_bins
 from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BinScheme
@@ -187,14 +187,14 @@ def evaluate(
     >>> round(r["accuracy"], 3), int(r.bins.count.sum())
     (0.244, 500)
     """
-    check_n_bins(n_bins)
+    scheme = BinScheme.make(n_bins, binning, torch.float64)  # checked here, trusted below
     if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
         raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
     ci = check_ci(ci)
     interval_method = check_interval(interval)
     only = check_metric_names(metrics)
     p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
-    scheme = BinScheme.make(n_bins, binning, p.dtype)
+    scheme = scheme.for_dtype(p.dtype)
     ood = None
     if ood_scores is not None and (only is None or not only.isdisjoint(OOD_METRICS)):
         if p.k != prepare_scores(ood_scores, probs=probs, name="ood_scores").shape[1]:
@@ -204,8 +204,7 @@ def evaluate(
         ood = (s_in, s_out.to(s_in.device))
     vec = metric_vectors(
         p,
-        binning,
-        n_bins,
+        scheme,
         None,
         smooth=smooth,
         ood=None if ood is None else (*ood, None),
@@ -239,8 +238,7 @@ def evaluate(
     if bootstrap:
         boot = bootstrap_vectors(
             [p],
-            binning,
-            n_bins,
+            scheme,
             bootstrap,
             seed,
             smooth=smooth,
@@ -257,7 +255,7 @@ def evaluate(
             boot,
             ci,
             interval_method,
-            lambda names: jackknife_vectors(p, binning, n_bins, seed, smooth=smooth, only=names),
+            lambda names: jackknife_vectors(p, scheme, seed, smooth=smooth, only=names),
             plug_ins,
             frozenset(reached),
         )

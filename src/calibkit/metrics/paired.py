@@ -146,6 +146,7 @@ def compare_nested(
     check_positive_int(bootstrap, "bootstrap")
     ci = check_ci(ci)
     only = check_metric_names(metrics)
+    scheme = BinScheme.make(n_bins, binning, torch.float64)  # checked once, before the data
     if not groups:
         raise ValueError("groups: empty; give one (scores_a, scores_b, labels) per seed")
     est_a, est_b, reps = [], [], []
@@ -156,13 +157,10 @@ def compare_nested(
             raise ValueError(
                 f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match"
             )
-        BinScheme.make(n_bins, binning, pa.dtype)  # validates the settings
         for est, pr in ((est_a, pa), (est_b, pb)):
-            vec = metric_vectors(pr, binning, n_bins, None, smooth=smooth, only=only)
+            vec = metric_vectors(pr, scheme, None, smooth=smooth, only=only)
             est.append({k: float(v[0]) for k, v in vec.items()})
-        ba, bb = bootstrap_vectors(
-            [pa, pb], binning, n_bins, bootstrap, seed, smooth=smooth, only=only
-        )
+        ba, bb = bootstrap_vectors([pa, pb], scheme, bootstrap, seed, smooth=smooth, only=only)
         reps.append({k: bb[k] - ba[k] for k in est_a[-1]})
     names = list(est_a[0])
     a = {k: statistics.fmean(e[k] for e in est_a) for k in names}

@@ -9,7 +9,9 @@ use them.
 
 It is the metrics package's internal API, shared by ``evaluate``, ``paired`` and the
 benchmarks: :func:`metric_vectors`, :func:`bootstrap_vectors` and
-:func:`jackknife_vectors` (the values of B resamples or of jackknife groups),
+:func:`jackknife_vectors` (the values of B resamples or of jackknife groups; each takes a
+:class:`~calibkit.metrics.binning.BinScheme` that its caller checked once, with
+``BinScheme.make``, where the settings entered, and trusts it),
 :func:`check_metric_names` (the names a caller asked for), :func:`percentile_interval`,
 :func:`format_value` and :func:`json_float` (a value for text and for JSON). Users call
 :func:`~calibkit.metrics.evaluate` instead.
@@ -25,7 +27,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_n_bins
 from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BinScheme
@@ -63,8 +64,7 @@ def json_float(v: float) -> float | None:
 
 def metric_vectors(
     p: Prepared,
-    binning: str,
-    n_bins: int,
+    scheme: BinScheme,
     weights: Tensor | None,
     *,
     smooth: bool,
@@ -74,7 +74,7 @@ def metric_vectors(
     """(B,) tensor per metric for B weighted resamples (weights None: the sample itself);
     ``only``: the metrics wanted (default every one), each computed from shared statistics
     that are themselves computed only when a wanted metric needs them."""
-    scheme = BinScheme.make(n_bins, binning, p.dtype)
+    scheme = scheme.for_dtype(p.dtype)  # checked where it entered: trusted here
 
     def want(*names: str) -> bool:
         return only is None or not only.isdisjoint(names)
@@ -82,7 +82,7 @@ def metric_vectors(
     # one pass over the scores serves every metric
     p.scan(full=want("brier", "entropy"), classwise=scheme if want("classwise_ece") else None)
 
-    stats = _BatchStatistics(p, scheme, weights, n_bins)
+    stats = _BatchStatistics(p, scheme, weights, scheme.n_bins)
     out = {
         m.name: m.compute(stats)
         for m in COMPUTED
@@ -185,8 +185,7 @@ def resample_chunks(n: int, n_boot: int, seed: int, device, extra: int | None = 
 
 def bootstrap_vectors(
     preps: list[Prepared],
-    binning: str,
-    n_bins: int,
+    scheme: BinScheme,
     n_boot: int,
     seed: int,
     *,
@@ -202,16 +201,14 @@ def bootstrap_vectors(
     for w, w_ood in resample_chunks(preps[0].n, n_boot, seed, preps[0].device, extra):
         ood_pair = None if ood is None else (*ood, w_ood)
         for part, p in zip(parts, preps, strict=True):
-            part.append(
-                metric_vectors(p, binning, n_bins, w, smooth=smooth, ood=ood_pair, only=only)
-            )
+            part.append(metric_vectors(p, scheme, w, smooth=smooth, ood=ood_pair, only=only))
         if progress is not None:
             progress(len(w))
     return [{k: torch.cat([c[k] for c in part]) for k in part[0]} for part in parts]
 
 
 def jackknife_vectors(
-    p: Prepared, binning: str, n_bins: int, seed: int, *, smooth: bool, only: frozenset[str]
+    p: Prepared, scheme: BinScheme, seed: int, *, smooth: bool, only: frozenset[str]
 ) -> dict[str, Tensor]:
     """(G,) values of each metric in ``only`` with each of G groups of samples left out."""
     parts = []
@@ -219,7 +216,7 @@ def jackknife_vectors(
         keep = torch.ones(p.n, dtype=torch.bool, device=p.device)
         keep[group.to(keep.device)] = False
         sub = Prepared(p.scores[keep], p.labels[keep], p.is_probs, p.binary)
-        parts.append(metric_vectors(sub, binning, n_bins, None, smooth=smooth, only=only))
+        parts.append(metric_vectors(sub, scheme, None, smooth=smooth, only=only))
     return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
 
 
@@ -326,10 +323,10 @@ def metric_values(
     {'accuracy': 0.6666666666666666}
     """
     only = check_metric_names(metrics)
-    check_n_bins(n_bins)
+    scheme = BinScheme.make(n_bins, "calibkit", torch.float64)
     p = prepare(scores, labels, probs=probs, validate=validate)
     smooth = only is None or "smooth_ece" in only
-    values = metric_vectors(p, "calibkit", n_bins, None, smooth=smooth, only=only)
+    values = metric_vectors(p, scheme, None, smooth=smooth, only=only)
     return {m: float(values[m].reshape(-1)[0]) for m in METRICS if m in values}
 
 
@@ -351,8 +348,8 @@ def bootstrap_replicates(
     same resamples, so their replicates are paired (what the verdicts' nested bootstrap
     over test rows uses, :func:`~calibkit.metrics.paired.compare_nested`)."""
     only = check_metric_names(metrics)
-    check_n_bins(n_bins)
+    scheme = BinScheme.make(n_bins, binning, torch.float64)
     p = prepare(scores, labels, probs=probs, validate=validate)
     smooth = only is None or "smooth_ece" in only
-    boot = bootstrap_vectors([p], binning, n_bins, bootstrap, seed, smooth=smooth, only=only)[0]
+    boot = bootstrap_vectors([p], scheme, bootstrap, seed, smooth=smooth, only=only)[0]
     return {m: boot[m].cpu().numpy() for m in (only or METRICS) if m in boot}
