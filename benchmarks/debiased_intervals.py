@@ -152,7 +152,7 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=300, help="resamples per sample")
     ap.add_argument("--markdown", action="store_true", help="print the tables of --out")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (1: beside other "
-                    "work, 2 threads spinning on 2 busy cores ran 100 times slower)")  # fmt: skip
+                    "work, 2 threads spinning on 2 busy cores ran about 95 times slower)")  # fmt: skip
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.markdown:
