@@ -151,8 +151,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=150, help="samples per cell (N < 50,000)")
     ap.add_argument("--bootstrap", type=int, default=300, help="resamples per sample")
     ap.add_argument("--markdown", action="store_true", help="print the tables of --out")
-    ap.add_argument("--threads", type=int, default=1, help="intra-op threads (1: beside other "
-                    "work, 2 threads spinning on 2 busy cores ran about 95 times slower)")  # fmt: skip
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads (1: beside other work, 2 threads on 2 busy cores ran about 95 "
+        "times slower)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.markdown:
