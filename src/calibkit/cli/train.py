@@ -13,7 +13,16 @@ import click
 
 from ..training.config import TrainConfig
 from .calibrate import calibrate_and_print
-from .common import CONTEXT, cli, console, data_roots, echo_json, json_option, options_named
+from .common import (
+    CONTEXT,
+    cli,
+    console,
+    data_roots,
+    echo_json,
+    json_option,
+    options_named,
+    pretrained_with_progress,
+)
 from .progress import progress
 
 __all__ = ["config_of", "options_from", "train"]
@@ -103,14 +112,12 @@ def train(stage2, output, resume, as_json, **settings) -> None:
     # under torchrun every rank trains; the main rank (RANK 0) writes the files, and only it
     # reports (progress, summary, --json) and calibrates: one summary, from the writer
     main = int(os.environ.get("RANK", "0")) == 0
-    with progress(1, "pretrained run" if given else "training", not as_json and main) as tick:
-        if tick and given:  # reading an image tree and predicting it takes half a minute
-            tick.status(f"reading {config.data.name} and predicting its splits with the network")
-        result = stage_one(
-            config, stage1, given=given, resume=resume, progress=None if given else tick
-        )
-        if tick and given:
-            tick(1)
+    if given:
+        result = None
+        pretrained_with_progress(config, stage1, not as_json and main)
+    else:
+        with progress(1, "training", not as_json and main) as tick:
+            result = stage_one(config, stage1, given=False, resume=resume, progress=tick)
     if not main:
         return
     if spec:
