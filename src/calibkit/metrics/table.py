@@ -205,8 +205,10 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
       compare=True, interval=BASIC, null_test=True),
     M("aece", "AECE", -1, compute=_aece, samples=True, harness=True, compare=True,
       interval=BASIC),
+    # no consistency test: its largest gap sits in a bin of one or two samples, whose gap is
+    # as large when labels are drawn from the model (p = 1 on the uncalibrated ResNet-110)
     M("mce", "MCE", -1, compute=lambda s: st.mce_from_sums(s.sums()), harness=True,
-      compare=True, interval=BASIC, null_test=True),
+      compare=True, interval=BASIC),
     M("classwise_ece", "Classwise ECE", -1,
       compute=lambda s: _classwise_ece(s), harness=True,
       compare=True, interval=BASIC, null_test=True),
