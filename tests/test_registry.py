@@ -41,3 +41,53 @@ def test_compare_methods_option_reads_settings_after_commas(tmp_path):
                                      "0.5", "--methods", "ts", "--seeds", "2"])  # fmt: skip
     assert table.exit_code == 0 and "ece (%) ± std" in table.output
     assert "± std over the splits" in table.output
+
+
+def test_a_checked_spec_is_trusted_downstream_and_checked_once(monkeypatch):
+    """Issue 43: a spec checked where it enters (the bench's YAML, a CLI option) travels down
+    checked: the registry's check and create, the seeding and the calibrator's fit do not
+    run ``check_settings`` again; a changed setting is checked anew."""
+    import torch
+
+    from calibkit import posthoc
+    from calibkit.posthoc.temperature import TemperatureScaling
+    from calibkit.registry import Spec
+
+    calls = []
+    real = TemperatureScaling.check_settings.__func__
+    monkeypatch.setattr(
+        TemperatureScaling,
+        "check_settings",
+        classmethod(lambda cls, **s: calls.append(s) or real(cls, **s)),
+    )
+    spec = posthoc.REGISTRY.check("temperature:t_max=50")  # an alias, made canonical
+    assert calls == [{"t_max": 50}] and spec == Spec("ts", (("t_max", 50),))
+    assert spec.checked == "calibrator" and spec.settings["t_max"] == 50.0
+    assert posthoc.REGISTRY.check(spec) is spec
+    assert posthoc.REGISTRY.seeded(spec, 3) is spec  # ts has no seed
+    cal = posthoc.create(spec)
+    z, y = torch.randn(200, 3, dtype=torch.float64), torch.randint(0, 3, (200,))
+    cal.fit(z, y)
+    assert len(calls) == 1, calls  # the edge's check, and no other
+    cal.t_max = 30.0  # a changed setting is checked again, once
+    cal.fit(z, y)
+    cal.fit(z, y)
+    assert calls[1:] == [{"t_min": 0.01, "t_max": 30.0, "tol": 1e-12, "max_iter": 100}]
+    # text, or a spec with overrides, is checked where it comes in
+    posthoc.REGISTRY.check(spec, t_max=20)
+    posthoc.create("ts")
+    assert len(calls) == 4
+
+
+def test_a_seeded_spec_stays_checked_and_keeps_its_own_seed():
+    from calibkit import posthoc
+
+    spec = posthoc.REGISTRY.check("hist-binning")
+    assert "seed" not in posthoc.REGISTRY.parameters("hist-binning")
+    sb = posthoc.REGISTRY.check("scaling-binning")
+    seeded = posthoc.REGISTRY.seeded(sb, 7)
+    assert seeded.kwargs == {"seed": 7} and seeded.checked == "calibrator"
+    assert seeded.settings["seed"] == 7
+    assert posthoc.REGISTRY.seeded(sb.with_params(seed=1), 7).kwargs == {"seed": 1}
+    assert posthoc.REGISTRY.seeded("scaling-binning", 2).kwargs == {"seed": 2}  # text: checked
+    assert posthoc.REGISTRY.seeded(spec, 7) is spec

@@ -34,7 +34,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 __all__ = ["Registry", "Spec", "SpecError", "T", "parse_spec", "split_specs"]
@@ -119,10 +119,19 @@ def _text(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Spec:
-    """A parsed spec: a name and its parameters in written order (lists as tuples)."""
+    """A parsed spec: a name and its parameters in written order (lists as tuples).
+
+    A spec that :meth:`Registry.check` returned carries the family that checked it
+    (``checked``) and what the factory's ``check_settings`` made of it (``settings``, every
+    setting normalised; None where the factory has no such check). Later layers trust such a
+    spec: the same registry's :meth:`~Registry.check` and :meth:`~Registry.create` do not
+    check it again. Neither field takes part in equality: a checked spec equals its text's
+    parse."""
 
     name: str
     params: tuple[tuple[str, Any], ...] = ()
+    checked: str = field(default="", compare=False, repr=False)
+    settings: Any = field(default=None, compare=False, repr=False)
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -130,7 +139,7 @@ class Spec:
         return dict(self.params)
 
     def with_params(self, **params: Any) -> Spec:
-        """This spec with ``params`` set (added, or replaced in place)."""
+        """This spec with ``params`` set (added, or replaced in place); not checked."""
         merged = self.kwargs | params
         return Spec(self.name, tuple((k, _frozen(v)) for k, v in merged.items()))
 
@@ -281,11 +290,27 @@ class Registry(Generic[T]):
 
     def check(self, spec: str | Spec, **overrides: Any) -> Spec:
         """The parsed spec, checked against the registry without building anything: the
-        name, the parameter names, their types, and the factory's ``check_settings``."""
+        name, the parameter names, their types, and the factory's ``check_settings``.
+        The result is marked checked (:class:`Spec`); given back without ``overrides``, it
+        is returned as it is."""
         return self._check(spec, overrides)[0]
+
+    def seeded(self, spec: str | Spec, seed: int) -> Spec:
+        """``spec``, checked (a checked one is trusted), with ``seed`` (a non-negative int,
+        checked by the caller where it entered) as its ``seed`` where the factory takes one
+        and the spec sets none: a sweep's seeds vary every random choice of a run, a
+        method's too. Still checked: a seed is any non-negative int to every factory that
+        takes one."""
+        spec = self.check(spec)
+        if "seed" not in self._signature(spec.name) or "seed" in spec.kwargs:
+            return spec
+        settings = None if spec.settings is None else spec.settings | {"seed": seed}
+        return Spec(spec.name, (*spec.params, ("seed", seed)), self.family, settings)
 
     def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> tuple[Spec, Any]:
         """(:meth:`check`'s spec, the object where checking built it, else None)."""
+        if isinstance(spec, Spec) and spec.checked == self.family and not overrides:
+            return spec, None  # checked where it entered: trusted
         parsed = parse_spec(spec)
         name = self.canonical(parsed.name)
         if name != parsed.name:
@@ -308,14 +333,14 @@ class Registry(Generic[T]):
         built = check is None and self.build_to_check
         if built:
             check = self._items[parsed.name]
+        result = None
         if check is not None:
             try:
-                obj = check(**parsed.kwargs)
+                result = check(**parsed.kwargs)
             except (TypeError, ValueError) as err:
                 raise SpecError(f"{self.family} {parsed.name!r}: {err}") from None
-            if built:
-                return parsed, obj
-        return parsed, None
+        settings = result if isinstance(result, dict) else None
+        return Spec(parsed.name, parsed.params, self.family, settings), result if built else None
 
     def create(self, spec: str | Spec, **overrides: Any) -> T:
         """Build the object a spec names; ``overrides`` win over the spec's values. (A

@@ -27,14 +27,13 @@ from ..posthoc.anomalies import CalibrationWarning, check_method, checked_elsewh
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
-from ..registry import Spec
 from ..runs import calibrate_run, run_evidence, stage_one
 from ..training.throughput import training_rate
 from .runspec import RunSpec
 from .store import ALL
 from .verdicts import NESTED_METRICS
 
-__all__ = ["PHASES", "REPLICATES", "execute", "seeded"]
+__all__ = ["PHASES", "REPLICATES", "execute"]
 
 #: bootstrap replicates of the test split kept per run and calibrator, for the verdicts'
 #: nested bootstrap over test rows (resample seed 0 for every run: paired across runs)
@@ -75,15 +74,6 @@ def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
         yield
     finally:
         phases[name] += time.perf_counter() - start
-
-
-def seeded(spec: str | Spec, seed: int) -> Spec:
-    """The method ``spec`` with ``seed`` as its seed where it has one and the spec does not
-    set it: a sweep's seeds vary every random choice of a run, a method's too."""
-    method = posthoc.REGISTRY.check(spec)
-    if "seed" in posthoc.REGISTRY.parameters(method.name) and "seed" not in method.kwargs:
-        return method.with_params(seed=seed)
-    return method
 
 
 def execute(
@@ -153,7 +143,8 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
             if not (out / "run.json").exists():
                 report(f"{name}: stage 2 ({run.stage2.name})")
                 with _phase(phases, "stage2"):
-                    calibrate_run(stage1, seeded(run.stage2, run.seed), out, device="auto")
+                    method = posthoc.REGISTRY.seeded(run.stage2, run.seed)
+                    calibrate_run(stage1, method, out, device="auto")
             history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
         evidence, info = run_evidence(out)
         artefacts = {"folder": str(out), "logits": str(out / "logits.npz")}
@@ -205,7 +196,7 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
     )
     for parsed in run.posthoc:
         spec = str(parsed)  # the store's name of the calibrator: its text, as the spec gave it
-        method = seeded(parsed, run.seed)
+        method = posthoc.REGISTRY.seeded(parsed, run.seed)
         for size in sizes:
             idx = _subset(len(yv), size, run.seed)
             on_model = posthoc.REGISTRY.factory(method.name).level == "model"

@@ -111,8 +111,8 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     specs = split_specs(methods) if methods is not None else "all" if every else None
     if specs == []:
         raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
-    if isinstance(specs, list):  # checked before any data is read
-        check_logits_methods(specs)
+    if isinstance(specs, list):  # checked before any data is read, then trusted
+        specs = check_logits_methods(specs)
     count = len(specs) if isinstance(specs, list) else len(default_methods(every=every)[0])
     with progress(count, "fitting", not as_json) as tick:
         ticks = (lambda _m: tick(1)) if tick else None

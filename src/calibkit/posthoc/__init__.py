@@ -77,8 +77,14 @@ def names(level: str | None = None) -> list[str]:
 
 
 def create(spec: str | Spec, **overrides) -> Method:
-    """A method from a spec such as ``"ts"`` or ``"dir-odir:folds=5,average_folds=true"``."""
-    return REGISTRY.create(spec, **overrides)
+    """A method from a spec such as ``"ts"`` or ``"dir-odir:folds=5,average_folds=true"``.
+    Its settings are checked once, here or where the spec was checked, and the method
+    trusts that result (:meth:`Method.trust_settings`)."""
+    checked = REGISTRY.check(spec, **overrides)
+    method = REGISTRY.create(checked)
+    if checked.settings is not None:
+        method.trust_settings(checked.settings)
+    return method
 
 
 def load(path, model=None) -> Method:

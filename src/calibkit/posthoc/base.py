@@ -185,8 +185,21 @@ class Method(nn.Module):
         }
 
     def checked(self) -> dict[str, Any]:
-        """:meth:`check_settings` of this object's settings."""
-        return type(self).check_settings(**self.settings())
+        """:meth:`check_settings` of this object's settings, computed once: kept until a
+        setting is replaced (by identity), so a fit and its helpers read one checked copy.
+        A method :func:`~calibkit.posthoc.create` built from a checked spec starts with the
+        registry's result (:meth:`trust_settings`)."""
+        raw = self.settings()
+        memo = self.__dict__.get("_checked")
+        if memo is None or any(raw[k] is not v for k, v in memo[0].items()):
+            memo = (raw, type(self).check_settings(**raw))
+            self.__dict__["_checked"] = memo
+        return memo[1]
+
+    def trust_settings(self, settings: dict[str, Any]) -> None:
+        """Take ``settings``, what :meth:`check_settings` returned for this object's
+        settings where a registry checked its spec, as :meth:`checked`'s result."""
+        self.__dict__["_checked"] = (self.settings(), settings)
 
     def learned(self) -> dict[str, Any]:
         """Non-tensor learned values (chosen regularisation strengths, ...)."""

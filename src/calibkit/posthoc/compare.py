@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..metrics import evaluate, table
-from ..registry import parse_spec
+from ..registry import Spec, parse_spec
 from . import REGISTRY, create, names
 from .anomalies import WHY_EXPECTED, check_method, checked_elsewhere
 from .base import FitDivergedError
@@ -44,7 +44,6 @@ __all__ = [
     "compare_methods",
     "compare_resplit",
     "default_methods",
-    "has_randomness",
     "left_out_note",
     "n_parameters",
     "stratified_split",
@@ -104,11 +103,6 @@ def left_out_note(left: list[str], rows: int, k: int) -> str | None:
     return f"left out of the default set: {'; '.join(parts)}; name any with --methods to fit it"
 
 
-def has_randomness(spec: str) -> bool:
-    name = parse_spec(spec).name
-    return name != "uncalibrated" and "seed" in REGISTRY.parameters(name)
-
-
 def stratified_split(labels: Any, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(calibration, test) positions: ``fraction`` of every class to calibration, drawn with
     ``seed`` (scikit-learn's ``StratifiedShuffleSplit``), both sorted."""
@@ -133,7 +127,7 @@ def stratified_split(labels: Any, fraction: float, seed: int) -> tuple[np.ndarra
 def compare_methods(
     val: tuple[Any, Any],
     test: tuple[Any, Any],
-    methods: list[str] | str | None = None,
+    methods: list[str] | dict[str, Spec | None] | str | None = None,
     *,
     seeds: int = 1,
     bootstrap: int = 200,
@@ -141,9 +135,11 @@ def compare_methods(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit each method on ``val`` and score it on ``test``; methods with randomness are
-    fitted once per seed. ``methods``: specs; None, the fast default set (every logits
-    method but the cross-validated ones and the maps with more parameters than a tenth of
-    the rows, :func:`default_methods`); ``"all"``, that set with the cross-validated ones.
+    fitted once per seed (seed ``s`` of ``range(seeds)``, unless the spec sets its own, as in
+    the bench). ``methods``: specs, or :func:`check_logits_methods`' result (trusted);
+    None, the fast default set (every logits method but the cross-validated ones and the
+    maps with more parameters than a tenth of the rows, :func:`default_methods`);
+    ``"all"``, that set with the cross-validated ones.
 
     Returns {"methods": {method: {"metrics", "std", "intervals", "fit", "anomalies",
     "seeds"}}, "left_out": [...], "note": str | None}.
@@ -156,7 +152,7 @@ def compare_methods(
 def compare_resplit(
     scores: Any,
     labels: Any,
-    methods: list[str] | str | None = None,
+    methods: list[str] | dict[str, Spec | None] | str | None = None,
     *,
     fraction: float = 0.5,
     seeds: int = 5,
@@ -178,18 +174,23 @@ def compare_resplit(
     return _compare(pairs, methods, True, bootstrap, n_bins, progress)
 
 
-def check_logits_methods(methods: list[str]) -> None:
+def check_logits_methods(methods: list[str]) -> dict[str, Spec | None]:
     """Every spec of ``methods`` valid and a method on logits (compare fits on logits; a
-    method that calibrates a network is named with the command that runs it); each once."""
+    method that calibrates a network is named with the command that runs it); each once.
+    Returns each spec's text with its checked :class:`~calibkit.registry.Spec` (None for
+    "uncalibrated"), which :func:`compare_methods` and :func:`compare_resplit` trust."""
     twice = sorted({m for m in methods if methods.count(m) > 1})
     if twice:
         raise ValueError(f"methods: {twice[0]} is named twice; name each method once")
+    checked: dict[str, Spec | None] = {}
     for m in methods:
-        if m != "uncalibrated" and create(m).level != "logits":
+        checked[m] = None if m == "uncalibrated" else REGISTRY.check(m)
+        if checked[m] is not None and REGISTRY.factory(checked[m].name).level != "logits":
             raise ValueError(
                 f"{m} calibrates a network, not logits: compare takes logits methods; use "
                 f"calibkit calibrate {m} RUN_DIR"
             )
+    return checked
 
 
 def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, progress):
@@ -199,15 +200,15 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
     left: list[str] = []
     if methods is None or methods == "all":
         methods, left = default_methods(rows, k, every=methods == "all")
-    check_logits_methods(methods)
+    checked = methods if isinstance(methods, dict) else check_logits_methods(methods)
     # the uncalibrated metrics of each test split, for the checks (one split may serve
     # several seeds: keyed by the split's object, evaluated once)
     plain: dict[int, dict[str, float]] = {}
     out: dict[str, dict[str, Any]] = {}
-    for spec in methods:
+    for spec, method in checked.items():
         if progress:
             progress(spec)
-        random = has_randomness(spec)
+        random = method is not None and "seed" in REGISTRY.parameters(method.name)
         runs = pairs if every_seed or random else pairs[:1]
         values, first, fits, found = [], None, [], []
         for s, (z_val, y_val), (z_test, y_test) in runs:
@@ -217,7 +218,7 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
             if spec == "uncalibrated":
                 scores = z_test
             else:
-                cal = create(spec, seed=s) if random else create(spec)
+                cal = create(REGISTRY.seeded(method, s) if random else method)
                 try:
                     with warnings.catch_warnings(record=True) as said, checked_elsewhere():
                         warnings.simplefilter("always")
