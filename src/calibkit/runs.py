@@ -26,12 +26,12 @@ from .io import atomic_write, read_arrays, save_npz, write_text
 from .posthoc.anomalies import check_fit
 from .posthoc.base import Evidence
 from .registry import Spec
+from .training.config import pick_device
 from .training.trainer import (
     TrainConfig,
     TrainingError,
     TrainResult,
     build,
-    pick_device,
     predict,
     provenance,
     train,
@@ -54,7 +54,7 @@ def _read_run(path: Path) -> dict[str, Any]:
 
 
 def load_run(
-    path: str | os.PathLike, device: str = "auto"
+    path: str | os.PathLike, device: str | torch.device = "auto"
 ) -> tuple[TrainConfig, data.DataBundle, nn.Module, dict]:
     """(configuration, data, model with its trained weights, run.json) of a finished run; a
     calibrated run's model is the calibrated network (its method wrapped around the source
@@ -86,7 +86,9 @@ def load_run(
     return config, bundle, model.eval(), info
 
 
-def run_evidence(path: str | os.PathLike, device: str = "auto") -> tuple[Evidence, dict]:
+def run_evidence(
+    path: str | os.PathLike, device: str | torch.device = "auto"
+) -> tuple[Evidence, dict]:
     """What a finished run offers any calibration method (:class:`~calibkit.posthoc.Evidence`:
     its saved logits of every split but train, the labels of every split, its model, inputs
     and feasible input range) and its ``run.json``."""
@@ -119,7 +121,7 @@ def calibrate_run(
     method: str | Spec,
     out: str | os.PathLike,
     *,
-    device: str = "auto",
+    device: str | torch.device = "auto",
     progress: Any = None,
 ) -> posthoc.Method:
     """Fit the registered calibration ``method`` (a spec) on the finished run ``source`` (on
@@ -183,7 +185,7 @@ def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     if config.checkpoint is None:
         raise TrainingError("checkpoint: a pretrained run needs a checkpoint file")
     bundle, model, loss = build(config, need_train=False)
-    dev = pick_device(config.device)
+    dev = config.torch_device
     if bundle.val is None:
         raise TrainingError(
             f"data: '{config.data}' has no validation split to calibrate on; hold one out "

@@ -145,3 +145,31 @@ def test_a_run_parses_each_spec_once_and_writes_it_back_as_text(tmp_path, monkey
     assert (written["loss"], written["extra"], written["schedule"]) == (
         "focal:gamma=3", ["digits"], "cifar",
     )  # fmt: skip
+
+
+def test_a_config_is_checked_once_and_its_device_resolved_once(monkeypatch):
+    """Issue 43: every layer of a run may call check(); only the first checks, and the
+    device it resolves (torch_device) is the one the trainer, stage 2 and the kernels take.
+    A field changed after a check is checked again; a torch.device is trusted as it is."""
+    import torch
+
+    import calibkit.training.config as config_module
+    from calibkit.training.config import TrainConfig, pick_device
+
+    resolved = []
+    real = config_module.pick_device
+    monkeypatch.setattr(config_module, "pick_device", lambda n: resolved.append(n) or real(n))
+    config = TrainConfig(data="digits", model="mlp", loss="focal:gamma=3", device="auto")
+    assert config.check() is config and config.check() is config
+    assert config.torch_device == torch.device("cpu") and resolved == ["auto"]
+    assert str(config.loss) == "focal:gamma=3" and config.loss.checked == "loss"
+    config.epochs = 0  # a change after the check is checked
+    with pytest.raises(ValueError, match="epochs: expected an integer"):
+        config.check()
+    config.epochs = 2
+    config.check()
+    config.extra.append("digits")  # in place, too
+    config.check()
+    assert resolved == ["auto", "auto", "auto"] and str(config.extra[0]) == "digits"
+    device = torch.device("cpu")
+    assert pick_device(device) is device

@@ -18,11 +18,11 @@ from .common import (
     cli,
     console,
     data_roots,
+    device_choice,
     device_option,
     echo_json,
     json_option,
     key_options,
-    options_named,
     pretrained_options,
     pretrained_or_run,
     print_before_after,
@@ -245,7 +245,7 @@ def methods(as_json) -> None:
 @click.argument("method")
 @click.argument("run_dir", type=click.Path(file_okay=False), required=False)
 @pretrained_options
-@click.option("--device", default="auto", show_default=True)
+@device_choice("auto")
 @click.option(
     "-o",
     "--output",
@@ -274,11 +274,8 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
     """
     from .. import posthoc
     from ..io import check_output
-    from ..training.trainer import pick_device
 
     spec = posthoc.REGISTRY.check(method)  # a bad spec fails before anything is read
-    with options_named():
-        pick_device(device)
     if output is None and run_dir is not None:
         output = f"{str(run_dir).rstrip('/')}-{spec.name}"
     check_output(output, [run_dir, checkpoint, *data_roots(data_spec)])
@@ -287,7 +284,7 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
     calibrate_and_print(run_dir, spec, out, device, as_json)
 
 
-def calibrate_and_print(source, spec, output, device: str, as_json: bool) -> None:
+def calibrate_and_print(source, spec, output, device, as_json: bool) -> None:
     """Calibrate the run ``source`` with ``spec`` into the run ``output`` (a progress bar
     for methods that train for epochs), then print what the fit did."""
     from ..runs import calibrate_run

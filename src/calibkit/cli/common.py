@@ -33,6 +33,7 @@ __all__ = [
     "cli",
     "console",
     "data_roots",
+    "device_choice",
     "device_option",
     "echo_json",
     "evaluate_and_report",
@@ -301,15 +302,20 @@ def _resolve_device(ctx: click.Context, param: click.Parameter, value: str):
             raise click.BadParameter(str(err).removeprefix("device: ")) from None
 
 
-#: --device for the commands that compute on logits files (evaluate, fit, apply, compare):
-#: resolved once, where the command starts, to a torch.device that the rest trusts
-device_option = click.option(
-    "--device",
-    default="cpu",
-    show_default=True,
-    callback=_resolve_device,
-    help="Where to compute: cpu, cuda, cuda:N, mps or auto (a GPU where there is one).",
-)
+def device_choice(default: str):
+    """``--device``, resolved once where the command starts to a ``torch.device`` that
+    the rest of the command trusts (:func:`~calibkit.training.config.pick_device`)."""
+    return click.option(
+        "--device",
+        default=default,
+        show_default=True,
+        callback=_resolve_device,
+        help="Where to compute: cpu, cuda, cuda:N, mps or auto (a GPU where there is one).",
+    )
+
+
+#: --device for the commands that compute on logits files (evaluate, fit, apply, compare)
+device_option = device_choice("cpu")
 
 
 def on_device(array: Any, device: Any) -> Any:
@@ -519,7 +525,9 @@ def pretrained_or_run(run_dir, model, checkpoint, data_spec, device, output, as_
     from ..training import TrainConfig
 
     with options_named():
-        config = TrainConfig(data=data_spec, model=model, checkpoint=checkpoint, device=device)
+        config = TrainConfig(
+            data=data_spec, model=model, checkpoint=checkpoint, device=str(device)
+        )  # the option's resolved device, as the field's text (resolved again: no "auto")
         config.check()
     return pretrained_with_progress(config, Path(output) / "pretrained", not as_json)
 

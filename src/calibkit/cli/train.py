@@ -121,7 +121,7 @@ def train(stage2, output, resume, as_json, **settings) -> None:
     if not main:
         return
     if spec:
-        calibrate_and_print(stage1, spec, output, config.device, as_json)
+        calibrate_and_print(stage1, spec, output, config.torch_device, as_json)
         return
     if as_json:
         echo_json({"output": str(output), "history": result.history})

@@ -66,8 +66,12 @@ class TrainConfig:
     )
 
     def check(self) -> TrainConfig:
-        """Validate every field, building nothing heavy, and keep each spec parsed (a
-        :class:`~calibkit.registry.Spec`); returns self. Checking again costs no parsing."""
+        """Validate every field, building nothing heavy, keep each spec parsed and checked (a
+        :class:`~calibkit.registry.Spec`) and the device resolved (:attr:`torch_device`);
+        returns self. A config checked before and unchanged since is returned as it is, so
+        each layer may call this and only the first checks."""
+        if self.__dict__.get("_checked") == self._values():
+            return self
         for name, most in (("epochs", MAX_EPOCHS), ("batch_size", MAX_BATCH)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= most:
@@ -84,7 +88,7 @@ class TrainConfig:
             raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
         if self.seed >= 2**63:
             raise ValueError(f"seed: expected an integer below 2**63, got {self.seed}")
-        pick_device(self.device)
+        device = pick_device(self.device)
         if self.checkpoint is not None and not Path(self.checkpoint).is_file():
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
         from .. import data, losses, models
@@ -98,7 +102,20 @@ class TrainConfig:
         bad = [e for e in self.record_grad_norms if not 1 <= e <= self.epochs]
         if bad:
             raise ValueError(f"record_grad_norms: epochs must lie in 1..{self.epochs}, got {bad}")
+        self.__dict__["_device"] = device
+        self.__dict__["_checked"] = self._values()
         return self
+
+    def _values(self) -> tuple:
+        """Every field's value, lists copied: what a later :meth:`check` compares."""
+        values = (getattr(self, f.name) for f in fields(self))
+        return tuple(list(v) if isinstance(v, list) else v for v in values)
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The device ``device`` names, resolved once by :meth:`check` (``auto``: CUDA
+        where available, else the CPU); every layer of a run takes this one."""
+        return self.check().__dict__["_device"]
 
     def as_json(self) -> dict[str, Any]:
         """Every field, JSON-ready: specs as their text (normalised, so that ``"a:b=1"``
@@ -147,11 +164,14 @@ def _short(v: Any) -> str:
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
 
 
-def pick_device(name: str) -> torch.device:
+def pick_device(name: str | torch.device) -> torch.device:
     """The device named ``name`` (``auto``: CUDA where available, else the CPU), checked
-    that it exists here and can train."""
+    that it exists here and can train. A ``torch.device`` was resolved where it entered
+    (a CLI option, :attr:`TrainConfig.torch_device`) and is returned as it is."""
     import torch
 
+    if isinstance(name, torch.device):
+        return name
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:

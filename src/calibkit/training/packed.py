@@ -37,7 +37,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from ..data.augment import augmentation
 from . import schedule as schedules
 from .checkpoints import resume_state, save_checkpoint
-from .config import TrainConfig, TrainingError, TrainResult, pick_device
+from .config import TrainConfig, TrainingError, TrainResult
 from .recorders import EpochTotals
 from .trainer import (
     CHECKPOINT,
@@ -96,7 +96,7 @@ def train_packed(
             f"{', '.join(MEMBER_FIELDS)}, and train without pretrained weights or recorders"
         )
     first, outs = configs[0], [Path(o) for o in outs]
-    device = pick_device(first.device)
+    device = first.torch_device
     bundle = None
     nets: list[nn.Module] = []
     loss_fns = []

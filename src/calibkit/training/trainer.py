@@ -48,7 +48,7 @@ from ..registry import parse_spec
 from . import schedule as schedules
 from .augment import mixup
 from .checkpoints import resume_state, save_checkpoint
-from .config import TrainConfig, TrainingError, TrainResult, pick_device
+from .config import TrainConfig, TrainingError, TrainResult
 from .recorders import EpochTotals, LearnedEpochs, grad_norms
 
 __all__ = [
@@ -272,9 +272,8 @@ def train(
     ``progress(step, total_steps, record)`` is called after every step (``record`` None)
     and after every epoch (``record`` that epoch's history entry).
     """
-    config.check()
     out = Path(out)
-    device = pick_device(config.device)
+    device = config.torch_device  # checks the config (once: a checked one is trusted)
     dist = _Distributed(device)
     bundle, model, loss_fn = build(config)
     model.to(device)
