@@ -11,6 +11,8 @@ from calibkit.bench.report import REPORT_TABLES, build_tables
 from calibkit.bench.results import REFERENCE, Results
 from calibkit.bench.store import ALL, Store
 
+from .rows import write
+
 
 def _store(path):
     store = Store(path)
@@ -24,7 +26,7 @@ def _store(path):
         ]
         run = {"key": f"CE-{seed}", "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
                "dataset": "digits", "model": "cnn", "method": "CE", "seed": seed}  # fmt: skip
-        store.write_run(run, metrics)
+        write(store, run, metrics)
         for method, stage2 in (
             ("MaC-Cal", "maccal:epochs=5,seed=3"),
             ("ablation", "maccal:width=64"),
@@ -32,7 +34,7 @@ def _store(path):
             spec = {"loss": "ce", "stage2": stage2, "mixup": 0.0}
             run = {"key": f"{method}-{seed}", "spec": spec, "dataset": "digits", "model": "cnn",
                    "method": method, "seed": seed}  # fmt: skip
-            store.write_run(run, [("test", "uncalibrated", ALL, "ece", 0.05)])
+            write(store, run, [("test", "uncalibrated", ALL, "ece", 0.05)])
     store.set_sweep(["CE", "ablation", "MaC-Cal"], "CE")
     return store
 
@@ -67,8 +69,10 @@ def test_two_specs_of_one_method_keep_a_table_each(tmp_path):
     for seed in (1, 2):
         run = {"key": f"CE-{seed}", "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
                "dataset": "digits", "model": "cnn", "method": "CE", "seed": seed}  # fmt: skip
-        store.write_run(
-            run, [("test", "ts", ALL, "ece", 0.02), ("test", "ts:t_max=50", ALL, "ece", 0.03)]
+        write(
+            store,
+            run,
+            [("test", "ts", ALL, "ece", 0.02), ("test", "ts:t_max=50", ALL, "ece", 0.03)],
         )
     store.set_sweep(["CE"], "CE")
     after = [t for t in build_tables(Results(store)) if t.startswith("ECE (%) after temperature")]

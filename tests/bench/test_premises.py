@@ -14,6 +14,8 @@ from calibkit.bench.verdicts import (
     verdict_table,
 )
 
+from .rows import write
+
 CE_ECE = {1: 0.10, 2: 0.12, 3: 0.11}
 # BSCE-GRA 4 points above CE in every seed: "does not hold" where the premise holds
 BSCE_ECE = {s: v + 0.04 + 0.001 * s for s, v in CE_ECE.items()}
@@ -31,7 +33,7 @@ def _store(path, temperatures, ts_lowers=True):
             ]
             run = {"key": f"{method}-{seed}", "spec": {"loss": loss, "stage2": None, "mixup": 0.0},
                    "dataset": "digits", "model": "cnn", "method": method, "seed": seed}  # fmt: skip
-            store.write_run(run, metrics)
+            write(store, run, metrics)
     store.set_sweep(["CE", "BSCE-GRA"], "CE")
     return store
 

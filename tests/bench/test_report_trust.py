@@ -19,6 +19,8 @@ from calibkit.bench.store import ALL, Store, StoreError
 from calibkit.bench.verdicts import CLAIMS, HOLDS_HERE, INCONCLUSIVE, NESTED, judge, nested_p
 from calibkit.posthoc.anomalies import check_calibrated
 
+from .rows import write
+
 CE = {1: 0.10, 2: 0.20, 3: 0.30}
 FOCAL = {1: 0.111, 2: 0.212, 3: 0.309}  # CE + a steady 1 point: paired p small, Welch large
 
@@ -45,7 +47,7 @@ def _store(path, anomalies=True):
                 ("test", "neural-clamping:gamma_pool=[0,1]", ALL, "ece", value / 2),
             ]
             flagged = [("ts", ALL, "temperature", "T = 1e19")] if method != "CE" else []
-            store.write_run(_run(key, method, seed, loss, stage2), metrics,
+            write(store, _run(key, method, seed, loss, stage2), metrics,
                             anomalies=flagged if anomalies else [])  # fmt: skip
     store.set_sweep(["CE", "Focal", "MaC-Cal: masked"], "CE")
     return store
@@ -102,7 +104,7 @@ def test_report_reads_in_order_with_anomalies_grouped_after_the_results(tmp_path
     written before the declaration."""
     db = tmp_path / "r.sqlite"
     store = _store(db)
-    store.write_run(_run("extra", "CE", 4), [("test", "hist-binning", ALL, "ece", 0.1)],
+    write(store, _run("extra", "CE", 4), [("test", "hist-binning", ALL, "ece", 0.1)],
                     anomalies=[("hist-binning", ALL, "worse-nll", "NLL 0.1 → 0.9")])  # fmt: skip
     write_report(db, tmp_path / "rep")
     md = (tmp_path / "rep" / "report.md").read_text()
@@ -268,7 +270,7 @@ def test_gradient_figure_compares_losses_not_runs_sharing_a_stage_1(tmp_path):
         run = _run(method, method, 1, loss, stage2)
         run["spec"]["mixup"] = 0.2 if method == "Mixup" else 0.0
         run["dataset"] = "gaussian-toy:n_train=1000,n_test=200"
-        store.write_run(run, [("test", "uncalibrated", ALL, "ece", 0.1)], curves=curve)
+        write(store, run, [("test", "uncalibrated", ALL, "ece", 0.1)], curves=curve)
     res = Results(store)
     column = res.columns[0]
     assert [m for m, _ in _gradient_runs(res, column)] == ["CE", "Focal", "BSCE-GRA"]

@@ -320,3 +320,69 @@ def test_a_store_being_created_by_another_process_opens(tmp_path):
     Store(path).done()  # the schema's transaction: the store, not an error
     with closing(sqlite3.connect(path)) as con:
         assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def test_the_store_keeps_each_specs_name_and_an_older_store_gains_them(tmp_path):
+    """Issue 43: the report reads spec names and settings from the store's ``specs`` table
+    instead of parsing stored text; a store of schema 2 (no such table) is read by parsing
+    its texts once (read-only), and upgraded with the table filled when opened to write."""
+    from calibkit.bench.results import Results
+    from calibkit.registry import parse_spec
+
+    path = tmp_path / "r.sqlite"
+    store = Store(path)
+    texts = ("digits:train_size=100", "focal:gamma=3", "maccal:epochs=5", "ts:t_max=50")
+    run = {
+        "key": "k",
+        "spec": {"loss": "focal:gamma=3", "stage2": "maccal:epochs=5"},
+        "dataset": "digits:train_size=100",
+        "model": "cnn",
+        "method": "Focal",
+        "seed": 0,
+        "specs": [parse_spec(t) for t in texts],
+    }
+    store.write_run(run, [("test", "ts:t_max=50", 0, "ece", 0.1)])
+    named = {
+        "digits:train_size=100": ("digits", {"train_size": 100}),
+        "focal:gamma=3": ("focal", {"gamma": 3}),
+        "maccal:epochs=5": ("maccal", {"epochs": 5}),
+        "ts:t_max=50": ("ts", {"t_max": 50}),
+    }
+    assert store.specs() == named
+    res = Results(Store(path, create=False))
+    assert res.short("ts:t_max=50") == "ts" and res.calibrator("ts") == "ts:t_max=50"
+    assert res.short("uncalibrated") == "uncalibrated" and res.settings("focal:gamma=3") == {
+        "gamma": 3
+    }
+    with closing(sqlite3.connect(path)) as con, con:  # as calibkit 2's schema left it
+        con.execute("DROP TABLE specs")
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    old = Store(path, create=False)
+    assert old.specs() == named  # parsed from the texts, nothing written
+    assert Results(old).short("digits:train_size=100") == "digits"
+    Store(path)  # opened to write: upgraded, the table filled
+    with closing(sqlite3.connect(path)) as con:
+        assert con.execute("SELECT count(*) FROM specs").fetchone()[0] == 4
+        assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),
+        )
+    assert Store(path, create=False).specs() == named
+
+
+def test_a_bench_run_stores_its_specs_names(tmp_path):
+    from calibkit.bench.runner import run_bench
+    from calibkit.bench.spec import resolve
+    from tests.conftest import shared
+
+    logits = str(shared("logits", "resnet110_cifar10.npz"))
+    spec = resolve(
+        {
+            "methods": [{"name": "Given"}],
+            "posthoc": ["ts:t_max=50"],
+            "seeds": [0],
+            "datasets": [{"logits": logits}],
+        }
+    )
+    run_bench(spec, tmp_path)
+    specs = Store(tmp_path / "results.sqlite", create=False).specs()
+    assert specs["ts:t_max=50"] == ("ts", {"t_max": 50})

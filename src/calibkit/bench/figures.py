@@ -12,8 +12,7 @@ import math
 import statistics
 from collections import defaultdict
 
-from ..registry import parse_spec
-from .results import Results, short
+from .results import Results
 from .store import ALL
 
 __all__ = ["GRADIENT_LOSSES", "band", "build_figures", "pool_bins"]
@@ -61,15 +60,15 @@ def build_figures(res: Results) -> dict[str, bytes]:
             draw_reliability(pooled, title=cal, ax=(top, bottom))
         seeds = len([k for k in keys if (k, cals[0]) in bins])
         fig.suptitle(
-            f"{res.baseline}, {short(column[0])} / {column[1]}, the test splits of "
+            f"{res.baseline}, {res.short(column[0])} / {column[1]}, the test splits of "
             f"{seeds} seed{'s' * (seeds != 1)} pooled",
             fontsize=11,
         )
-        save(f"reliability {short(column[0])} {column[1]}", fig)
+        save(f"reliability {res.short(column[0])} {column[1]}", fig)
     densities = {k: d for k, _, _, d in res.store.curves("confidence")}
     xs = [(i + 0.5) / 40 for i in range(40)]
     for column, keys in every.items():
-        name = short(column[0])
+        name = res.short(column[0])
         dens = [densities[k] for k in keys if k in densities]
         if dens:
             single(
@@ -112,7 +111,7 @@ def build_figures(res: Results) -> dict[str, bytes]:
             shown = sorted(groups)[:: max(1, len(groups) // 5)]
             # outlines of densities: no group's bars hide another's, whatever its size
             single(
-                f"learned {short(column[0])} {column[1]}",
+                f"learned {res.short(column[0])} {column[1]}",
                 lambda ax, g=groups, sh=shown: [
                     ax.hist(
                         g[e],
@@ -126,20 +125,20 @@ def build_figures(res: Results) -> dict[str, bytes]:
                 ],
                 xlabel="max logit",
                 ylabel="density",
-                title=f"Max logit by learned epoch ({short(column[0])}, {res.baseline} seed "
+                title=f"Max logit by learned epoch ({res.short(column[0])}, {res.baseline} seed "
                 f"{res.runs[key]['seed']})",
             )
     for column in res.columns:
         data = _gradient_runs(res, column)
         if data:
             single(
-                f"gradnorm {short(column[0])} {column[1]}",
+                f"gradnorm {res.short(column[0])} {column[1]}",
                 lambda ax, data=data: [
                     ax.scatter(d["brier"], d["grad_norm"], s=4, alpha=0.5, label=m) for m, d in data
                 ],
                 xlabel="Brier score",
                 ylabel="last-layer gradient norm",
-                title=f"Gradient norm against Brier by loss ({short(column[0])})",
+                title=f"Gradient norm against Brier by loss ({res.short(column[0])})",
             )
     for column in res.columns:
         curves = []
@@ -150,13 +149,13 @@ def build_figures(res: Results) -> dict[str, bytes]:
                     curves.append((f"{r['method']} s{r['seed']}", [h["q"] for h in hist]))
         if curves:
             single(
-                f"maccal q {short(column[0])} {column[1]}",
+                f"maccal q {res.short(column[0])} {column[1]}",
                 lambda ax, c=curves: [
                     ax.plot(range(1, len(q) + 1), q, lw=1, label=lab) for lab, q in c
                 ],
                 xlabel="stage-2 epoch",
                 ylabel="q_t",
-                title=f"MaC-Cal mask rate ({short(column[0])})",
+                title=f"MaC-Cal mask rate ({res.short(column[0])})",
             )
     sizes = res.sizes()
     if len(sizes) > 1 and ref is not None:
@@ -171,11 +170,11 @@ def build_figures(res: Results) -> dict[str, bytes]:
                     lines.append((m, [100 * statistics.mean(v) for v in means]))
             if lines:
                 single(
-                    f"calibration size {short(column[0])} {column[1]}",
+                    f"calibration size {res.short(column[0])} {column[1]}",
                     lambda ax, ls=lines: [ax.plot(names, y, marker="o", label=m) for m, y in ls],
                     xlabel="calibration-set size",
-                    ylabel=f"test ECE after {short(ref)} (%)",
-                    title=f"ECE against calibration-set size ({short(column[0])})"
+                    ylabel=f"test ECE after {res.short(ref)} (%)",
+                    title=f"ECE against calibration-set size ({res.short(column[0])})"
                     + (
                         f"\n{len(shown)} of {len(res.methods)} methods shown; every method is "
                         "in the table beside it"
@@ -240,7 +239,7 @@ def _gradient_runs(res: Results, column: tuple[str, str]) -> list[tuple[str, dic
     data = {k: d for k, _, _, d in res.store.curves("grad_norm")}
     for k, r in sorted(res.runs.items(), key=lambda kv: kv[1]["seed"]):
         spec = r["spec"]
-        loss = parse_spec(spec.get("loss", "ce")).name
+        loss = res.short(spec.get("loss", "ce"))
         if (
             (r["dataset"], r["model"]) != column
             or k not in data

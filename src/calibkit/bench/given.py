@@ -28,8 +28,7 @@ from scipy import stats
 
 from ..io import load_split
 from ..metrics.table import info, mean_std, spread
-from ..registry import parse_spec
-from .results import REFERENCE, Results, short
+from .results import REFERENCE, Results
 from .store import ALL
 
 __all__ = [
@@ -80,17 +79,13 @@ def _names(res: Results, columns: list[Column], method: str) -> list[str]:
         if r["method"] == method and (r["dataset"], r["model"]) in columns
     }
     names = {c for k, _, c, _, _ in res.values if k in keys}
-    return sorted(names, key=lambda c: (c != "uncalibrated", parse_spec(c).name))
+    return sorted(names, key=lambda c: (c != "uncalibrated", res.short(c)))
 
 
 def network_mean(res: Results, column: Column, split: str, cal: str, metric: str) -> float:
     """The baseline method's mean over seeds in ``column`` (NaN where it has none)."""
     v = [x for x in res.seeds(res.baseline, column, split, cal, ALL, metric) if math.isfinite(x)]
     return float(np.mean(v)) if v else math.nan
-
-
-def _label(cal: str) -> str:
-    return parse_spec(cal).name if cal != "uncalibrated" else cal
 
 
 def ranks_table(res: Results, columns: list[Column]) -> Table:
@@ -120,7 +115,7 @@ def ranks_table(res: Results, columns: list[Column]) -> Table:
             }
     for j, c in enumerate(cals):
         table.append(
-            [_label(c)] + [f"{ranks[m][j]:.2f}" + ("†" if j in flags[m] else "") for m in RANKED]
+            [res.short(c)] + [f"{ranks[m][j]:.2f}" + ("†" if j in flags[m] else "") for m in RANKED]
         )
     table.append(["Friedman p"] + [f"{p:.1e}" for p in ps])
     return table
@@ -151,7 +146,7 @@ def per_network_table(res: Results, columns: list[Column]) -> Table:
                 mean_std(seeds("uncalibrated", "ece"), scale=100),
                 mean_std(seeds(ts, "ece"), scale=100),
                 *(
-                    f"{100 * network_mean(res, n, 'test', best[m], m):.2f} ({_label(best[m])})"
+                    f"{100 * network_mean(res, n, 'test', best[m], m):.2f} ({res.short(best[m])})"
                     for m in ("ece", "classwise_ece")
                 ),
             ]
@@ -193,7 +188,7 @@ def refinement_table(res: Results, columns: list[Column]) -> Table:
             )
         table.append(
             [
-                _label(c),
+                res.short(c),
                 str(len(have)),
                 f"{100 * np.mean([before[n] for n in have]):.2f}",
                 f"{100 * np.mean([after[n] for n in have]):.2f}",
@@ -259,7 +254,7 @@ def history_table(res: Results, column: Column) -> Table | None:
         if r["method"] == res.baseline and (r["dataset"], r["model"]) == column
     }
     fits = [
-        (f"{_label(cal)} (seed {keys[k]})", data)
+        (f"{res.short(cal)} (seed {keys[k]})", data)
         for k, _, cal, data in res.store.curves("fit_history")
         if k in keys
     ]
@@ -372,14 +367,14 @@ def given_sections(res: Results) -> list[tuple[str, Table]]:
     for c in nets:
         out.append(
             (
-                f"Calibrators on {c[1]} ({short(c[0])}; Neural Clamping Table 2)",
+                f"Calibrators on {c[1]} ({res.short(c[0])}; Neural Clamping Table 2)",
                 calibrator_table(res, c),
             )
         )
     for c in nets:
         curve = history_table(res, c)
         if curve is not None:
-            out.append((f"Fit objective by epoch on {c[1]} ({short(c[0])})", curve))
+            out.append((f"Fit objective by epoch on {c[1]} ({res.short(c[0])})", curve))
     shifted = [c for c in nets if len(split_names(res, c)) > 1]
     if shifted:
         out.append(
@@ -393,7 +388,7 @@ def given_sections(res: Results) -> list[tuple[str, Table]]:
         if sum(1 for m in res.methods if res.seeds(m, c, "test", "uncalibrated", ALL, "ece")) > 1:
             out.append(
                 (
-                    f"Methods on {c[1]} ({short(c[0])}; MaC-Cal Table 5 and Fig. 7)",
+                    f"Methods on {c[1]} ({res.short(c[0])}; MaC-Cal Table 5 and Fig. 7)",
                     methods_table(res, c),
                 )
             )

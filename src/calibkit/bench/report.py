@@ -47,7 +47,7 @@ from ..metrics import table as metric_table
 from ..metrics.table import mean_std, spread
 from .figures import build_figures
 from .given import given_sections
-from .results import Results, compare, short
+from .results import Results, compare
 from .store import ALL, Store
 from .verdicts import premises_text, verdict_table
 
@@ -84,7 +84,7 @@ def _table(
     """Rows × columns of ``cell(row, column) -> {seed: value}``. With ``base``, every other
     row is tested against that row (:func:`compare`) and marked † at p < ALPHA; ``flag(row,
     column)`` marks a cell ⚠. Bold: the best mean where the metric has a direction."""
-    header = ["method", *[spread(f"{short(d)} / {m}") for d, m in res.columns]]
+    header = ["method", *[spread(f"{res.short(d)} / {m}") for d, m in res.columns]]
     body = [[r] for r in rows]
     direction = metric_table.direction(metric) or None  # bold only where a metric has one
     scale = 100.0 if metric_table.in_percent(metric) else 1.0
@@ -129,8 +129,8 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
     # the tables a method asks for (TS: its ECE and temperature), the reference's first; a
     # spec with settings is named, so that two of one method keep a table each
     for cal in sorted(cals, key=lambda c: c != ref):
-        named = f" ({cal})" if cal != short(cal) else ""
-        for metric, title in REPORT_TABLES.get(short(cal), ()):
+        named = f" ({cal})" if cal != res.short(cal) else ""
+        for metric, title in REPORT_TABLES.get(res.short(cal), ()):
             against = base if metric_table.direction(metric) else None
             t[title + named + (f" († differs from {base}, {TEST})" if against else "")] = _table(
                 res, methods, seeds("test", cal, metric), metric, against, flag(cal)
@@ -140,10 +140,10 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
             res, methods, seeds("test", "uncalibrated", metric), metric, base
         )
     for ood in res.ood_splits():
-        t[f"{metric_table.info('ood_auroc').heading} against {short(ood)}"] = _table(
+        t[f"{metric_table.info('ood_auroc').heading} against {res.short(ood)}"] = _table(
             res, methods, seeds("test", "uncalibrated", f"ood_auroc:{ood}"), "ood_auroc", base
         )
-        t[f"{metric_table.info('ood_fpr95').heading} against {short(ood)}"] = _table(
+        t[f"{metric_table.info('ood_fpr95').heading} against {res.short(ood)}"] = _table(
             res, methods, seeds("test", "uncalibrated", f"ood_fpr95:{ood}"), "ood_fpr95", base
         )
     if base is not None:
@@ -160,7 +160,7 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
         sizes = res.sizes()
         label = {s: "all" if s == ALL else str(s) for s in sizes}
         size_of = {v: k for k, v in label.items()}
-        t[f"ECE (%) after {short(ref)} against calibration-set size ({base})"] = _table(
+        t[f"ECE (%) after {res.short(ref)} against calibration-set size ({base})"] = _table(
             res,
             [label[s] for s in sizes],
             lambda s, col: res.by_seed(base, col, "test", ref, size_of[s], "ece"),
@@ -179,7 +179,7 @@ def anomaly_table(res: Results) -> list[list[str]]:
         rows.append(
             [
                 r["method"],
-                f"{short(r['dataset'])} / {r['model']}",
+                f"{res.short(r['dataset'])} / {r['model']}",
                 str(r["seed"]),
                 cal,
                 "all" if size == ALL else str(size),

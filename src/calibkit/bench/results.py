@@ -1,18 +1,19 @@
 """The results store indexed for tables and verdicts (:class:`Results`), the test that
-compares two methods over seeds (:func:`compare`) and the short name of a dataset spec:
-what the report, the verdicts, the study tables and the tables of given networks share."""
+compares two methods over seeds (:func:`compare`), with the names of the stored specs as
+the store keeps them (:meth:`Results.short`): what the report, the verdicts, the study
+tables and the tables of given networks share."""
 
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from scipy import stats
 
 from .. import posthoc
-from ..registry import parse_spec
 from .store import ALL, Store
 
-__all__ = ["REFERENCE", "Results", "compare", "method_class", "short"]
+__all__ = ["REFERENCE", "Results", "compare"]
 
 #: The post-hoc reference the studies measure against (the calibration-size study, the
 #: reliability diagrams, the premise "CE is over-confident"): temperature scaling. The
@@ -50,6 +51,8 @@ class Results:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.runs = {r["key"]: r for r in store.runs()}
+        #: every stored spec text's (name, settings): the store's, not parsed again
+        self.specs = store.specs()
         self.values = {tuple(row[:5]): row[5] for row in store.metrics()}
         self.columns = sorted({(r["dataset"], r["model"]) for r in self.runs.values()})
         present: dict[str, int] = {}
@@ -65,7 +68,28 @@ class Results:
             baseline = "CE" if "CE" in present else self.methods[0] if self.methods else None
         self.baseline = baseline
         # a store written before a method declared a kind its nature still holds such rows
-        self.anomalies = [a for a in store.anomalies() if not _expected(a[1], a[3])]
+        self.anomalies = [a for a in store.anomalies() if not self._expected(a[1], a[3])]
+
+    def short(self, text: str) -> str:
+        """A stored spec's name without its settings, for titles and headers (a text that
+        is no stored spec, "uncalibrated" or an OOD split's name, is its own)."""
+        return self.specs[text][0] if text in self.specs else text
+
+    def settings(self, text: str) -> dict[str, Any]:
+        """A stored spec's settings ({} for a text that is no stored spec)."""
+        return self.specs[text][1] if text in self.specs else {}
+
+    def method_class(self, calibrator: str) -> type[posthoc.Method] | None:
+        """The registered class of a stored calibrator spec; None for ``"uncalibrated"``
+        and for a method this version does not know."""
+        name = self.short(calibrator)
+        return posthoc.REGISTRY.factory(name) if name in posthoc.REGISTRY else None
+
+    def _expected(self, calibrator: str, kind: str) -> bool:
+        """Whether ``kind`` is in the ``expected_anomalies`` of the calibrator of that spec
+        (a method this version does not know: keep what was flagged)."""
+        cls = self.method_class(calibrator)
+        return cls is not None and kind in cls.expected_anomalies
 
     def by_seed(
         self, method: str, column: tuple[str, str], split: str, cal: str, size: int, metric: str
@@ -108,7 +132,7 @@ class Results:
 
     def calibrator(self, name: str) -> str | None:
         """The stored calibrator spec whose name is ``name`` (settings and all), if any."""
-        return next((c for c in self.calibrators() if parse_spec(c).name == name), None)
+        return next((c for c in self.calibrators() if self.short(c) == name), None)
 
     def reference(self) -> str | None:
         """The stored spec of the post-hoc reference (:data:`REFERENCE`), if the store has
@@ -123,24 +147,3 @@ class Results:
 
     def ood_splits(self) -> list[str]:
         return sorted({k[4].split(":", 1)[1] for k in self.values if k[4].startswith("ood_auroc:")})
-
-
-def short(dataset: str) -> str:
-    """A dataset spec's name without its settings, for titles and headers."""
-    return parse_spec(dataset).name if dataset else dataset
-
-
-def method_class(calibrator: str) -> type[posthoc.Method] | None:
-    """The registered class of a stored calibrator spec; None for ``"uncalibrated"`` and
-    for a method this version does not know."""
-    try:
-        return posthoc.REGISTRY.factory(parse_spec(calibrator).name)
-    except ValueError:
-        return None
-
-
-def _expected(calibrator: str, kind: str) -> bool:
-    """Whether ``kind`` is in the ``expected_anomalies`` of the calibrator of that spec (a
-    method this version does not know: keep what was flagged)."""
-    cls = method_class(calibrator)
-    return cls is not None and kind in cls.expected_anomalies

@@ -69,6 +69,11 @@ class RunSpec:
             "model": str(self.model),
             "method": self.method,
             "seed": self.seed,
+            "specs": [
+                s
+                for s in (self.dataset, self.loss, self.stage2, *self.splits, *self.posthoc)
+                if s is not None
+            ],
         }
 
     def _settings(self, names: tuple[str, ...] | None = None) -> dict[str, Any]:

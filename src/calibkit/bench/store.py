@@ -1,7 +1,9 @@
 """The results store: one SQLite file (WAL journal), written in transactions.
 
 Tables: ``meta`` (the schema version), ``runs`` (one row per finished training run: its
-resolved spec, status, timings, provenance and artefact paths), ``metrics`` (one value per
+resolved spec, status, timings, provenance and artefact paths), ``specs`` (every spec text
+the other tables hold, with its name and settings as JSON: the report reads names here
+instead of parsing text again), ``metrics`` (one value per
 run, split, calibrator, calibration-set size and metric), ``history`` (per-epoch records of
 stage 1 and stage 2), ``curves`` (JSON data behind the report's figures) and ``anomalies``
 (what the run's checks flagged: a diverged or unconverged fit, an insane temperature, an
@@ -34,8 +36,8 @@ __all__ = [
     "StoreError",
 ]
 
-SCHEMA_VERSION = 2
-TABLES = ("meta", "runs", "metrics", "history", "curves", "anomalies")
+SCHEMA_VERSION = 3
+TABLES = ("meta", "runs", "metrics", "history", "curves", "anomalies", "specs")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,6 +63,9 @@ CREATE TABLE IF NOT EXISTS anomalies (
     run_key TEXT NOT NULL, calibrator TEXT NOT NULL, cal_size INTEGER NOT NULL,
     kind TEXT NOT NULL, detail TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS specs (
+    text TEXT PRIMARY KEY, name TEXT NOT NULL, settings TEXT NOT NULL
+);
 """
 
 #: SQLite's application_id of a calibkit store ("CLBK"): a foreign file cannot have it by
@@ -75,6 +80,7 @@ COLUMNS = {
     "history": ["run_key", "stage", "epoch", "record"],
     "curves": ["run_key", "split", "calibrator", "kind", "data"],
     "anomalies": ["run_key", "calibrator", "cal_size", "kind", "detail"],
+    "specs": ["text", "name", "settings"],
 }  # fmt: skip
 
 #: cal_size stored for "the whole calibration split"
@@ -125,11 +131,22 @@ class Store:
                 # application_id. IMMEDIATE takes the write lock at once, waiting (the busy
                 # timeout) for a writer that holds it, rather than failing on upgrading a read
                 # lock. New, or schema 1 (which lacked the anomalies table).
-                con.executescript(
-                    f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA application_id = {APPLICATION_ID}; "
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', "
-                    f"'{SCHEMA_VERSION}'); COMMIT;"
-                )
+                con.isolation_level = None  # the transaction below is the only one
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in SCHEMA.split(";"):
+                        con.execute(statement)
+                    if con.execute("SELECT count(*) FROM specs").fetchone()[0] == 0:
+                        _name_old_specs(con)  # schema 2 or older: its texts parsed once
+                    con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    con.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),),
+                    )
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
 
@@ -204,6 +221,7 @@ class Store:
                 f"{SCHEMA_VERSION}); upgrade calibkit"
             )
         self.has_anomalies = "anomalies" in names
+        self.has_specs = "specs" in names
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
@@ -234,8 +252,10 @@ class Store:
     ) -> None:
         """Write one finished run and all its rows in one transaction (all or nothing).
         ``metrics`` rows are (split, calibrator, cal_size, metric, value); ``anomalies`` rows
-        (calibrator, cal_size, kind, detail)."""
+        (calibrator, cal_size, kind, detail); ``run["specs"]``, the run's parsed specs
+        (:class:`~calibkit.registry.Spec`), each kept once in the ``specs`` table."""
         key = run["key"]
+        specs = [(str(s), s.name, json.dumps(s.kwargs)) for s in run.get("specs", ())]
         row = (
             key,
             json.dumps(run["spec"], sort_keys=True),
@@ -271,6 +291,7 @@ class Store:
                 con.executemany(
                     "INSERT INTO anomalies VALUES (?,?,?,?,?)", [(key, *a) for a in anomalies]
                 )
+                con.executemany("INSERT OR IGNORE INTO specs VALUES (?,?,?)", specs)
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
 
@@ -346,5 +367,43 @@ class Store:
         )
         return [(k, s, c, json.loads(d)) for k, s, c, d in rows]
 
+    def specs(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Every spec text the store holds: {text: (name, settings)}. A store of schema 2
+        or older opened read-only has no such table: its texts are parsed here, once."""
+        if self.readonly and not getattr(self, "has_specs", True):
+            with closing(self._connect()) as con:
+                return {t: (n, json.loads(v)) for t, n, v in _old_specs(con)}
+        rows = self._read("SELECT text, name, settings FROM specs")
+        return {text: (name, json.loads(settings)) for text, name, settings in rows}
+
     def schema_version(self) -> int:
         return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])
+
+
+def _old_specs(con: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(text, name, settings JSON) of every spec text in a store written before the
+    ``specs`` table (schema 2 or older): each run's dataset, loss, stage 2, splits and
+    calibrators, and the calibrators of its metrics, parsed. A text that no longer parses is
+    its own name."""
+    from ..registry import SpecError, parse_spec
+
+    texts = set()
+    for dataset, spec in con.execute("SELECT dataset, spec FROM runs"):
+        values = json.loads(spec)
+        texts |= {dataset, values.get("loss"), values.get("stage2")}
+        texts |= set(values.get("splits") or []) | set(values.get("posthoc") or [])
+    texts |= {c for (c,) in con.execute("SELECT DISTINCT calibrator FROM metrics")}
+    rows = []
+    for text in sorted(t for t in texts if t and t != "uncalibrated"):
+        try:
+            parsed = parse_spec(text)
+        except SpecError:
+            rows.append((text, text, "{}"))
+            continue
+        rows.append((text, parsed.name, json.dumps(parsed.kwargs)))
+    return rows
+
+
+def _name_old_specs(con: sqlite3.Connection) -> None:
+    """Fill the ``specs`` table of a store upgraded from schema 2 or older."""
+    con.executemany("INSERT OR IGNORE INTO specs VALUES (?,?,?)", _old_specs(con))

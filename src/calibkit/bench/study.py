@@ -27,7 +27,7 @@ from scipy import stats
 from ..metrics.table import info
 from .given import given_by, given_sections
 from .report import anomaly_table, markdown_table
-from .results import Results, short
+from .results import Results
 from .store import ALL, Store
 from .verdicts import verdict_table
 
@@ -196,12 +196,12 @@ def study_markdown(db: str | Path) -> str:
     md = []
     verdicts = verdict_table(res)
     trained = [c for c in res.columns if given_by(res, c) is None]
-    titles = {f"{short(c[0])} / {c[1]}" for c in trained}
+    titles = {f"{res.short(c[0])} / {c[1]}" for c in trained}
     others = [r for r in verdicts[1:] if r[2] not in titles]
     if others:
         md += ["### Verdicts", "", markdown_table([verdicts[0], *others]), ""]
     for column in trained:
-        title = f"{short(column[0])} / {column[1]}"
+        title = f"{res.short(column[0])} / {column[1]}"
         mine = [r[:2] + r[3:] for r in verdicts if r[2] in (title, "dataset / model")]
         md += [
             f"### Verdicts ({title})",

@@ -42,7 +42,6 @@ from scipy import stats
 
 from .. import posthoc
 from ..posthoc.anomalies import SANE_TEMPERATURE
-from ..registry import parse_spec
 from .store import ALL
 
 __all__ = [
@@ -241,17 +240,16 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
         spec = r["spec"]
         if (r["dataset"], r["model"]) != column or spec.get("mixup"):
             continue
-        stage2, loss = spec.get("stage2"), parse_spec(spec.get("loss", "ce"))
+        stage2, loss = spec.get("stage2"), spec.get("loss", "ce")
         if kind == "loss":
-            if stage2 is not None or loss.name != name or (name == "ce" and loss.params):
+            if stage2 is not None or res.short(loss) != name or (name == "ce" and loss != name):
                 continue
             rank = (0 if r["method"] == res.baseline else 1, r["method"])
-        elif kind == "stage2" and stage2 and loss.name == "ce":
-            method = parse_spec(stage2)
-            if method.name != name:
+        elif kind == "stage2" and stage2 and res.short(loss) == "ce":
+            if res.short(stage2) != name:
                 continue
             incidental = posthoc.REGISTRY.factory(name).incidental_settings
-            rank = (len(set(method.kwargs) - incidental), r["method"])
+            rank = (len(set(res.settings(stage2)) - incidental), r["method"])
         else:
             continue
         best = rank if best is None or rank < best else best
@@ -424,7 +422,6 @@ def verdict(res: Results, claim: Claim, column: tuple[str, str]) -> tuple[str, s
 
 def verdict_table(res: Results) -> list[list[str]]:
     """The verdicts as table rows (header first), each with its premise."""
-    from .results import short
 
     rows = [["paper", "claim", "dataset / model", "premise", "verdict", "numbers (%) and test"]]
     for claim in CLAIMS:
@@ -436,7 +433,7 @@ def verdict_table(res: Results) -> list[list[str]]:
                 [
                     claim.paper,
                     claim.text,
-                    f"{short(column[0])} / {column[1]}",
+                    f"{res.short(column[0])} / {column[1]}",
                     premise,
                     f"**{result}**" if result == "holds" else result,
                     detail,
