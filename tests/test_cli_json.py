@@ -139,3 +139,15 @@ def test_strict_json_writes_null_for_non_finite_numbers():
         )
     with pytest.raises(jsonschema.ValidationError):  # the version is required
         validate("methods", {"methods": []})
+
+
+def test_the_schemas_metric_names_are_the_metric_tables():
+    """A metric added to the table (docs/architecture.md, "Adding a metric") is named in the
+    shipped schema's enums, in the table's order."""
+    from calibkit import schemas
+    from calibkit.metrics.table import METRICS_TABLE
+
+    names = [m.name for m in METRICS_TABLE]
+    common = schemas.load("common")["$defs"]
+    assert common["metrics"]["propertyNames"]["enum"] == names
+    assert common["intervals"]["propertyNames"]["enum"] == names

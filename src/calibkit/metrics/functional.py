@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -38,6 +39,7 @@ from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .pairs import joint_cell_gaps, prepare_pair
+from .resample import metric_vectors
 from .smooth import smooth_ece_batch
 from .temperatures import best_temperature, check_grid
 
@@ -75,11 +77,104 @@ def _f(t: Tensor) -> float:
     return float(t.reshape(-1)[0])
 
 
-@sized_by_first_argument
-def accuracy(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
-    """Fraction of samples whose argmax (ties: lowest index) equals the label."""
-    p = prepare(scores, labels, probs=probs, validate=validate)
-    return _f(st.mean_stat(p.correct, None, p.n))
+def _values(p: Prepared, scheme: BinScheme, *names: str) -> dict[str, float]:
+    """The metric table's rows ``names`` on the prepared sample: each metric's one
+    composition (:data:`~calibkit.metrics.table.METRICS_TABLE`), as ``evaluate`` computes
+    it."""
+    out = metric_vectors(p, scheme, None, smooth=True, only=frozenset(names))
+    return {name: _f(out[name]) for name in names}
+
+
+def _value(p: Prepared, scheme: BinScheme, name: str) -> float:
+    return _values(p, scheme, name)[name]
+
+
+#: the bins of a metric that takes none (its row reads no bin sums)
+_NO_BINS = BinScheme.make(15, "calibkit", torch.float64)
+
+
+def _sample_metric(name: str, about: str) -> Callable[..., float]:
+    """The functional form of the table's row ``name`` for a metric with no settings but
+    the inputs' (``probs``, ``validate``); ``about``: its docstring."""
+
+    @sized_by_first_argument
+    def metric(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
+        p = prepare(scores, labels, probs=probs, validate=validate)
+        return _value(p, _NO_BINS, name)
+
+    metric.__name__ = metric.__qualname__ = name
+    metric.__doc__ = about
+    return metric
+
+
+def _pair_metric(name: str, about: str, *, binned: bool) -> Callable[..., float]:
+    """The functional form of the table's row ``name`` for a metric of the calibration pair
+    (``binary`` picks it), with ``n_bins`` and ``binning`` where it is ``binned``."""
+
+    @sized_by_first_argument
+    def metric(
+        scores: Any,
+        labels: Any,
+        *,
+        probs: bool = False,
+        n_bins: int = 15,
+        binning: str = "calibkit",
+        binary: str = "top-label",
+        validate: bool = True,
+    ) -> float:
+        p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+        return _value(p, _scheme(p, n_bins, binning), name)
+
+    @sized_by_first_argument
+    def unbinned(
+        scores: Any,
+        labels: Any,
+        *,
+        probs: bool = False,
+        binary: str = "top-label",
+        validate: bool = True,
+    ) -> float:
+        p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+        return _value(p, _NO_BINS, name)
+
+    chosen = metric if binned else unbinned
+    chosen.__name__ = chosen.__qualname__ = name
+    chosen.__doc__ = about
+    return chosen
+
+
+accuracy = _sample_metric(
+    "accuracy", "Fraction of samples whose argmax (ties: lowest index) equals the label."
+)
+
+brier = _sample_metric(
+    "brier",
+    "Mean multi-class Brier score Σ_k (p_k − e_yk)², in [0, 2] (papers often print ×100).",
+)
+
+aurc = _sample_metric(
+    "aurc",
+    """Area under the risk-coverage curve of selective prediction by top-label confidence
+    (Geifman et al. 2019): the mean over coverages k/N of the error rate of the k most
+    confident predictions, ties averaged over their orders. Lower is better; with error rate
+    r, a confidence that ranks every error last reaches about r + (1 - r) ln(1 - r) (its
+    optimum), one that carries no information r.""",
+)
+
+mce = _pair_metric(
+    "mce", "Maximum calibration error: max over non-empty bins of |acc − conf|.", binned=True
+)
+
+ks_error = _pair_metric(
+    "ks_error",
+    """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
+
+    max_t |(1/N) Σ_{i: c_i <= t} (a_i − c_i)|, taken at the ends of runs of tied
+    confidences so that the result does not depend on the order of tied samples (Gupta
+    et al.'s code takes it after every sorted sample; without ties the two agree).
+    """,
+    binned=False,
+)
 
 
 @sized_by_first_argument
@@ -99,11 +194,10 @@ def ece(
     ECE = Σ_m |B_m|/N · |acc(B_m) − conf(B_m)|, empty bins adding 0 (Dark Side eq. 3).
     ``debias=True``: each bin's |acc − conf| is replaced by its debiased estimate, the
     gap whose expected plug-in value equals the observed one under the bin's sampling
-    noise (docs/metrics.md, "Debiased binned errors"; ``debiased_ece`` in ``evaluate``).
+    noise (docs/metrics.md, "Debiased binned errors"; the row ``debiased_ece``).
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    sums = st.topbin_sums(p, _scheme(p, n_bins, binning))
-    return _f(st.debiased_ece_from_sums(sums, p.n) if debias else st.ece_from_sums(sums, p.n))
+    return _value(p, _scheme(p, n_bins, binning), "debiased_ece" if debias else "ece")
 
 
 @sized_by_first_argument
@@ -122,26 +216,9 @@ def rms_ce(
     |B_m|/N · (acc(B_m) − conf(B_m))²) (torchmetrics' ``norm="l2"``). ``debias=True``:
     Kumar et al. (2019, "Verified uncertainty calibration", §5)'s debiased estimator, which
     subtracts each bin's sampling variance acc(1 − acc)/(|B_m| − 1) from its squared gap
-    before the root (clipped at 0)."""
+    before the root (clipped at 0; the row ``debiased_rms_ce``)."""
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    sums = st.topbin_sums(p, _scheme(p, n_bins, binning))
-    return _f(st.rms_from_sums(sums, p.n, debias=debias))
-
-
-@sized_by_first_argument
-def mce(
-    scores: Any,
-    labels: Any,
-    *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
-    validate: bool = True,
-) -> float:
-    """Maximum calibration error: max over non-empty bins of |acc − conf|."""
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    return _f(st.mce_from_sums(st.topbin_sums(p, _scheme(p, n_bins, binning))))
+    return _value(p, _scheme(p, n_bins, binning), "debiased_rms_ce" if debias else "rms_ce")
 
 
 @sized_by_first_argument
@@ -160,10 +237,8 @@ def aece(
     focal_calibration's ``AdaptiveECELoss``, no sample is dropped (its interpolated lowest
     edge equals the smallest confidence, which its (lo, hi] bins then exclude).
     """
-    check_n_bins(n_bins)
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    size, pos = st.run_sums(p.runs, None)
-    return _f(st.aece_from_runs(p.runs, size, pos, p.n, n_bins))
+    return _value(p, _scheme(p, n_bins, "calibkit"), "aece")  # M bins of equal mass
 
 
 @sized_by_first_argument
@@ -185,7 +260,8 @@ def classwise_ece(
     y = k, conf = mean p_k; CE_k = Σ_m |B_mk|/N · |acc − conf|; the result is mean_k CE_k
     (Σ_k CE_k with ``binning="kull"``, as Kull et al. 2019 report it).
 
-    Named conventions (docs/metrics.md, "Conventions of published tables"):
+    Named conventions (docs/metrics.md, "Conventions of published tables"), each a setting
+    of this function alone (the metric table's rows are the marginal, power-1 ones):
 
     * ``binning="equal-mass"``: per class, ``n_bins`` bins of N/M samples each over p_k
       (a run of tied probabilities is never split, as in :func:`aece`): the equal-mass
@@ -200,8 +276,8 @@ def classwise_ece(
       cells) and ECE_FULL2 (``cells="joint"``): their ``classwise_ECE(..., power=2)`` and
       ``full_ECE(..., power=2)``.
     * ``debias=True``: each class-bin cell's |acc − conf| is replaced by its debiased
-      estimate (as :func:`ece`'s; docs/metrics.md, "Debiased binned errors";
-      ``debiased_classwise_ece`` in ``evaluate``). Marginal cells, ``power=1`` only.
+      estimate (as :func:`ece`'s; docs/metrics.md, "Debiased binned errors"; the row
+      ``debiased_classwise_ece``). Marginal cells, ``power=1`` only.
     """
     check_choice(cells, "cells", ("marginal", "joint"))
     check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
@@ -225,12 +301,9 @@ def classwise_ece(
     if cells == "joint":
         gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0], power) / p.n
         return float(st.over_classes(gaps, scheme))
-    sums = st.classwise_sums(p, scheme)
-    if debias:
-        return _f(st.debiased_classwise_from_sums(sums, p.n, scheme))
     if power == 2:
-        return _f(st.classwise_squared_from_sums(sums, p.n, scheme))
-    return _f(st.classwise_ece_from_sums(sums, p.n, scheme))
+        return _f(st.classwise_squared_from_sums(st.classwise_sums(p, scheme), p.n, scheme))
+    return _value(p, scheme, "debiased_classwise_ece" if debias else "classwise_ece")
 
 
 sce = classwise_ece
@@ -271,7 +344,8 @@ def nll(
 
     With ``probs=True`` a true-class probability of exactly 0 gives ``inf`` (the correct
     value). ``clip`` reproduces tools that clip p_y to [ε, 1 − ε] first, with the same ε
-    whatever the input's dtype:
+    whatever the input's dtype (a setting of this function alone; the table's row is the
+    unclipped NLL):
 
     * a number ε in (0, 0.5): ``clip=1e-15`` is scikit-learn's ``log_loss`` up to 1.1
       (its default ``eps=1e-15``), which Kull et al. 2019's tables use: 0.358274 for the
@@ -286,18 +360,11 @@ def nll(
     row; that moves the result by at most K·ε relative, below any printed digit.
     """
     p = prepare(scores, labels, probs=probs, validate=validate)
-    logp = p.label_logp
-    if clip is not None:
-        eps = nll_clip_eps(clip)
-        logp = logp.clamp(math.log(eps), math.log1p(-eps))
+    if clip is None:
+        return _value(p, _NO_BINS, "nll")
+    eps = nll_clip_eps(clip)
+    logp = p.label_logp.clamp(math.log(eps), math.log1p(-eps))
     return _f(st.mean_stat(-logp, None, p.n))
-
-
-@sized_by_first_argument
-def brier(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
-    """Mean multi-class Brier score Σ_k (p_k − e_yk)², in [0, 2] (papers often print ×100)."""
-    p = prepare(scores, labels, probs=probs, validate=validate)
-    return _f(st.mean_stat(p.brier_per_sample, None, p.n))
 
 
 @sized_by_first_argument
@@ -306,8 +373,7 @@ def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
     if labels is None:
         s = prepare_scores(scores, probs=probs)
         labels = torch.zeros(len(s), dtype=torch.long)
-    p = prepare(scores, labels, probs=probs)
-    return _f(st.mean_stat(p.entropy_per_sample, None, p.n))
+    return _value(prepare(scores, labels, probs=probs), _NO_BINS, "entropy")
 
 
 @sized_by_first_argument
@@ -320,7 +386,7 @@ def refinement_auroc(
     prediction is correct or every one is wrong, where AUROC is undefined.
     """
     p = prepare(scores, labels, probs=probs, validate=validate)
-    value = _f(st.auroc_from_runs(*st.run_sums(p.runs, None)))
+    value = _value(p, _NO_BINS, "refinement_auroc")
     if math.isnan(value):
         raise ValueError(undefined_auroc_message(p.n, int(p.correct.sum())))
     return value
@@ -331,6 +397,10 @@ def undefined_auroc_message(n: int, n_correct: int) -> str:
     correct (all or none)."""
     state = "correct" if n_correct == n else "wrong"
     return f"refinement AUROC is undefined: all {n} predictions are {state}"
+
+
+#: the rows :func:`ece_decomposition` returns, as the metric table names them
+_DECOMPOSITION = ("mean_confidence", "gap", "overconfident", "underconfident")
 
 
 @sized_by_first_argument
@@ -348,52 +418,15 @@ def ece_decomposition(
 
     ``overconfident`` sums |B_m|/N (conf − acc) over bins with conf > acc, ``underconfident``
     the same over bins with acc > conf; they add up to the ECE (Dark Side eq. 5–7: when
-    every bin is over-confident, ECE = E[C] − E[A]).
+    every bin is over-confident, ECE = E[C] − E[A]). ``accuracy`` is the mean outcome of the
+    calibration pair (with ``binary="positive"``, the share of positives).
     """
     p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
-    return _decomposition(p, st.topbin_sums(p, _scheme(p, n_bins, binning)))
-
-
-def _decomposition(p: Prepared, sums: Tensor) -> dict[str, float]:
-    over, under = st.over_under_from_sums(sums, p.n)
-    conf, acc = _f(sums[:, 1].sum(-1)) / p.n, _f(sums[:, 2].sum(-1)) / p.n
-    return {
-        "mean_confidence": conf,
-        "accuracy": acc,
-        "gap": conf - acc,
-        "overconfident": _f(over),
-        "underconfident": _f(under),
+    v = _values(p, _scheme(p, n_bins, binning), *_DECOMPOSITION)
+    accuracy = v["mean_confidence"] - v["gap"]
+    return {"mean_confidence": v["mean_confidence"], "accuracy": accuracy} | {
+        k: v[k] for k in _DECOMPOSITION[1:]
     }
-
-
-@sized_by_first_argument
-def aurc(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
-    """Area under the risk-coverage curve of selective prediction by top-label confidence
-    (Geifman et al. 2019): the mean over coverages k/N of the error rate of the k most
-    confident predictions, ties averaged over their orders. Lower is better; with error rate
-    r, a confidence that ranks every error last reaches about r + (1 - r) ln(1 - r) (its
-    optimum), one that carries no information r."""
-    p = prepare(scores, labels, probs=probs, validate=validate)
-    return _f(st.aurc_from_runs(*st.run_sums(p.runs, None)))
-
-
-@sized_by_first_argument
-def ks_error(
-    scores: Any,
-    labels: Any,
-    *,
-    probs: bool = False,
-    binary: str = "top-label",
-    validate: bool = True,
-) -> float:
-    """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
-
-    max_t |(1/N) Σ_{i: c_i <= t} (a_i − c_i)|, taken at the ends of runs of tied
-    confidences so that the result does not depend on the order of tied samples (Gupta
-    et al.'s code takes it after every sorted sample; without ties the two agree).
-    """
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    return _f(st.ks_from_runs(p.runs, *st.run_sums(p.runs, None), p.n))
 
 
 @sized_by_first_argument
@@ -406,15 +439,17 @@ def smooth_ece(
     binary: str = "top-label",
     validate: bool = True,
 ) -> float:
-    """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma``.
+    """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma`` (a
+    setting of this function alone; the table's row takes the fixed point).
 
     See :mod:`calibkit.metrics.smooth` for the computation and how it relates to relplot.
     """
     if sigma is not None and not (isinstance(sigma, float | int) and 0 < sigma <= 1):
         raise ValueError(f"sigma: expected a bandwidth in (0, 1], got {sigma!r}")
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    conf, outcome = p.cal_pair
-    return _f(smooth_ece_batch(conf, outcome, sigma=sigma)[0])
+    if sigma is None:
+        return _value(p, _NO_BINS, "smooth_ece")
+    return _f(smooth_ece_batch(*p.cal_pair, sigma=sigma)[0])
 
 
 @sized_by_first_argument

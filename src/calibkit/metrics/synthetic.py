@@ -41,17 +41,14 @@ import numpy as np
 from scipy import integrate, special, stats
 
 from .binning import BinScheme
+from .table import COMPUTED
 
 __all__ = ["TRUE_METRICS", "SyntheticClassifier"]
 
-#: the metrics :meth:`SyntheticClassifier.truth` gives: every metric with a bootstrap
-#: interval (optimal ECE has none)
-TRUE_METRICS = (
-    "accuracy", "ece", "aece", "mce", "classwise_ece", "nll", "brier", "entropy",
-    "refinement_auroc", "ks_error", "smooth_ece", "rms_ce", "debiased_rms_ce", "aurc",
-    "mean_confidence", "gap", "overconfident", "underconfident", "debiased_ece",
-    "debiased_classwise_ece",
-)  # fmt: skip
+#: the metrics :meth:`SyntheticClassifier.truth` gives: every row of the metric table that
+#: is computed from the shared statistics (those with a bootstrap interval; optimal ECE and
+#: the OOD metrics have none)
+TRUE_METRICS = tuple(m.name for m in COMPUTED)
 
 
 @dataclass(frozen=True)
