@@ -81,8 +81,13 @@ def fit_scipy(x, y, matrix, reg, lam, mu):
     k = x.shape[1]
     f = scipy_objective(x, y, matrix, reg, lam, mu)
     theta0 = np.concatenate([np.eye(k).ravel() if matrix else np.ones(k), np.zeros(k)])
-    res = minimize(f, theta0, jac=True, method="L-BFGS-B",
-                   options={"maxiter": 5000, "gtol": FINAL_TOL, "ftol": 1e-15})  # fmt: skip
+    res = minimize(
+        f,
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 5000, "gtol": FINAL_TOL, "ftol": 1e-15},
+    )
     return res.fun, res.nit, res.nfev, float(np.abs(res.jac).max())
 
 
@@ -121,11 +126,15 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     z, y, what = load(args.data)
-    print(f"{what}: {z.shape[0]} x {z.shape[1]} validation logits, torch threads "
-          f"{torch.get_num_threads()}, gradient tolerance {FINAL_TOL:g}\n")  # fmt: skip
-    head = (f"{'method':18s} {'calibkit':>9s} {'it':>5s} {'evals':>5s} {'ms/eval':>7s}   "
-            f"{'scipy':>9s} {'it':>5s} {'evals':>5s} {'ms/eval':>7s}   {'Δ objective':>11s} "
-            f"{'ratio':>6s}")  # fmt: skip
+    print(
+        f"{what}: {z.shape[0]} x {z.shape[1]} validation logits, torch threads "
+        f"{torch.get_num_threads()}, gradient tolerance {FINAL_TOL:g}\n"
+    )
+    head = (
+        f"{'method':18s} {'calibkit':>9s} {'it':>5s} {'evals':>5s} {'ms/eval':>7s}   "
+        f"{'scipy':>9s} {'it':>5s} {'evals':>5s} {'ms/eval':>7s}   {'Δ objective':>11s} "
+        f"{'ratio':>6s}"
+    )
     print(head)
     for name, matrix, dirichlet, reg, lam, mu in METHODS:
         x64 = log_softmax(z, 1) if dirichlet else z
@@ -135,9 +144,11 @@ def main() -> None:
         t_ck, (l_ck, it_ck, ev_ck, conv) = timed(fit_calibkit, args.reps, xt, yt, *setting)
         t_sp, (l_sp, it_sp, ev_sp, _) = timed(fit_scipy, args.reps, x64, y, *setting)
         flag = "" if conv else "  (calibkit: not converged)"
-        print(f"{name:18s} {t_ck * 1e3:7.1f}ms {it_ck:5d} {ev_ck:5d} {t_ck / ev_ck * 1e3:7.2f}   "
-              f"{t_sp * 1e3:7.1f}ms {it_sp:5d} {ev_sp:5d} {t_sp / ev_sp * 1e3:7.2f}   "
-              f"{l_ck - l_sp:11.2e} {t_ck / t_sp:5.2f}x{flag}")  # fmt: skip
+        print(
+            f"{name:18s} {t_ck * 1e3:7.1f}ms {it_ck:5d} {ev_ck:5d} {t_ck / ev_ck * 1e3:7.2f}   "
+            f"{t_sp * 1e3:7.1f}ms {it_sp:5d} {ev_sp:5d} {t_sp / ev_sp * 1e3:7.2f}   "
+            f"{l_ck - l_sp:11.2e} {t_ck / t_sp:5.2f}x{flag}"
+        )
     print("\nratio = calibkit time / scipy time (target <= 2); Δ objective = calibkit - scipy")
 
 

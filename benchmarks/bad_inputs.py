@@ -314,7 +314,7 @@ TAKEN = {
     "fit": {"probsbad.npz", "probsneg.npz"},
     "apply": {"probsbad.npz", "probsneg.npz", "nolabels.npz", "good.npy", "oneclass.npz"},
     "compare": {"probsbad.npz", "probsneg.npz"},
-}  # fmt: skip
+}
 #: files evaluate takes that a calibrator must refuse: one class only (nothing to fit, and
 #: a 10-class calibrator cannot take a single column), and probabilities where logits are
 #: expected (issue 42 §1: refused everywhere; evaluate takes them with --probs)
@@ -367,8 +367,14 @@ def cases(d: Path) -> list[Case]:
         for v in values:
             out.append(Case("evaluate", ["evaluate", good, opt, v], False, f"{opt} {v}"))
     out.append(Case("evaluate", ["evaluate", good, "--probs"], False, "logits given as --probs"))
-    out.append(Case("fit", ["fit", "--method", "ts:", "--val", good, "-o", str(d / "o.calib")],
-                    True, "--method 'ts:' (no settings: ts)"))  # fmt: skip
+    out.append(
+        Case(
+            "fit",
+            ["fit", "--method", "ts:", "--val", good, "-o", str(d / "o.calib")],
+            True,
+            "--method 'ts:' (no settings: ts)",
+        )
+    )
     for spec in (
         "nope",
         ":",
@@ -527,8 +533,11 @@ def cases(d: Path) -> list[Case]:
         out.append(Case("train", [*t, *opts, "-o", str(d / "t-bad")], False, what))
     out.append(Case("train", [*t, "-o", str(d / "afile")], False, "output is a file"))
     # a run killed before its first checkpoint has nothing to resume: it starts over
-    out.append(Case("train", [*t, "--resume", "-o", str(d / "t-new")], True,
-                    "resume with no checkpoint yet"))  # fmt: skip
+    out.append(
+        Case(
+            "train", [*t, "--resume", "-o", str(d / "t-new")], True, "resume with no checkpoint yet"
+        )
+    )
     out.append(Case("train", [*t, "-o", str(d / "ro" / "r")], False, "read-only output"))
     out.append(
         Case(
@@ -566,8 +575,14 @@ def cases(d: Path) -> list[Case]:
         folder = d / "forged" / what.replace(" ", "-")
         folder.mkdir(parents=True)
         path = forge(folder, spec, edit)
-        out.append(Case("apply", ["apply", path, good, "-o", str(d / "o.npz")], False,
-                        f"forged calibrator: {what}"))  # fmt: skip
+        out.append(
+            Case(
+                "apply",
+                ["apply", path, good, "-o", str(d / "o.npz")],
+                False,
+                f"forged calibrator: {what}",
+            )
+        )
     out.append(Case("methods", ["methods", "--json"], True, "methods"))
     out.append(Case("methods", ["methods", "extra"], False, "an argument"))
     return out + third_round(d)
@@ -643,8 +658,9 @@ def third_round(d: Path) -> list[Case]:
     split, run = str(d / "split.npz"), str(d / "run")
 
     def case(command, argv, ok, what, family, inputs=()):
-        out.append(Case(command, [str(a) for a in argv], ok, what, family,
-                        tuple(str(p) for p in inputs)))  # fmt: skip
+        out.append(
+            Case(command, [str(a) for a in argv], ok, what, family, tuple(str(p) for p in inputs))
+        )
 
     # §1: an output never replaces an input, by path, link or inode, nor lies inside one
     (d / "links").mkdir()
@@ -719,9 +735,14 @@ def third_round(d: Path) -> list[Case]:
             "data loss",
             [Path(run) / "logits.npz"],
         )
-        case("train", ["train", "--data", f"folder:root={d / 'tables'}", "-o",
-                       d / "tables" / sub], False,
-             f"-o inside the data folder ({sub})", "data loss", [d / "tables"])  # fmt: skip
+        case(
+            "train",
+            ["train", "--data", f"folder:root={d / 'tables'}", "-o", d / "tables" / sub],
+            False,
+            f"-o inside the data folder ({sub})",
+            "data loss",
+            [d / "tables"],
+        )
     for flag in ("--db", "--doc"):
         case(
             "bench",
@@ -747,8 +768,13 @@ def third_round(d: Path) -> list[Case]:
         case("evaluate", ["evaluate", f, "--no-smooth", "--no-optimal"], ok, name, "tables")
         case("fit", ["fit", "--method", "ts", "--val", f, "-o", d / "t.calib"], ok, name, "tables")
         case("apply", ["apply", ts, f, "-o", d / "t.npz"], ok, name, "tables")
-        case("compare", ["compare", "--file", f, "--split", "0.5", "--methods", "ts",
-                         "--seeds", "2"], ok, name, "tables")  # fmt: skip
+        case(
+            "compare",
+            ["compare", "--file", f, "--split", "0.5", "--methods", "ts", "--seeds", "2"],
+            ok,
+            name,
+            "tables",
+        )
 
     # §3: forged files, exported as well as applied (the new forgeries are round 3's)
     for what, (spec_, edit) in FORGERIES.items():
@@ -771,12 +797,16 @@ def third_round(d: Path) -> list[Case]:
         "--mixup": ["1e308", "101", "-1", "nan"],
         "--epochs": [str(10**30), "0", "-1", "1.5", str(10**7)],
         "--batch-size": ["0", str(10**7), "-3"],
-        "--schedule": ["step:milestones=[5,2]", "step:milestones=[2,2]", "step:gamma=0",
-                       "step:milestones=[0]"],
+        "--schedule": [
+            "step:milestones=[5,2]",
+            "step:milestones=[2,2]",
+            "step:gamma=0",
+            "step:milestones=[0]",
+        ],
         "--model": ["mlp:hidden=100000000000", "mlp:hidden=0", "mlp:hidden=-1"],
         "--seed": [str(2**63), "-1", "1.5"],
         "--device": ["gpu", "cuda:99", "", "tpu"],
-    }  # fmt: skip
+    }
     for option, values in settings.items():
         for v in values:
             case(
@@ -796,14 +826,18 @@ def third_round(d: Path) -> list[Case]:
     for key, values in spec_values.items():
         for v in values:
             f = d / f"spec-{key}-{len(v)}-{v[:3]}.yaml"
-            f.write_text(spec.read_text().replace("epochs: 1}", f"epochs: 1, {key}: {v}}}")
-                         if key != "epochs" else
-                         spec.read_text().replace("epochs: 1}", f"epochs: {v}}}"))  # fmt: skip
+            f.write_text(
+                spec.read_text().replace("epochs: 1}", f"epochs: 1, {key}: {v}}}")
+                if key != "epochs"
+                else spec.read_text().replace("epochs: 1}", f"epochs: {v}}}")
+            )
             case("bench", ["bench", f, "--estimate"], False, f"spec {key}: {v[:12]}", "settings")
     merge = d / "spec-merge.yaml"
-    merge.write_text(spec.read_text().replace("  - {name: CE, loss: ce}",
-                                              "  - &m {name: CE, loss: ce}\n"
-                                              "  - {<<: *m, name: CE2}"))  # fmt: skip
+    merge.write_text(
+        spec.read_text().replace(
+            "  - {name: CE, loss: ce}", "  - &m {name: CE, loss: ce}\n  - {<<: *m, name: CE2}"
+        )
+    )
     case("bench", ["bench", merge, "--estimate"], True, "spec with a YAML merge key", "settings")
     for workers in ("0", "-1", "x"):
         case(
@@ -827,8 +861,13 @@ def third_round(d: Path) -> list[Case]:
             name,
             "labels and files",
         )
-        case("compare", ["compare", "--file", f, "--split", "0.5", "--methods", "ts",
-                         "--seeds", "2"], ok, name, "labels and files")  # fmt: skip
+        case(
+            "compare",
+            ["compare", "--file", f, "--split", "0.5", "--methods", "ts", "--seeds", "2"],
+            ok,
+            name,
+            "labels and files",
+        )
     for name in ("tset", "Test", "train", "validation", "", "val ", "TEST"):
         case("evaluate", ["evaluate", split, "--split", name], False, f"--split {name!r}", "splits")
         case(
@@ -861,60 +900,128 @@ def third_round(d: Path) -> list[Case]:
         ("compare", ["compare", "--file", good, "--split", "0.5", "--methods", "ts"]),
     ):
         cuda = torch.cuda.is_available()
-        for device, ok in (("cpu", True), ("auto", True), ("gpu", False), ("cuda:99", False),
-                           ("", False), ("tpu", False), ("cuda", cuda)):  # fmt: skip
+        for device, ok in (
+            ("cpu", True),
+            ("auto", True),
+            ("gpu", False),
+            ("cuda:99", False),
+            ("", False),
+            ("tpu", False),
+            ("cuda", cuda),
+        ):
             if device == "auto" and torch.cuda.is_available():
                 continue
             case(command, [*argv, "--device", device], ok, f"--device {device!r}", "devices")
     for device in ("gpu", "cuda:99", ""):
-        case("calibrate", ["calibrate", "ts", run, "--device", device, "-o", d / "cd"], False,
-             f"--device {device!r}", "devices")  # fmt: skip
+        case(
+            "calibrate",
+            ["calibrate", "ts", run, "--device", device, "-o", d / "cd"],
+            False,
+            f"--device {device!r}",
+            "devices",
+        )
     # method specs: at fit, compare and calibrate
-    for method in ("ts:t_min=0", "ts:t_max=1e400", "ts:t_min=5,t_max=1", "dir-odir:folds=1",
-                   "hist-binning:n_bins=0", "hist-binning:n_bins=1e9", "isotonic:mode=x",
-                   "vector:max_iter=0", "sigmoid", "TS", ":ts", "ts:tmax=5",
-                   "scaling-binning:seed=-1", "ets:loss=l1", "ts-grid:grid=[0,1]",
-                   "ts-grid:grid=[]", "dir-l2:mus=[1]", "neural-clamping:epochs=0",
-                   "maccal:lr=1e308"):  # fmt: skip
-        case("fit", ["fit", "--method", method, "--val", good, "-o", d / "m.calib"], False,
-             f"--method {method}", "methods")  # fmt: skip
-        case("compare", ["compare", "--file", good, "--split", "0.5", "--methods", method],
-             False, f"--methods {method}", "methods")  # fmt: skip
+    for method in (
+        "ts:t_min=0",
+        "ts:t_max=1e400",
+        "ts:t_min=5,t_max=1",
+        "dir-odir:folds=1",
+        "hist-binning:n_bins=0",
+        "hist-binning:n_bins=1e9",
+        "isotonic:mode=x",
+        "vector:max_iter=0",
+        "sigmoid",
+        "TS",
+        ":ts",
+        "ts:tmax=5",
+        "scaling-binning:seed=-1",
+        "ets:loss=l1",
+        "ts-grid:grid=[0,1]",
+        "ts-grid:grid=[]",
+        "dir-l2:mus=[1]",
+        "neural-clamping:epochs=0",
+        "maccal:lr=1e308",
+    ):
+        case(
+            "fit",
+            ["fit", "--method", method, "--val", good, "-o", d / "m.calib"],
+            False,
+            f"--method {method}",
+            "methods",
+        )
+        case(
+            "compare",
+            ["compare", "--file", good, "--split", "0.5", "--methods", method],
+            False,
+            f"--methods {method}",
+            "methods",
+        )
     for method in ("neural-clamping:epochs=0", "maccal:lr=1e308", "ts:t_min=0", "nope"):
         case("calibrate", ["calibrate", method, run, "-o", d / "cm"], False, method, "methods")
     # table files read with a label key, and applied
     for name, ok in _tables_named(d).items():
-        case("evaluate", ["evaluate", d / name, "--labels-key", "label", "--no-smooth",
-                          "--no-optimal"], ok and "label-column" in name, f"{name}, label key",
-             "tables")  # fmt: skip
+        case(
+            "evaluate",
+            ["evaluate", d / name, "--labels-key", "label", "--no-smooth", "--no-optimal"],
+            ok and "label-column" in name,
+            f"{name}, label key",
+            "tables",
+        )
     for name, ok in _odd_named(d).items():
         case("apply", ["apply", ts, d / name, "-o", d / "odd.npz"], ok, name, "labels and files")
     for fraction in ("0", "1", "1.5", "-0.1", "nan", "0.5x"):
-        case("compare", ["compare", "--file", good, "--split", fraction], False,
-             f"--split {fraction}", "splits")  # fmt: skip
+        case(
+            "compare",
+            ["compare", "--file", good, "--split", fraction],
+            False,
+            f"--split {fraction}",
+            "splits",
+        )
     # the built-in data's options (issue 45), on the command line and in specs
-    for data_spec, ok in (("digits:train_size=5", False), ("digits:train_size=2000", False),
-                          ("digits:train_size=x", False), ("digits:label_noise=1", False),
-                          ("digits:label_noise=-0.1", False), ("digits:label_noise=a", False),
-                          ("digits:subset_seed=-1", False), ("digits:train_size=300.5", False),
-                          ("gaussian-toy:label_noise=1.5", False),
-                          ("gaussian-toy:n_train=20,train_size=500", False),
-                          ("digits:train_size=200,label_noise=0.2", True)):  # fmt: skip
-        case("train", ["train", "--data", data_spec, "--epochs", "1", "-o", d / f"dt{len(out)}"],
-             ok, f"--data {data_spec}", "settings")  # fmt: skip
+    for data_spec, ok in (
+        ("digits:train_size=5", False),
+        ("digits:train_size=2000", False),
+        ("digits:train_size=x", False),
+        ("digits:label_noise=1", False),
+        ("digits:label_noise=-0.1", False),
+        ("digits:label_noise=a", False),
+        ("digits:subset_seed=-1", False),
+        ("digits:train_size=300.5", False),
+        ("gaussian-toy:label_noise=1.5", False),
+        ("gaussian-toy:n_train=20,train_size=500", False),
+        ("digits:train_size=200,label_noise=0.2", True),
+    ):
+        case(
+            "train",
+            ["train", "--data", data_spec, "--epochs", "1", "-o", d / f"dt{len(out)}"],
+            ok,
+            f"--data {data_spec}",
+            "settings",
+        )
         f = d / f"spec-data-{len(out)}.yaml"
         f.write_text(spec.read_text().replace("data: digits", f"data: '{data_spec}'"))
         case("bench", ["bench", f, "--estimate"], ok, f"spec data {data_spec}", "settings")
-    for posthoc_spec, ok in (("ts:t_min=0", False), ("hist-binning:n_bins=0", False),
-                             ("nope", False), ("maccal", True), ("ts-grid:grid=[-1]", False),
-                             ("vector:max_iter=-5", False), ("dir-odir:lambdas=[]", False),
-                             ("ts", True)):  # fmt: skip
+    for posthoc_spec, ok in (
+        ("ts:t_min=0", False),
+        ("hist-binning:n_bins=0", False),
+        ("nope", False),
+        ("maccal", True),
+        ("ts-grid:grid=[-1]", False),
+        ("vector:max_iter=-5", False),
+        ("dir-odir:lambdas=[]", False),
+        ("ts", True),
+    ):
         f = d / f"spec-posthoc-{len(out)}.yaml"
         f.write_text(spec.read_text().replace("posthoc: [ts]", f"posthoc: ['{posthoc_spec}']"))
         case("bench", ["bench", f, "--estimate"], ok, f"spec posthoc {posthoc_spec}", "settings")
     for seeds in ("0", "-1", "x", str(10**9)):
-        case("compare", ["compare", "--file", good, "--split", "0.5", "--seeds", seeds], False,
-             f"--seeds {seeds}", "settings")  # fmt: skip
+        case(
+            "compare",
+            ["compare", "--file", good, "--split", "0.5", "--seeds", seeds],
+            False,
+            f"--seeds {seeds}",
+            "settings",
+        )
     # an output that is another file, not an input: refused or left as it was, never lost
     for command, argv in (
         ("bench", ["bench", spec, "--db", good, "-o", d / "b-db"]),
@@ -925,8 +1032,14 @@ def third_round(d: Path) -> list[Case]:
         ("calibrate", ["calibrate", "ts", run, "-o", good]),
         ("bench", ["bench", spec, "--estimate", "--doc", d / "links"]),
     ):
-        case(command, argv, False, f"-o onto a file of another kind ({argv[-1]})", "data loss",
-             [good])  # fmt: skip
+        case(
+            command,
+            argv,
+            False,
+            f"-o onto a file of another kind ({argv[-1]})",
+            "data loss",
+            [good],
+        )
     return out
 
 
@@ -937,8 +1050,14 @@ def _tables_named(d: Path) -> dict[str, bool]:
 
 
 def _odd_named(d: Path) -> dict[str, bool]:
-    bad = {"uint64-huge.npz", "int8-negative.npz", "int16-out-of-range.npz", "nested.pt",
-           "list.pt", "empty-dict.pt"}  # fmt: skip
+    bad = {
+        "uint64-huge.npz",
+        "int8-negative.npz",
+        "int16-out-of-range.npz",
+        "nested.pt",
+        "list.pt",
+        "empty-dict.pt",
+    }
     return {f"odd/{p.name}": p.name not in bad for p in sorted((d / "odd").iterdir())}
 
 
@@ -988,8 +1107,13 @@ def main_(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", default=None, help="Run the cases of one command.")
-    parser.add_argument("--round", type=int, choices=(2, 3), default=None,
-                        help="Run one round's cases (3: issue 41's families).")  # fmt: skip
+    parser.add_argument(
+        "--round",
+        type=int,
+        choices=(2, 3),
+        default=None,
+        help="Run one round's cases (3: issue 41's families).",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     here = os.getcwd()

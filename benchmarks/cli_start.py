@@ -17,8 +17,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LOGITS = ROOT.parent / "shared/data/logits/resnet110_cifar10.npz"
 CALIBKIT = [sys.executable, "-m", "calibkit"]
-HELPS = [[], ["evaluate"], ["fit"], ["apply"], ["calibrate"], ["compare"], ["train"],
-         ["bench"], ["report"], ["methods"], ["demo"]]  # fmt: skip
+HELPS = [
+    [],
+    ["evaluate"],
+    ["fit"],
+    ["apply"],
+    ["calibrate"],
+    ["compare"],
+    ["train"],
+    ["bench"],
+    ["report"],
+    ["methods"],
+    ["demo"],
+]
 
 
 def best(cmd: list[str], rounds: int) -> float:

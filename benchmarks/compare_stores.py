@@ -60,8 +60,10 @@ def main(before: str, after: str) -> int:
         shared = sorted(set(a[table]) & set(b[table]), key=str)
         diffs = [k for k in shared if a[table][k] != b[table][k]]
         runs = {k[0] for k in shared}
-        print(f"{table}: {len(shared)} values of {len(runs)} shared runs compared, "
-              f"{len(diffs)} differ")  # fmt: skip
+        print(
+            f"{table}: {len(shared)} values of {len(runs)} shared runs compared, "
+            f"{len(diffs)} differ"
+        )
         for k in diffs[:20]:
             print("   ", k, a[table][k], "->", b[table][k])
         differ += len(diffs)

@@ -85,19 +85,22 @@ def cost(rounds: int) -> list[str]:
     t_sums = best(lambda: classwise_sums(p, scheme), rounds)
     t_plug = best(lambda: classwise_ece_from_sums(sums, p.n, scheme), rounds)
     t_deb = best(lambda: debiased_classwise_from_sums(sums, p.n, scheme), rounds)
-    lines.append(f"| estimator from the sums, one evaluation | {t_plug:.4f} | {t_deb:.4f} | "
-                 f"{t_deb / t_plug:.1f} |")  # fmt: skip
+    lines.append(
+        f"| estimator from the sums, one evaluation | {t_plug:.4f} | {t_deb:.4f} | "
+        f"{t_deb / t_plug:.1f} |"
+    )
     whole = (t_sums + t_deb) / (t_sums + t_plug)
-    lines.append(f"| metric with its sums, one evaluation | {t_sums + t_plug:.4f} | "
-                 f"{t_sums + t_deb:.4f} | {whole:.2f} |")  # fmt: skip
+    lines.append(
+        f"| metric with its sums, one evaluation | {t_sums + t_plug:.4f} | "
+        f"{t_sums + t_deb:.4f} | {whole:.2f} |"
+    )
     boot = {}
     for name in ("classwise_ece", "debiased_classwise_ece"):
         only = frozenset({name})
         boot[name] = best(
-            lambda only=only: bootstrap_vectors([p], scheme, 1000, 0, smooth=False,
-                                                 only=only),
+            lambda only=only: bootstrap_vectors([p], scheme, 1000, 0, smooth=False, only=only),
             rounds,
-        )  # fmt: skip
+        )
     a, b = boot["classwise_ece"], boot["debiased_classwise_ece"]
     lines.append(f"| 1,000 bootstrap resamples (sums included) | {a:.2f} | {b:.2f} | {b / a:.2f} |")
     # the consistency test (calibkit.metrics.consistency): 1,000 label draws, against the

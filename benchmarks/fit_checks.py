@@ -36,8 +36,10 @@ def main() -> None:
     args = parser.parse_args()
     with np.load(args.data) as d:
         z, y = torch.from_numpy(d["logits_val"]), torch.from_numpy(d["labels_val"])
-    print(f"{len(y):,} x {z.shape[1]} logits, {torch.get_num_threads()} threads, "
-          f"median of {args.reps} fits")  # fmt: skip
+    print(
+        f"{len(y):,} x {z.shape[1]} logits, {torch.get_num_threads()} threads, "
+        f"median of {args.reps} fits"
+    )
     for spec in ("ts", "ts-grid", "vector", "hist-binning", "isotonic"):
         checked = median_ms(lambda s=spec: posthoc.create(s).fit(z, y), args.reps)
         with checked_elsewhere():

@@ -49,8 +49,17 @@ REPLICATIONS = {500: 500, 5_000: 300, 50_000: 100}
 SMOOTH_SIZES = (500, 5_000)  # smooth ECE's bootstrap costs ~10 s per 1,000 resamples
 
 
-def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int, *, smooth: bool,
-                  seed0: int = 0, metrics: tuple[str, ...] | None = None) -> dict:  # fmt: skip
+def coverage_cell(
+    n: int,
+    k: int,
+    gamma: float,
+    reps: int,
+    boot: int,
+    *,
+    smooth: bool,
+    seed0: int = 0,
+    metrics: tuple[str, ...] | None = None,
+) -> dict:
     """Coverage and estimate-exclusion rates of each interval method for one cell."""
     model = SyntheticClassifier(k, gamma=gamma)
     truth = model.truth()
@@ -63,8 +72,10 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int, *, smooth:
     for r in range(reps):
         probs, labels = model.sample(n, seed=seed0 + r)
         p = prepare(probs, labels, probs=True)
-        est = {m: float(v[0]) for m, v in metric_vectors(p, SCHEME, None, smooth=smooth,
-                                                          only=only).items()}  # fmt: skip
+        est = {
+            m: float(v[0])
+            for m, v in metric_vectors(p, SCHEME, None, smooth=smooth, only=only).items()
+        }
         rep = bootstrap_vectors([p], SCHEME, boot, seed0 + r, smooth=smooth, only=only)[0]
         jack = jackknife_vectors(p, SCHEME, r, smooth=smooth, only=only)
         for m in names:
@@ -72,19 +83,25 @@ def coverage_cell(n: int, k: int, gamma: float, reps: int, boot: int, *, smooth:
                 continue
             valid[m] += 1
             for meth in METHODS:
-                lo, hi = interval(rep[m], est[m], 0.95, meth, lower_bound=info(m).least,
-                                  jack=jack[m])  # fmt: skip
+                lo, hi = interval(
+                    rep[m], est[m], 0.95, meth, lower_bound=info(m).least, jack=jack[m]
+                )
                 hits[m][meth] += lo <= truth[m] <= hi
                 outside[m][meth] += not lo <= est[m] <= hi
                 width[m][meth] += hi - lo
     return {
-        "n": n, "k": k, "gamma": gamma, "reps": reps, "bootstrap": boot,
+        "n": n,
+        "k": k,
+        "gamma": gamma,
+        "reps": reps,
+        "bootstrap": boot,
         "truth": {m: truth[m] for m in names},
         "coverage": {m: {t: hits[m][t] / max(valid[m], 1) for t in METHODS} for m in names},
-        "excludes_estimate": {m: {t: outside[m][t] / max(valid[m], 1) for t in METHODS}
-                              for m in names},
+        "excludes_estimate": {
+            m: {t: outside[m][t] / max(valid[m], 1) for t in METHODS} for m in names
+        },
         "width": {m: {t: width[m][t] / max(valid[m], 1) for t in METHODS} for m in names},
-    }  # fmt: skip
+    }
 
 
 def cells(quick: bool, cases: tuple[str, ...] = tuple(CASES)):
@@ -98,9 +115,12 @@ def cells(quick: bool, cases: tuple[str, ...] = tuple(CASES)):
 
 
 def run(
-    out: Path, boot: int, quick: bool, only: tuple[str, ...] | None = None,
+    out: Path,
+    boot: int,
+    quick: bool,
+    only: tuple[str, ...] | None = None,
     cases: tuple[str, ...] = tuple(CASES),
-) -> None:  # fmt: skip
+) -> None:
     """Every cell not yet in ``out``; ``only``: just these metrics (a study of its own, in
     its own file); ``cases``: just these models (one process per file: two processes can
     share the cores, each writing its own file; ``--markdown`` reads several)."""
@@ -127,8 +147,11 @@ def run(
             with tmp.open("a") as f:
                 f.write(json.dumps(cell) + "\n")
             os.replace(tmp, out)  # atomic: a killed run never leaves half a line
-            print(f"{case} N={n} K={k}{' smooth' if smooth else ''}: {cell['seconds']} s",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{case} N={n} K={k}{' smooth' if smooth else ''}: {cell['seconds']} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def read(path: Path) -> list[dict]:
@@ -153,21 +176,28 @@ def markdown(path: Path) -> str:
         for m in metrics:
             cells_ = []
             for k, n in cols:
-                c = next((c for c in got if (c["k"], c["n"]) == (k, n) and m in c["coverage"]),
-                         None)  # fmt: skip
-                cells_.append("" if c is None else " / ".join(
-                    f"{100 * c['coverage'][m][t]:.0f}" for t in METHODS))  # fmt: skip
+                c = next(
+                    (c for c in got if (c["k"], c["n"]) == (k, n) and m in c["coverage"]), None
+                )
+                cells_.append(
+                    ""
+                    if c is None
+                    else " / ".join(f"{100 * c['coverage'][m][t]:.0f}" for t in METHODS)
+                )
             lines.append(f"| `{m}` | " + " | ".join(cells_) + " |")
 
         def sizes(smooth: bool, got: list[dict] = got) -> str:
-            reps = sorted({(c["n"], c["reps"], c["bootstrap"]) for c in got
-                           if c["smooth"] == smooth})  # fmt: skip
+            reps = sorted(
+                {(c["n"], c["reps"], c["bootstrap"]) for c in got if c["smooth"] == smooth}
+            )
             return "; ".join(f"N = {n:,}: R = {r}, B = {b}" for n, r, b in reps)
 
-        out.append(f"**{case}** (γ = {CASES[case]}): coverage in % of percentile / basic / "
-                   f"BCa 95 % intervals. Replications R and resamples B: {sizes(False)}; "
-                   f"smooth ECE (K = 10 only, its bootstrap is slow): {sizes(True)}.\n\n"
-                   + "\n".join(lines))  # fmt: skip
+        out.append(
+            f"**{case}** (γ = {CASES[case]}): coverage in % of percentile / basic / "
+            f"BCa 95 % intervals. Replications R and resamples B: {sizes(False)}; "
+            f"smooth ECE (K = 10 only, its bootstrap is slow): {sizes(True)}.\n\n"
+            + "\n".join(lines)
+        )
     return "\n\n".join(out)
 
 
@@ -186,8 +216,11 @@ def choose(path: Path) -> dict[str, tuple[str, float, float]]:
         cells_ = [c["coverage"][m] for c in rows if m in c["coverage"]]
         low = {t: min(c[t] for c in cells_) for t in METHODS}
         mean = {t: float(np.mean([c[t] for c in cells_])) for t in METHODS}
-        near = [t for t in METHODS if low[t] >= max(low.values()) - MARGIN
-                and mean[t] >= max(mean.values()) - MARGIN]  # fmt: skip
+        near = [
+            t
+            for t in METHODS
+            if low[t] >= max(low.values()) - MARGIN and mean[t] >= max(mean.values()) - MARGIN
+        ]
         t = near[0] if near else max(METHODS, key=lambda t: (low[t], mean[t]))
         best[m] = (t, low[t], mean[t])
     return best
@@ -199,12 +232,17 @@ def choice_table(path: Path) -> str:
     from calibkit.metrics.table import info
 
     rows = read(path)
-    lines = ["| metric | percentile: lowest / mean | chosen | chosen: lowest / mean | "
-             "calibkit's default |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "| metric | percentile: lowest / mean | chosen | chosen: lowest / mean | "
+        "calibkit's default |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for m, (t, low, mean) in choose(path).items():
         pct = [c["coverage"][m]["percentile"] for c in rows if m in c["coverage"]]
-        lines.append(f"| `{m}` | {100 * min(pct):.0f} / {100 * np.mean(pct):.0f} | {t} | "
-                     f"{100 * low:.0f} / {100 * mean:.0f} | {info(m).interval} |")  # fmt: skip
+        lines.append(
+            f"| `{m}` | {100 * min(pct):.0f} / {100 * np.mean(pct):.0f} | {t} | "
+            f"{100 * low:.0f} / {100 * mean:.0f} | {info(m).interval} |"
+        )
     return "\n".join(lines)
 
 

@@ -64,8 +64,14 @@ def _ops(data: str):
         from torchmetrics.functional.classification import multiclass_calibration_error
 
         probs = torch.softmax(big, 1).float()
-        ops.append(("torchmetrics ECE (1e4, 10)", lambda: multiclass_calibration_error(
-            probs, big_y, num_classes=10, n_bins=15, norm="l1")))  # fmt: skip
+        ops.append(
+            (
+                "torchmetrics ECE (1e4, 10)",
+                lambda: multiclass_calibration_error(
+                    probs, big_y, num_classes=10, n_bins=15, norm="l1"
+                ),
+            )
+        )
     except ImportError:
         pass
     return ops
@@ -97,8 +103,11 @@ def measure(setting: str, data: str, repeats: int) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "CALIBKIT_THREADS")}
     done = subprocess.run(
         [sys.executable, __file__, "--child", setting, "--data", data, "--repeats", str(repeats)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -111,8 +120,12 @@ def busy(n: int, seconds: float) -> list[subprocess.Popen]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", required=True, help="an .npz with logits_val and labels_val")
-    ap.add_argument("--load", type=int, default=3 * (os.cpu_count() or 1),
-                    help="busy-loop processes beside it (default 3 per core)")  # fmt: skip
+    ap.add_argument(
+        "--load",
+        type=int,
+        default=3 * (os.cpu_count() or 1),
+        help="busy-loop processes beside it (default 3 per core)",
+    )
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-seconds", type=float, default=900, help="bound on the load")
     ap.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
@@ -128,13 +141,18 @@ def main() -> None:
     finally:
         for p in loops:
             p.kill()
-    print(f"{os.cpu_count()} cores, {a.load} busy-loop processes; median of {a.repeats} "
-          "after a warm-up; ms quiet → loaded (× loaded/quiet)\n")  # fmt: skip
+    print(
+        f"{os.cpu_count()} cores, {a.load} busy-loop processes; median of {a.repeats} "
+        "after a warm-up; ms quiet → loaded (× loaded/quiet)\n"
+    )
     print("| operation | " + " | ".join(SETTINGS) + " |")
     print("|" + " --- |" * (1 + len(SETTINGS)))
     for name in quiet["before"]:
-        cells = [f"{1e3 * quiet[s][name]:.3g} → {1e3 * loaded[s][name]:.3g} "
-                 f"(×{loaded[s][name] / quiet[s][name]:.1f})" for s in SETTINGS]  # fmt: skip
+        cells = [
+            f"{1e3 * quiet[s][name]:.3g} → {1e3 * loaded[s][name]:.3g} "
+            f"(×{loaded[s][name] / quiet[s][name]:.1f})"
+            for s in SETTINGS
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 

@@ -90,9 +90,11 @@ def clamping_throughput(n: int = 5000) -> None:
         rates[batch] = n / timed(lambda batch=batch: plain(batch))[0]
     best = max(rates, key=rates.get)  # the baseline: the faster batch
     t_plain = n / rates[best]
-    print(f"ResNet-20, {n:,} images, {device}: plain forward + backward "
-          + ", ".join(f"{r:5.0f} images/s in batches of {b}" for b, r in rates.items())
-          + f"; the baseline is the batch of {best}")  # fmt: skip
+    print(
+        f"ResNet-20, {n:,} images, {device}: plain forward + backward "
+        + ", ".join(f"{r:5.0f} images/s in batches of {b}" for b, r in rates.items())
+        + f"; the baseline is the batch of {best}"
+    )
     for pool in ((1.0,), (0.0, 1.0, 2.0)):
         t1, _ = timed(lambda pool=pool: NeuralClamping(gamma_pool=pool, epochs=1).fit(model, x, y))
         t3, _ = timed(lambda pool=pool: NeuralClamping(gamma_pool=pool, epochs=3).fit(model, x, y))

@@ -60,12 +60,15 @@ def _fit_network(path: Path, rows: dict) -> None:
                     fitted = posthoc.create(spec).fit(z[cal], y[cal])
                 p = fitted.predict_proba(z[test])
                 d = fitted.fit_report_.details
-                rows.setdefault((group, method, extend), []).append((
-                    "grid_edge" in d, d.get("grid_extended", 0) > 0,
-                    100 * accuracy(p, y[test], probs=True),
-                    100 * classwise_ece(p, y[test], probs=True),
-                    100 * accuracy(z[test], y[test]),
-                ))  # fmt: skip
+                rows.setdefault((group, method, extend), []).append(
+                    (
+                        "grid_edge" in d,
+                        d.get("grid_extended", 0) > 0,
+                        100 * accuracy(p, y[test], probs=True),
+                        100 * classwise_ece(p, y[test], probs=True),
+                        100 * accuracy(z[test], y[test]),
+                    )
+                )
 
 
 def _print(rows: dict) -> None:

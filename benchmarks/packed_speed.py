@@ -27,17 +27,31 @@ from calibkit.training.packed import train_packed
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_speed import write_random_cifar
 
-LOSSES = ["ce", "focal:gamma=3", "flsd53", "label-smoothing:epsilon=0.05",
-          "inverse-focal:gamma=3", "brier", "bsce-gra", "dual-focal:gamma=5"]  # fmt: skip
+LOSSES = [
+    "ce",
+    "focal:gamma=3",
+    "flsd53",
+    "label-smoothing:epsilon=0.05",
+    "inverse-focal:gamma=3",
+    "brier",
+    "bsce-gra",
+    "dual-focal:gamma=5",
+]
 
 
 def measure(root: Path, members: int, args) -> dict:
     configs = [
-        TrainConfig(data=f"cifar10:root={root},val_size=1000", model=args.model,
-                    loss=LOSSES[m % len(LOSSES)], seed=m, epochs=args.epochs,
-                    batch_size=args.batch_size, device=args.device)
+        TrainConfig(
+            data=f"cifar10:root={root},val_size=1000",
+            model=args.model,
+            loss=LOSSES[m % len(LOSSES)],
+            seed=m,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            device=args.device,
+        )
         for m in range(members)
-    ]  # fmt: skip
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         if members == 1:
@@ -47,8 +61,12 @@ def measure(root: Path, members: int, args) -> dict:
             history = results[0].history
         wall = time.perf_counter() - started
     seconds = history[-1]["train_time"]
-    return {"members": members, "epoch_s": seconds, "images_per_s": members * args.n / seconds,
-            "wall_s": wall}  # fmt: skip
+    return {
+        "members": members,
+        "epoch_s": seconds,
+        "images_per_s": members * args.n / seconds,
+        "wall_s": wall,
+    }
 
 
 def main() -> None:
@@ -67,8 +85,10 @@ def main() -> None:
         write_random_cifar(Path(tmp), (args.images + 1000) // 5)
         rows = [measure(Path(tmp), m, args) for m in args.members]
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
-    print(f"{args.model}, batch {args.batch_size}, {args.images} images per epoch, on {name} "
-          f"({torch.get_num_threads()} CPU threads)")  # fmt: skip
+    print(
+        f"{args.model}, batch {args.batch_size}, {args.images} images per epoch, on {name} "
+        f"({torch.get_num_threads()} CPU threads)"
+    )
     print("| networks | training steps per epoch (s) | images/s (all networks) | vs one alone |")
     print("| --- | --- | --- | --- |")
     base = rows[0]["images_per_s"]

@@ -53,8 +53,10 @@ def replicate(n: int, beta_a: float, beta_b: float, tau: float, seed: int, boot:
     rng = np.random.default_rng(seed)
     probs, labels = SyntheticClassifier(10).sample(n, seed=seed)
     log_p = np.log(probs)
-    groups = [(network(log_p, beta_a, tau, rng), network(log_p, beta_b, tau, rng), labels)
-              for _ in range(SEEDS)]  # fmt: skip
+    groups = [
+        (network(log_p, beta_a, tau, rng), network(log_p, beta_b, tau, rng), labels)
+        for _ in range(SEEDS)
+    ]
     one = compare_paired(*groups[0], bootstrap=boot, seed=seed, metrics=METRICS)
     nested = compare_nested(groups, bootstrap=boot, seed=seed, metrics=METRICS)
     out = {}
@@ -74,8 +76,10 @@ def replicate(n: int, beta_a: float, beta_b: float, tau: float, seed: int, boot:
 def _values(groups, metric: str, side: int) -> list[float]:
     from calibkit.metrics import evaluate
 
-    return [evaluate(g[side], g[2], optimal=False, smooth=False, metrics=[metric])[metric]
-            for g in groups]  # fmt: skip
+    return [
+        evaluate(g[side], g[2], optimal=False, smooth=False, metrics=[metric])[metric]
+        for g in groups
+    ]
 
 
 def main() -> None:
@@ -86,8 +90,10 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(1)
     tests = ("compare_paired (1 seed)", "t-test over 3 seeds", "compare_nested (3 seeds)")
-    print(f"Rejection rate at 0.05 (%), N = {a.n:,} test rows, K = 10, {a.reps} replications,"
-          f" B = {a.bootstrap}; ± is one standard error of the rate\n")  # fmt: skip
+    print(
+        f"Rejection rate at 0.05 (%), N = {a.n:,} test rows, K = 10, {a.reps} replications,"
+        f" B = {a.bootstrap}; ± is one standard error of the rate\n"
+    )
     print("| regime | metric | mean B − A | A's std over seeds | " + " | ".join(tests) + " |")
     print("|" + " --- |" * (4 + len(tests)))
     for name, ba, bb, tau in REGIMES:
@@ -100,8 +106,10 @@ def main() -> None:
                 cells.append(f"{100 * rate:.1f} ± {100 * se:.1f}")
             diff = float(np.mean([r[m]["diff"] for r in runs]))
             std = float(np.mean([r[m]["seed std"] for r in runs]))
-            print(f"| {name} | {m} | {diff:+.4f} | {std:.4f} | " + " | ".join(cells) + " |",
-                  flush=True)  # fmt: skip
+            print(
+                f"| {name} | {m} | {diff:+.4f} | {std:.4f} | " + " | ".join(cells) + " |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,14 @@ def lbfgs_recipe(z, y) -> float:
 
 def lbfgs_wolfe(z, y) -> float:
     log_t = torch.zeros(1, requires_grad=True)
-    opt = torch.optim.LBFGS([log_t], lr=1, max_iter=100, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-12, tolerance_change=1e-15)  # fmt: skip
+    opt = torch.optim.LBFGS(
+        [log_t],
+        lr=1,
+        max_iter=100,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-12,
+        tolerance_change=1e-15,
+    )
 
     def closure():
         opt.zero_grad()

@@ -55,14 +55,13 @@ COLUMNS = {
     "ECE": (lambda p, y, r: ece(p, y, probs=True), 6),
     "ECE2": (lambda p, y, r: ece(p, y, probs=True, binary="pooled"), 6),
     "classwise ECE": (lambda p, y, r: classwise_ece(p, y, probs=True, binning="kull"), 6),
-    "ECE_FULL": (lambda p, y, r: classwise_ece(p, y, probs=True, binning="kull", cells="joint"),
-                 6),
+    "ECE_FULL": (lambda p, y, r: classwise_ece(p, y, probs=True, binning="kull", cells="joint"), 6),
     "MCE": (lambda p, y, r: mce(p, y, probs=True), 6),
     "MCE2": (lambda p, y, r: mce(p, y, probs=True, binary="pooled"), 6),
     "log-loss": (lambda p, y, r: nll(p, y, probs=True, clip=1e-15), 6),
     "log-loss OvR": (lambda p, y, r: ovr_log_loss(r, y), 6),
     "Brier / K": (lambda p, y, r: brier(p, y, probs=True) / p.shape[1], 6),
-}  # fmt: skip
+}
 #: calibkit convention of each column, for the table's notes
 CONVENTIONS = {
     "ECE": "ece()",
@@ -76,8 +75,17 @@ CONVENTIONS = {
     "Brier / K": "brier() / K",
 }
 
-KULL = ("error %", "ECE", "ECE2", "classwise ECE", "ECE_FULL", "MCE", "MCE2", "log-loss",
-        "Brier / K")  # fmt: skip
+KULL = (
+    "error %",
+    "ECE",
+    "ECE2",
+    "classwise ECE",
+    "ECE_FULL",
+    "MCE",
+    "MCE2",
+    "log-loss",
+    "Brier / K",
+)
 MARKUS = ("error %", "ECE", "MCE", "log-loss OvR")
 
 
@@ -101,35 +109,102 @@ OVR = "mode=one-vs-rest"
 BETA = f"beta:{OVR},clip={float(np.finfo(np.float32).eps)!r}"
 #: (calibkit spec, published name, split, how it was printed, {column: published value})
 PUBLISHED = [
-    ("uncalibrated", "Uncal", "test", KULL_STYLE, kull((
-        6.44, 0.047503, 0.009587, 0.098456, 0.120544, 0.295799, 0.273922, 0.358274, 0.011019))),
-    ("ts", "TempS", "test", KULL_STYLE, kull((
-        6.44, 0.011321, 0.001917, 0.043437, 0.129919, 0.236393, 0.090262, 0.209261, 0.009785))),
+    (
+        "uncalibrated",
+        "Uncal",
+        "test",
+        KULL_STYLE,
+        kull(
+            (6.44, 0.047503, 0.009587, 0.098456, 0.120544, 0.295799, 0.273922, 0.358274, 0.011019)
+        ),
+    ),
+    (
+        "ts",
+        "TempS",
+        "test",
+        KULL_STYLE,
+        kull(
+            (6.44, 0.011321, 0.001917, 0.043437, 0.129919, 0.236393, 0.090262, 0.209261, 0.009785)
+        ),
+    ),
     ("vector", "VecS", "test", KULL_STYLE, {"classwise ECE": 0.036, "log-loss": 0.206245}),
-    ("ms-odir:average_folds=true", "MS-ODIR", "test", KULL_STYLE, kull((
-        6.49, 0.010591, 0.002021, 0.036155, 0.122723, 0.226780, 0.067931, 0.203753, 0.009759))),
-    ("dir-odir:average_folds=true", "Dir-ODIR", "test", KULL_STYLE, kull((
-        6.49, 0.010857, 0.002167, 0.039497, 0.119781, 0.083307, 0.079753, 0.205106, 0.009765))),
-    ("dir-l2:average_folds=true", "Dir-L2", "test", KULL_STYLE,
-     {"classwise ECE": 0.032, "log-loss": 0.203025}),
+    (
+        "ms-odir:average_folds=true",
+        "MS-ODIR",
+        "test",
+        KULL_STYLE,
+        kull(
+            (6.49, 0.010591, 0.002021, 0.036155, 0.122723, 0.226780, 0.067931, 0.203753, 0.009759)
+        ),
+    ),
+    (
+        "dir-odir:average_folds=true",
+        "Dir-ODIR",
+        "test",
+        KULL_STYLE,
+        kull(
+            (6.49, 0.010857, 0.002167, 0.039497, 0.119781, 0.083307, 0.079753, 0.205106, 0.009765)
+        ),
+    ),
+    (
+        "dir-l2:average_folds=true",
+        "Dir-L2",
+        "test",
+        KULL_STYLE,
+        {"classwise ECE": 0.032, "log-loss": 0.203025},
+    ),
     ("ts", "TS (markus93)", "test", SIGNIFICANT, markus((6.44, 0.0113208, 0.236393, 0.209261))),
-    (f"hist-binning:{OVR},empty=zero", "histogram binning (markus93)", "test", SIGNIFICANT,
-     markus((6.59, 0.0125078, 0.444502, 0.547192))),
-    (f"isotonic:{OVR}", "isotonic (markus93)", "test", SIGNIFICANT,
-     markus((6.36, 0.0147359, 0.245814, 0.270758))),
-    (BETA, "beta abm (markus93)", "test", SIGNIFICANT,
-     markus((6.44, 0.0142481, 0.262211, 0.21385))),
-    (f"{BETA},parameters=am", "beta am (markus93)", "test", SIGNIFICANT,
-     markus((6.4, 0.0128235, 0.25012, 0.215255))),
-    (f"{BETA},parameters=ab", "beta ab (markus93)", "test", SIGNIFICANT,
-     markus((6.45, 0.0137544, 0.244292, 0.212043))),
-    ("ts", "TS (markus93)", "validation", DECIMALS,
-     markus((5.38, 0.007282, 0.816615, 0.180504))),
-    (f"isotonic:{OVR}", "isotonic (markus93)", "validation", DECIMALS,
-     markus((5.16, 0.005968, 0.258956, 0.157977))),
-    (BETA, "beta abm (markus93)", "validation", DECIMALS,
-     markus((5.46, 0.009282, 0.192622, 0.179388))),
-]  # fmt: skip
+    (
+        f"hist-binning:{OVR},empty=zero",
+        "histogram binning (markus93)",
+        "test",
+        SIGNIFICANT,
+        markus((6.59, 0.0125078, 0.444502, 0.547192)),
+    ),
+    (
+        f"isotonic:{OVR}",
+        "isotonic (markus93)",
+        "test",
+        SIGNIFICANT,
+        markus((6.36, 0.0147359, 0.245814, 0.270758)),
+    ),
+    (
+        BETA,
+        "beta abm (markus93)",
+        "test",
+        SIGNIFICANT,
+        markus((6.44, 0.0142481, 0.262211, 0.21385)),
+    ),
+    (
+        f"{BETA},parameters=am",
+        "beta am (markus93)",
+        "test",
+        SIGNIFICANT,
+        markus((6.4, 0.0128235, 0.25012, 0.215255)),
+    ),
+    (
+        f"{BETA},parameters=ab",
+        "beta ab (markus93)",
+        "test",
+        SIGNIFICANT,
+        markus((6.45, 0.0137544, 0.244292, 0.212043)),
+    ),
+    ("ts", "TS (markus93)", "validation", DECIMALS, markus((5.38, 0.007282, 0.816615, 0.180504))),
+    (
+        f"isotonic:{OVR}",
+        "isotonic (markus93)",
+        "validation",
+        DECIMALS,
+        markus((5.16, 0.005968, 0.258956, 0.157977)),
+    ),
+    (
+        BETA,
+        "beta abm (markus93)",
+        "validation",
+        DECIMALS,
+        markus((5.46, 0.009282, 0.192622, 0.179388)),
+    ),
+]
 
 #: cells printed with 3 digits (the main text's Table 4 for Dir-L2 and VecS)
 THREE_DIGITS = {("VecS", "classwise ECE"): 3, ("Dir-L2", "classwise ECE"): 3}
@@ -214,12 +289,21 @@ def rows(path: Path) -> list[dict]:
             digits = THREE_DIGITS.get((name, column), digits)
             shown, pub = printed(ours, style, digits), printed(theirs, style, digits)
             exact = shown == pub
-            out.append({
-                "method": name, "spec": spec, "split": split, "column": column,
-                "published": theirs, "published_text": pub, "calibkit": ours,
-                "calibkit_text": shown, "exact": exact, "seconds": seconds,
-                "cause": None if exact else cause(spec, column),
-            })  # fmt: skip
+            out.append(
+                {
+                    "method": name,
+                    "spec": spec,
+                    "split": split,
+                    "column": column,
+                    "published": theirs,
+                    "published_text": pub,
+                    "calibkit": ours,
+                    "calibkit_text": shown,
+                    "exact": exact,
+                    "seconds": seconds,
+                    "cause": None if exact else cause(spec, column),
+                }
+            )
     return out
 
 
@@ -245,8 +329,10 @@ def markdown(table: list[dict]) -> str:
     ]
     for r in table:
         verdict = "exact" if r["exact"] else f"Δ {delta(r):+.2g} ({r['cause']})"
-        lines.append(f"| {r['method']} | {r['split']} | {r['column']} | {r['published_text']} "
-                     f"| {r['calibkit_text']} | {verdict} |")  # fmt: skip
+        lines.append(
+            f"| {r['method']} | {r['split']} | {r['column']} | {r['published_text']} "
+            f"| {r['calibkit_text']} | {verdict} |"
+        )
     lines += ["", summary(table), ""]
     lines += [f"({k}) {v}." for k, v in CAUSE_TEXT.items()]
     return "\n".join(lines)
@@ -263,8 +349,10 @@ def main() -> None:
         return
     for r in table:
         state = "exact" if r["exact"] else f"({r['cause']}) Δ {delta(r):+.2g}"
-        print(f"{r['method']:<30} {r['split']:<10} {r['column']:<14} {r['published_text']:>10} "
-              f"{r['calibkit_text']:>12}  {state}")  # fmt: skip
+        print(
+            f"{r['method']:<30} {r['split']:<10} {r['column']:<14} {r['published_text']:>10} "
+            f"{r['calibkit_text']:>12}  {state}"
+        )
     print("\n" + summary(table))
 
 

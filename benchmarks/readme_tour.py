@@ -49,8 +49,9 @@ def run_logged(command: str, log_path: Path, env: dict[str, str]) -> tuple[int, 
     start = time.perf_counter()
     last, longest = start, 0.0
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env)  # fmt: skip
+        proc = subprocess.Popen(
+            ["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
         assert proc.stdout is not None
         while chunk := proc.stdout.read1(65536) if hasattr(proc.stdout, "read1") else b"":
             now = time.perf_counter()
@@ -87,21 +88,32 @@ def main() -> int:
         if args.only and i not in args.only:
             continue
         rc, seconds, silence = run_logged(command, logs / f"{i:02d}.log", env)
-        records.append({"command": command, "rc": rc, "seconds": round(seconds, 1),
-                        "longest_silence": round(silence, 1)})  # fmt: skip
+        records.append(
+            {
+                "command": command,
+                "rc": rc,
+                "seconds": round(seconds, 1),
+                "longest_silence": round(silence, 1),
+            }
+        )
         if not args.json:
-            print(f"{i:2d}  rc {rc}  {seconds:7.1f} s  silent at most {silence:6.1f} s  "
-                  f"{command}", flush=True)  # fmt: skip
+            print(
+                f"{i:2d}  rc {rc}  {seconds:7.1f} s  silent at most {silence:6.1f} s  {command}",
+                flush=True,
+            )
     if args.json:
         print(json.dumps(records, indent=1))
     failed = [r for r in records if r["rc"] != 0]
-    left = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"],
-                          capture_output=True, text=True).stdout.splitlines()  # fmt: skip
+    left = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=normal"], capture_output=True, text=True
+    ).stdout.splitlines()
     if not args.json:
-        print(f"{len(records) - len(failed)} of {len(records)} commands exited 0; the longest "
-              f"silence {max(r['longest_silence'] for r in records):.1f} s; "
-              f"{len(left)} untracked or changed items left in the clone: "
-              + " ".join(line[3:] for line in left))  # fmt: skip
+        print(
+            f"{len(records) - len(failed)} of {len(records)} commands exited 0; the longest "
+            f"silence {max(r['longest_silence'] for r in records):.1f} s; "
+            f"{len(left)} untracked or changed items left in the clone: "
+            + " ".join(line[3:] for line in left)
+        )
     return 1 if failed else 0
 
 

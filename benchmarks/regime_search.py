@@ -27,43 +27,115 @@ from pathlib import Path
 _NO_WD = {"batch_size": 32, "weight_decay": 0.0}
 _CONSTANT = _NO_WD | {"schedule": "constant"}
 CANDIDATES = [
-    ("digits cnn, whole split (the old default)", "digits", "cnn",
-     {"epochs": 30, "batch_size": 128, "weight_decay": 5e-4}),
-    ("digits cnn, 200 images, 100 epochs", "digits:train_size=200", "cnn",
-     _NO_WD | {"epochs": 100}),
-    ("digits cnn, 300 images, 10 % noise, 100 epochs", "digits:train_size=300,label_noise=0.1",
-     "cnn", _NO_WD | {"epochs": 100}),
-    ("digits cnn, 300 images, 10 % noise, 60 epochs", "digits:train_size=300,label_noise=0.1",
-     "cnn", _NO_WD | {"epochs": 60}),
-    ("digits mlp, 300 images, 10 % noise, 100 epochs", "digits:train_size=300,label_noise=0.1",
-     "mlp", _NO_WD | {"epochs": 100}),
-    ("digits mlp, 300 images, 10 % noise, 200 epochs, constant lr",
-     "digits:train_size=300,label_noise=0.1", "mlp", _CONSTANT | {"epochs": 200}),
-    ("digits cnn, 300 images, 10 % noise, 200 epochs, constant lr",
-     "digits:train_size=300,label_noise=0.1", "cnn", _CONSTANT | {"epochs": 200}),
-    ("digits cnn, 300 images, 20 % noise, 150 epochs, constant lr",
-     "digits:train_size=300,label_noise=0.2", "cnn", _CONSTANT | {"epochs": 150}),
-    ("digits mlp, 500 images, 20 % noise, 150 epochs, constant lr",
-     "digits:train_size=500,label_noise=0.2", "mlp", _CONSTANT | {"epochs": 150}),
-    ("toy mlp, 1000/class, 10 % noise, 60 epochs",
-     "gaussian-toy:n_train=1000,n_test=200,label_noise=0.1", "mlp", _NO_WD | {"epochs": 60}),
-    ("toy mlp, 100/class, 60 epochs", "gaussian-toy:n_train=100,n_test=200", "mlp",
-     _NO_WD | {"epochs": 60}),
-    ("toy mlp, 200/class, 20 % noise, 60 epochs",
-     "gaussian-toy:n_train=200,n_test=200,label_noise=0.2", "mlp", _NO_WD | {"epochs": 60}),
-    ("toy mlp, 100/class, 200 epochs, constant lr", "gaussian-toy:n_train=100,n_test=200",
-     "mlp", _CONSTANT | {"epochs": 200}),
-    ("toy mlp, 200/class, 20 % noise, 200 epochs, constant lr",
-     "gaussian-toy:n_train=200,n_test=200,label_noise=0.2", "mlp", _CONSTANT | {"epochs": 200}),
-    ("digits cnn, 500 images, 20 % noise, 150 epochs, constant lr",
-     "digits:train_size=500,label_noise=0.2", "cnn", _CONSTANT | {"epochs": 150}),
-    ("digits cnn, 500 images, 30 % noise, 150 epochs, constant lr",
-     "digits:train_size=500,label_noise=0.3", "cnn", _CONSTANT | {"epochs": 150}),
-    ("digits cnn, whole split, 25 % noise, 100 epochs, constant lr",
-     "digits:label_noise=0.25", "cnn", _CONSTANT | {"epochs": 100}),
-    ("digits mlp, whole split, 25 % noise, 100 epochs, constant lr",
-     "digits:label_noise=0.25", "mlp", _CONSTANT | {"epochs": 100}),
-]  # fmt: skip
+    (
+        "digits cnn, whole split (the old default)",
+        "digits",
+        "cnn",
+        {"epochs": 30, "batch_size": 128, "weight_decay": 5e-4},
+    ),
+    (
+        "digits cnn, 200 images, 100 epochs",
+        "digits:train_size=200",
+        "cnn",
+        _NO_WD | {"epochs": 100},
+    ),
+    (
+        "digits cnn, 300 images, 10 % noise, 100 epochs",
+        "digits:train_size=300,label_noise=0.1",
+        "cnn",
+        _NO_WD | {"epochs": 100},
+    ),
+    (
+        "digits cnn, 300 images, 10 % noise, 60 epochs",
+        "digits:train_size=300,label_noise=0.1",
+        "cnn",
+        _NO_WD | {"epochs": 60},
+    ),
+    (
+        "digits mlp, 300 images, 10 % noise, 100 epochs",
+        "digits:train_size=300,label_noise=0.1",
+        "mlp",
+        _NO_WD | {"epochs": 100},
+    ),
+    (
+        "digits mlp, 300 images, 10 % noise, 200 epochs, constant lr",
+        "digits:train_size=300,label_noise=0.1",
+        "mlp",
+        _CONSTANT | {"epochs": 200},
+    ),
+    (
+        "digits cnn, 300 images, 10 % noise, 200 epochs, constant lr",
+        "digits:train_size=300,label_noise=0.1",
+        "cnn",
+        _CONSTANT | {"epochs": 200},
+    ),
+    (
+        "digits cnn, 300 images, 20 % noise, 150 epochs, constant lr",
+        "digits:train_size=300,label_noise=0.2",
+        "cnn",
+        _CONSTANT | {"epochs": 150},
+    ),
+    (
+        "digits mlp, 500 images, 20 % noise, 150 epochs, constant lr",
+        "digits:train_size=500,label_noise=0.2",
+        "mlp",
+        _CONSTANT | {"epochs": 150},
+    ),
+    (
+        "toy mlp, 1000/class, 10 % noise, 60 epochs",
+        "gaussian-toy:n_train=1000,n_test=200,label_noise=0.1",
+        "mlp",
+        _NO_WD | {"epochs": 60},
+    ),
+    (
+        "toy mlp, 100/class, 60 epochs",
+        "gaussian-toy:n_train=100,n_test=200",
+        "mlp",
+        _NO_WD | {"epochs": 60},
+    ),
+    (
+        "toy mlp, 200/class, 20 % noise, 60 epochs",
+        "gaussian-toy:n_train=200,n_test=200,label_noise=0.2",
+        "mlp",
+        _NO_WD | {"epochs": 60},
+    ),
+    (
+        "toy mlp, 100/class, 200 epochs, constant lr",
+        "gaussian-toy:n_train=100,n_test=200",
+        "mlp",
+        _CONSTANT | {"epochs": 200},
+    ),
+    (
+        "toy mlp, 200/class, 20 % noise, 200 epochs, constant lr",
+        "gaussian-toy:n_train=200,n_test=200,label_noise=0.2",
+        "mlp",
+        _CONSTANT | {"epochs": 200},
+    ),
+    (
+        "digits cnn, 500 images, 20 % noise, 150 epochs, constant lr",
+        "digits:train_size=500,label_noise=0.2",
+        "cnn",
+        _CONSTANT | {"epochs": 150},
+    ),
+    (
+        "digits cnn, 500 images, 30 % noise, 150 epochs, constant lr",
+        "digits:train_size=500,label_noise=0.3",
+        "cnn",
+        _CONSTANT | {"epochs": 150},
+    ),
+    (
+        "digits cnn, whole split, 25 % noise, 100 epochs, constant lr",
+        "digits:label_noise=0.25",
+        "cnn",
+        _CONSTANT | {"epochs": 100},
+    ),
+    (
+        "digits mlp, whole split, 25 % noise, 100 epochs, constant lr",
+        "digits:label_noise=0.25",
+        "mlp",
+        _CONSTANT | {"epochs": 100},
+    ),
+]
 SEEDS = (1, 2, 3)
 
 
@@ -78,18 +150,28 @@ def one(job: tuple[str, str, str, dict, int, str]) -> dict:
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    config = TrainConfig(data=data, model=model, loss="ce", seed=seed, device="cpu",
-                         **({"lr": 0.05, "schedule": "cifar"} | settings))  # fmt: skip
+    config = TrainConfig(
+        data=data,
+        model=model,
+        loss="ce",
+        seed=seed,
+        device="cpu",
+        **({"lr": 0.05, "schedule": "cifar"} | settings),
+    )
     result = train(config, Path(out) / f"{abs(hash(name)) % 10**8}-{seed}")
     seconds = time.perf_counter() - started
     z = np.load(result.out / "logits.npz")
     ts = posthoc.create("ts").fit(z["logits_val"], z["labels_val"])
     zt, yt = z["logits_test"], z["labels_test"]
     return {
-        "protocol": name, "seed": seed, "accuracy": accuracy(zt, yt),
-        "T": float(ts.temperature_), "ece_before": ece(zt, yt),
-        "ece_after": ece(ts(torch.as_tensor(zt)), yt), "seconds": round(seconds, 1),
-    }  # fmt: skip
+        "protocol": name,
+        "seed": seed,
+        "accuracy": accuracy(zt, yt),
+        "T": float(ts.temperature_),
+        "ece_before": ece(zt, yt),
+        "ece_after": ece(ts(torch.as_tensor(zt)), yt),
+        "seconds": round(seconds, 1),
+    }
 
 
 def main() -> None:
@@ -102,8 +184,12 @@ def main() -> None:
     log = args.out / "rows.jsonl"
     done = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     seen = {(r["protocol"], r["seed"]) for r in done}
-    jobs = [(n, d, m, s, seed, str(args.out)) for n, d, m, s in CANDIDATES for seed in SEEDS
-            if (n, seed) not in seen]  # fmt: skip
+    jobs = [
+        (n, d, m, s, seed, str(args.out))
+        for n, d, m, s in CANDIDATES
+        for seed in SEEDS
+        if (n, seed) not in seen
+    ]
     with ProcessPoolExecutor(args.workers) as pool, log.open("a") as f:
         for row in pool.map(one, jobs):
             done.append(row)

@@ -20,8 +20,15 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=all", "-shared", "-fPIC"]  # fmt: skip
+FLAGS = [
+    "-O1",
+    "-g",
+    "-fno-omit-frame-pointer",
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+    "-shared",
+    "-fPIC",
+]
 
 SITE = """import importlib.util, sys
 spec = importlib.util.spec_from_file_location("calibkit.metrics._rowscan", {path!r})
@@ -32,8 +39,9 @@ sys.modules["calibkit.metrics._rowscan"] = module
 
 
 def runtime(cc: str, name: str) -> str:
-    return subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        [cc, f"-print-file-name={name}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def main() -> int:
@@ -41,8 +49,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / f"_rowscan{sysconfig.get_config_var('EXT_SUFFIX')}"
         include = sysconfig.get_paths()["include"]
-        build = [cc, *FLAGS, f"-I{include}", str(ROOT / "src/calibkit/metrics/_rowscan.c"), "-o",
-                 str(target)]  # fmt: skip
+        build = [
+            cc,
+            *FLAGS,
+            f"-I{include}",
+            str(ROOT / "src/calibkit/metrics/_rowscan.c"),
+            "-o",
+            str(target),
+        ]
         print(" ".join(build), flush=True)
         subprocess.run(build, check=True)
         (Path(tmp) / "sitecustomize.py").write_text(SITE.format(path=str(target)))
@@ -59,8 +73,11 @@ def main() -> int:
         )
         subprocess.run([sys.executable, "-c", check], env=env, check=True)
         test = ROOT / "tests/metrics/test_native_scan.py"
-        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                               str(test)], env=env, cwd=ROOT).returncode  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(test)],
+            env=env,
+            cwd=ROOT,
+        ).returncode
 
 
 if __name__ == "__main__":

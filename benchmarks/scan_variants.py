@@ -107,8 +107,10 @@ def main() -> None:
     else:
         print("calibkit.metrics._rowscan is not built or turned off: no 'compiled' column")
     os.environ[native_scan.ENV] = "0"  # scan_rows: the PyTorch scan; compiled(): the widest kernel
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of 9 calls, ms "
-          "(largest relative difference of 1 − confidence from the scan's)")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; median of 9 calls, ms "
+        "(largest relative difference of 1 − confidence from the scan's)"
+    )
     print(f"{'(N, K)':>14}" + "".join(f"{v:>24}" for v in variants))
     for n, k in SIZES:
         z = (3 * torch.randn(n, k, generator=gen)).float()

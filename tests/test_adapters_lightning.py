@@ -146,8 +146,11 @@ def test_test_time_is_logged_and_later_diagrams_are_named_for_what_they_are(tmp_
     assert result["test/nll"] == pytest.approx(M.nll(z, yv), rel=1e-6)
     trainer.validate(model, val, verbose=False)
     assert [p.name for p in callback.diagrams] == [
-        "epoch=000.png", "epoch=001.png", "test-after-002-epochs.png",
-        "validate-after-002-epochs.png"]  # fmt: skip
+        "epoch=000.png",
+        "epoch=001.png",
+        "test-after-002-epochs.png",
+        "validate-after-002-epochs.png",
+    ]
 
 
 def test_post_hoc_callback_fits_on_the_final_validation_and_keeps_it_in_the_checkpoint(
@@ -158,17 +161,22 @@ def test_post_hoc_callback_fits_on_the_final_validation_and_keeps_it_in_the_chec
     model = Digits()
     callback = PostHocCallback("ts")
     trainer = L.Trainer(
-        max_epochs=2, accelerator="cpu", logger=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=tmp_path,
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
         callbacks=[callback, L.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt")],
-    )  # fmt: skip
+    )
     trainer.fit(model, *_loaders())
     _, _, xv, yv = _digits()
     with torch.no_grad():
         z = model.net(xv)
     direct = posthoc.create("ts").fit(z, yv)
     assert float(callback.calibrator_.temperature_) == pytest.approx(
-        float(direct.temperature_), rel=1e-6)  # fmt: skip
+        float(direct.temperature_), rel=1e-6
+    )
     (ckpt,) = (tmp_path / "ckpt").glob("*.ckpt")  # written after the last validation
     back = PostHocCallback.from_checkpoint(ckpt)
     assert float(back.temperature_) == float(callback.calibrator_.temperature_)
@@ -245,9 +253,15 @@ def test_a_step_without_forward_or_return_is_refused_and_no_logger_writes_no_fil
     nothing and calls no forward of the module says what to do."""
     monkeypatch.chdir(tmp_path)
     callback = CalibrationCallback(["ece"])
-    trainer = L.Trainer(max_epochs=1, accelerator="cpu", logger=False, callbacks=[callback],
-                        enable_progress_bar=False, enable_checkpointing=False,
-                        enable_model_summary=False)  # fmt: skip
+    trainer = L.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        logger=False,
+        callbacks=[callback],
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
     trainer.fit(Digits("log-only"), *_loaders())
     assert callback.diagrams == [] and list(tmp_path.iterdir()) == []
     with pytest.raises(ValueError, match="returned nothing and called no forward"):

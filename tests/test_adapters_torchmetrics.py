@@ -164,10 +164,12 @@ def test_torchmetrics_names_and_arguments_give_torchmetrics_numbers(norm):
     p = torch.softmax(3 * torch.randn(2000, 5, generator=g), 1)
     y = torch.randint(5, (2000,), generator=g)
     theirs = Theirs(num_classes=5, n_bins=15, norm=norm)
-    ours = MulticlassCalibrationError(num_classes=5, n_bins=15, norm=norm, probs=True,
-                                      binning="torchmetrics")  # fmt: skip
-    generic = CalibrationError(task="multiclass", num_classes=5, norm=norm, probs=True,
-                               binning="torchmetrics")  # fmt: skip
+    ours = MulticlassCalibrationError(
+        num_classes=5, n_bins=15, norm=norm, probs=True, binning="torchmetrics"
+    )
+    generic = CalibrationError(
+        task="multiclass", num_classes=5, norm=norm, probs=True, binning="torchmetrics"
+    )
     for m in (theirs, ours, generic):
         m.update(p, y)
     assert float(ours.compute()) == pytest.approx(float(theirs.compute()), abs=1e-6)

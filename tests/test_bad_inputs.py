@@ -33,8 +33,11 @@ def test_a_sample_of_the_bad_input_sweep_is_clean(sweep, tmp_path, monkeypatch):
         results = [(c, *sweep.run_case(c)) for c in cases[::4]]
     finally:
         os.chmod(tmp_path / "ro", 0o755)
-    bad = [f"{cls}: {c.command} {c.what}: {said}" for c, cls, said in results
-           if cls in ("silent", "traceback")]  # fmt: skip
+    bad = [
+        f"{cls}: {c.command} {c.what}: {said}"
+        for c, cls, said in results
+        if cls in ("silent", "traceback")
+    ]
     assert not bad, "\n".join(bad)
     commands = {"evaluate", "fit", "apply", "compare", "train", "calibrate", "bench", "report"}
     assert {c.command for c, *_ in results} >= commands

@@ -113,8 +113,11 @@ def test_the_number_of_bins_is_bounded_everywhere():
 
     rng = np.random.default_rng(0)
     z, y = rng.normal(size=(50, 3)), rng.integers(0, 3, 50)
-    for call in (lambda n: ece(z, y, n_bins=n), lambda n: evaluate(z, y, n_bins=n),
-                 lambda n: CalibrationMeter(n_bins=n)):  # fmt: skip
+    for call in (
+        lambda n: ece(z, y, n_bins=n),
+        lambda n: evaluate(z, y, n_bins=n),
+        lambda n: CalibrationMeter(n_bins=n),
+    ):
         with pytest.raises(ValueError, match=f"n_bins: at most {MAX_BINS:,}, got 1,000,000,000"):
             call(10**9)
     assert ece(z, y, n_bins=MAX_BINS) >= 0

@@ -232,8 +232,13 @@ def test_unwritable_output_is_one_line(tmp_path, data, capsys, monkeypatch):
 
 def test_evaluate_reads_a_split_as_fit_and_apply_do(tmp_path, data, capsys):
     z, y = data
-    np.savez(tmp_path / "two.npz", logits_val=z[:100], labels_val=y[:100], logits_test=z[100:],
-             labels_test=y[100:])  # fmt: skip
+    np.savez(
+        tmp_path / "two.npz",
+        logits_val=z[:100],
+        labels_val=y[:100],
+        logits_test=z[100:],
+        labels_test=y[100:],
+    )
     out = run_ok(["evaluate", str(tmp_path / "two.npz"), "--json", "--no-smooth"], capsys)
     assert json.loads(out)["n_samples"] == 200  # test by default
     out = run_ok(["evaluate", str(tmp_path / "two.npz"), "--split", "val", "--json"], capsys)
@@ -252,8 +257,9 @@ def test_long_commands_talk_off_a_terminal(tmp_path, data, capsys, monkeypatch):
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)
     with contextlib.suppress(SystemExit):
         main(["evaluate", str(tmp_path / "run.npz"), "--bootstrap", "600", "--no-smooth"])
-    lines = [line for line in capsys.readouterr().err.splitlines()
-             if line.startswith("bootstrap: ")]  # fmt: skip
+    lines = [
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("bootstrap: ")
+    ]
     assert lines[-1].startswith("bootstrap: 600/600, elapsed ") and "ETA 0:00" in lines[-1]
     assert len(lines) >= 2 and lines[0].startswith("bootstrap: 256/600")
     tick = progress._Lines(4, "x")

@@ -79,18 +79,52 @@ def files(tmp_path_factory):
 
 def test_measuring_and_post_hoc_commands(files, capsys):
     d = str(files)
-    r = output("evaluate", ["evaluate", f"{d}/test.npz", "--bootstrap", "20", "--ood",
-                            f"{d}/ood.npz", "--plot", f"{d}/r.png", "--json"], capsys)  # fmt: skip
+    r = output(
+        "evaluate",
+        [
+            "evaluate",
+            f"{d}/test.npz",
+            "--bootstrap",
+            "20",
+            "--ood",
+            f"{d}/ood.npz",
+            "--plot",
+            f"{d}/r.png",
+            "--json",
+        ],
+        capsys,
+    )
     assert None in r["bins"]["accuracy"] and "ood_aupr" in r["metrics"]
-    output("fit", ["fit", "--method", "ts", "--val", f"{d}/val.npz", "-o", f"{d}/ts.calib",
-                   "--json"], capsys)  # fmt: skip
-    output("apply", ["apply", f"{d}/ts.calib", f"{d}/test.npz", "-o", f"{d}/out.npz",
-                     "--json"], capsys)  # fmt: skip
+    output(
+        "fit",
+        ["fit", "--method", "ts", "--val", f"{d}/val.npz", "-o", f"{d}/ts.calib", "--json"],
+        capsys,
+    )
+    output(
+        "apply", ["apply", f"{d}/ts.calib", f"{d}/test.npz", "-o", f"{d}/out.npz", "--json"], capsys
+    )
     pair = ["--val", f"{d}/val.npz", "--test", f"{d}/test.npz"]
-    output("compare", ["compare", *pair, "--methods", "ts,dir-odir:folds=2", "--seeds", "2",
-                       "--json"], capsys)  # fmt: skip
-    output("compare", ["compare", "--file", f"{d}/test.npz", "--split", "0.5", "--methods", "ts",
-                       "--bootstrap", "0", "--json"], capsys)  # fmt: skip
+    output(
+        "compare",
+        ["compare", *pair, "--methods", "ts,dir-odir:folds=2", "--seeds", "2", "--json"],
+        capsys,
+    )
+    output(
+        "compare",
+        [
+            "compare",
+            "--file",
+            f"{d}/test.npz",
+            "--split",
+            "0.5",
+            "--methods",
+            "ts",
+            "--bootstrap",
+            "0",
+            "--json",
+        ],
+        capsys,
+    )
     rows = output("methods", ["methods", "--json"], capsys)["methods"]
     assert {r["name"] for r in rows} >= {"ts", "maccal", "neural-clamping"}
     ts = next(r for r in rows if r["name"] == "ts")
@@ -103,17 +137,20 @@ def test_measuring_and_post_hoc_commands(files, capsys):
 
 
 def test_training_calibrating_and_bench_commands(tmp_path, capsys):
-    out = output("train", ["train", "--epochs", "1", "-o", str(tmp_path / "run"), "--json"],
-                 capsys)  # fmt: skip
+    out = output("train", ["train", "--epochs", "1", "-o", str(tmp_path / "run"), "--json"], capsys)
     assert len(out["history"]) == 1
-    cal = output("calibrate", ["calibrate", "ts", str(tmp_path / "run"), "-o",
-                               str(tmp_path / "ts"), "--json"], capsys)  # fmt: skip
+    cal = output(
+        "calibrate",
+        ["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "ts"), "--json"],
+        capsys,
+    )
     test = cal["test"]  # the run's test split, before and after (issue 42 §5)
     assert test["before"]["accuracy"] == test["after"]["accuracy"]  # TS keeps the argmax
     assert test["after"]["nll"] <= test["before"]["nll"] + 0.05
     (tmp_path / "one.yaml").write_text(SPEC.replace("seeds: [1, 2, 3]", "seeds: [1]"))
-    bench = output("bench", ["bench", str(tmp_path / "one.yaml"), "-o", str(tmp_path / "b"),
-                             "--json"], capsys)  # fmt: skip
+    bench = output(
+        "bench", ["bench", str(tmp_path / "one.yaml"), "-o", str(tmp_path / "b"), "--json"], capsys
+    )
     assert bench["counts"]["done"] == 1
     output("report", ["report", bench["store"], "-o", str(tmp_path / "rep"), "--json"], capsys)
 

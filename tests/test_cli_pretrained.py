@@ -39,8 +39,26 @@ def digits_checkpoint(tmp_path_factory):
     """A CNN trained for 6 epochs on digits by calibkit: its weights are the checkpoint."""
     out = tmp_path_factory.mktemp("digits") / "run"
     try:
-        main(["train", "--data", "digits", "--model", "cnn", "--epochs", "6", "--schedule",
-              "constant", "--lr", "0.05", "--device", "cpu", "-o", str(out), "--json"])  # fmt: skip
+        main(
+            [
+                "train",
+                "--data",
+                "digits",
+                "--model",
+                "cnn",
+                "--epochs",
+                "6",
+                "--schedule",
+                "constant",
+                "--lr",
+                "0.05",
+                "--device",
+                "cpu",
+                "-o",
+                str(out),
+                "--json",
+            ]
+        )
     except SystemExit as e:
         assert e.code in (0, None)
     return out
@@ -81,9 +99,22 @@ def test_calibrate_on_an_image_tree_reports_a_fit_with_no_optimum_in_one_line(
     The fit stops with the cause, rather than writing a diverged calibrator."""
     spec, ckpt, _ = pretrained
     with pytest.raises(SystemExit) as e:
-        main(["calibrate", "neural-clamping:epochs=2", "--model", "resnet20", "--checkpoint",
-              str(ckpt), "--data", spec, "--device", "cpu", "-o",
-              str(tmp_path / "nc")])  # fmt: skip
+        main(
+            [
+                "calibrate",
+                "neural-clamping:epochs=2",
+                "--model",
+                "resnet20",
+                "--checkpoint",
+                str(ckpt),
+                "--data",
+                spec,
+                "--device",
+                "cpu",
+                "-o",
+                str(tmp_path / "nc"),
+            ]
+        )
     err = capsys.readouterr().err
     assert e.value.code == 2 and "neural clamping diverged" in err and "Traceback" not in err
     assert (tmp_path / "nc" / "pretrained" / "logits.npz").exists()
@@ -93,8 +124,21 @@ def test_calibrate_on_an_image_tree_reports_a_fit_with_no_optimum_in_one_line(
 def test_stage2_runs_on_pretrained_weights_without_training_stage1(pretrained, tmp_path, capsys):
     spec, ckpt, _ = pretrained
     out = tmp_path / "m"
-    argv = ["train", "--data", spec, "--model", "resnet20", "--checkpoint", str(ckpt), "--stage2",
-            "maccal:epochs=2,batch_size=8", "--device", "cpu", "-o", str(out)]  # fmt: skip
+    argv = [
+        "train",
+        "--data",
+        spec,
+        "--model",
+        "resnet20",
+        "--checkpoint",
+        str(ckpt),
+        "--stage2",
+        "maccal:epochs=2,batch_size=8",
+        "--device",
+        "cpu",
+        "-o",
+        str(out),
+    ]
     report = run_json(argv, capsys)
     assert len(report["history"]) == 2 and report["method"] == "maccal:epochs=2,batch_size=8"
     run = json.loads((out / "stage1" / "run.json").read_text())
@@ -119,29 +163,65 @@ def test_pretrained_options_are_checked_before_anything_runs(pretrained, tmp_pat
         )
     assert e.value.code == 2 and "--model, --checkpoint, --data" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
-        main(["calibrate", "neural-clamping", "--model", "resnet20", "--checkpoint",
-              str(tmp_path / "none.th"),
-              "--data", spec, "-o", str(tmp_path / "o")])  # fmt: skip
+        main(
+            [
+                "calibrate",
+                "neural-clamping",
+                "--model",
+                "resnet20",
+                "--checkpoint",
+                str(tmp_path / "none.th"),
+                "--data",
+                spec,
+                "-o",
+                str(tmp_path / "o"),
+            ]
+        )
     err = capsys.readouterr().err
     assert e.value.code == 2 and "--checkpoint: no such file" in err and "Traceback" not in err
     with pytest.raises(SystemExit) as e:
-        main(["calibrate", "neural-clamping", "--model", "resnet32", "--checkpoint", str(ckpt),
-              "--data", spec,
-              "-o", str(tmp_path / "o")])  # fmt: skip
+        main(
+            [
+                "calibrate",
+                "neural-clamping",
+                "--model",
+                "resnet32",
+                "--checkpoint",
+                str(ckpt),
+                "--data",
+                spec,
+                "-o",
+                str(tmp_path / "o"),
+            ]
+        )
     err = capsys.readouterr().err
     assert e.value.code == 2 and "does not fit the model: missing layer1.3" in err
 
 
-def test_building_the_pretrained_run_says_what_it_does(digits_checkpoint, tmp_path, capsys,
-                                                       monkeypatch):  # fmt: skip
+def test_building_the_pretrained_run_says_what_it_does(
+    digits_checkpoint, tmp_path, capsys, monkeypatch
+):
     """Issue 42 §2: reading the CIFAR JPEG tree and predicting its splits took half a minute
     with no line at all, before the calibration's own progress started."""
     from calibkit.cli import progress
 
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)
-    main(["calibrate", "ts", "--model", "cnn", "--checkpoint",
-          str(digits_checkpoint / "model.safetensors"), "--data", "digits", "--device", "cpu",
-          "-o", str(tmp_path / "ts")])  # fmt: skip
+    main(
+        [
+            "calibrate",
+            "ts",
+            "--model",
+            "cnn",
+            "--checkpoint",
+            str(digits_checkpoint / "model.safetensors"),
+            "--data",
+            "digits",
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "ts"),
+        ]
+    )
     err = capsys.readouterr().err
     assert "pretrained run: 1/1" in err and "reading digits and predicting its splits" in err
     # train --stage2 on pretrained weights: the same step, silent for 46 s on the JPEG tree

@@ -89,21 +89,28 @@ def _damage(run, name: str, data: bytes) -> None:
 @pytest.mark.parametrize(
     "damage, args, match",
     [
-        (lambda r: _damage(r, "logits.npz", b"\x00" * 100), ["ts"],
-         r"logits\.npz: not a \.npz file"),
-        (lambda r: _damage(r, "model.safetensors", np.random.default_rng(0).bytes(1000)),
-         ["neural-clamping:epochs=1"], r"model\.safetensors: not a readable safetensors file"),
+        (
+            lambda r: _damage(r, "logits.npz", b"\x00" * 100),
+            ["ts"],
+            r"logits\.npz: not a \.npz file",
+        ),
+        (
+            lambda r: _damage(r, "model.safetensors", np.random.default_rng(0).bytes(1000)),
+            ["neural-clamping:epochs=1"],
+            r"model\.safetensors: not a readable safetensors file",
+        ),
         (lambda r: None, ["ts", "--device", "meta"], "--device: 'meta' cannot train or calibrate"),
     ],
-)  # fmt: skip
+)
 def test_a_damaged_run_is_named_in_one_line(trained, tmp_path, capsys, damage, args, match):
     import shutil
 
     copy = tmp_path / "run"
     shutil.copytree(trained, copy)
     damage(copy)
-    code, _, err = run(["calibrate", args[0], str(copy), *args[1:], "-o", str(tmp_path / "o")],
-                       capsys)  # fmt: skip
+    code, _, err = run(
+        ["calibrate", args[0], str(copy), *args[1:], "-o", str(tmp_path / "o")], capsys
+    )
     assert code == 2 and err.count("\n") == 1 and re.search(match, err), err
     assert not (tmp_path / "o").exists()
 
@@ -112,18 +119,33 @@ def test_a_damaged_run_is_named_in_one_line(trained, tmp_path, capsys, damage, a
     "checkpoint, match",
     [
         (lambda c: torch.zeros(3), "not a calibkit checkpoint"),
-        (lambda c: c | {"model": {k: torch.zeros(2, 2) for k in c["model"]}},
-         "the checkpoint does not fit this run"),
+        (
+            lambda c: c | {"model": {k: torch.zeros(2, 2) for k in c["model"]}},
+            "the checkpoint does not fit this run",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_checkpoint_is_refused_on_resume(tmp_path, capsys, checkpoint, match):
     out = tmp_path / "r"
     run_ok(["train", "--data", "digits", "--model", "cnn", "--epochs", "1", "-o", str(out)], capsys)
     good = torch.load(out / "checkpoint.pt", weights_only=True)
     torch.save(checkpoint(good), out / "checkpoint.pt")
     (out / "run.json").unlink()  # as if killed before the end
-    code, _, err = run(["train", "--data", "digits", "--model", "cnn", "--epochs", "1", "-o",
-                        str(out), "--resume"], capsys)  # fmt: skip
+    code, _, err = run(
+        [
+            "train",
+            "--data",
+            "digits",
+            "--model",
+            "cnn",
+            "--epochs",
+            "1",
+            "-o",
+            str(out),
+            "--resume",
+        ],
+        capsys,
+    )
     assert code == 2 and err.count("\n") == 1 and re.search(match, err), err
 
 
@@ -170,8 +192,9 @@ def test_report_on_a_store_without_results_says_there_is_nothing(tmp_path, capsy
     from calibkit.bench.store import Store
 
     Store(tmp_path / "empty.sqlite")  # a calibkit store, no run in it
-    code, _, err = run(["report", str(tmp_path / "empty.sqlite"), "-o", str(tmp_path / "r")],
-                       capsys)  # fmt: skip
+    code, _, err = run(
+        ["report", str(tmp_path / "empty.sqlite"), "-o", str(tmp_path / "r")], capsys
+    )
     assert code == 2 and "nothing to report" in err and err.count("\n") == 1
     assert not (tmp_path / "r" / "report.md").exists()
 
@@ -179,12 +202,16 @@ def test_report_on_a_store_without_results_says_there_is_nothing(tmp_path, capsy
 @pytest.mark.parametrize(
     "arrays, match",
     [
-        (lambda z, y: {"logits": z, "labels": np.where(np.arange(len(y)) == 3, 1e20, y)},
-         r"class indices must lie in 0\.\.K-1, found 1e\+20"),
-        (lambda z, y: {"logits": np.float32(1.0), "labels": y},
-         r"logits: a single number; expected shape \(N, K\)"),
+        (
+            lambda z, y: {"logits": z, "labels": np.where(np.arange(len(y)) == 3, 1e20, y)},
+            r"class indices must lie in 0\.\.K-1, found 1e\+20",
+        ),
+        (
+            lambda z, y: {"logits": np.float32(1.0), "labels": y},
+            r"logits: a single number; expected shape \(N, K\)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_messages_name_the_real_problem(tmp_path, capsys, arrays, match):
     z, y = make_logits(50, 10, 0)
     np.savez(tmp_path / "f.npz", **arrays(z, y.astype(float)))

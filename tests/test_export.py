@@ -74,9 +74,13 @@ def test_probabilities_output_and_optimised_graph(logits, tmp_path):
 def test_network_and_calibrator_are_one_graph(tmp_path):
     torch.manual_seed(0)
     net = nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5),
-    ).eval()  # fmt: skip
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 5),
+    ).eval()
     x = torch.randn(400, 3, 16, 16)
     with torch.no_grad():
         z = net(x) * 4
@@ -167,10 +171,24 @@ def test_apply_exports_a_calibrator_file_and_a_calibrated_run(tmp_path, capsys):
 
     z, y = make_logits(600, 10, 1, dtype=np.float32)
     np.savez(tmp_path / "val.npz", logits=z, labels=y)
-    run_ok(["fit", "--method", "ts", "--val", str(tmp_path / "val.npz"),
-            "-o", str(tmp_path / "ts.calib")], capsys)  # fmt: skip
-    out = json.loads(run_ok(["apply", str(tmp_path / "ts.calib"), "--onnx",
-                             str(tmp_path / "ts.onnx"), "--json"], capsys))  # fmt: skip
+    run_ok(
+        [
+            "fit",
+            "--method",
+            "ts",
+            "--val",
+            str(tmp_path / "val.npz"),
+            "-o",
+            str(tmp_path / "ts.calib"),
+        ],
+        capsys,
+    )
+    out = json.loads(
+        run_ok(
+            ["apply", str(tmp_path / "ts.calib"), "--onnx", str(tmp_path / "ts.onnx"), "--json"],
+            capsys,
+        )
+    )
     assert out == {
         "schema_version": 1,
         "onnx": {"path": str(tmp_path / "ts.onnx"), "output": "logits", "checked": True},
@@ -180,8 +198,7 @@ def test_apply_exports_a_calibrator_file_and_a_calibrated_run(tmp_path, capsys):
 
     train(TrainConfig(epochs=1), tmp_path / "run")
     run_ok(["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "run-ts")], capsys)
-    text = run_ok(["apply", str(tmp_path / "run-ts"), "--onnx", str(tmp_path / "net.onnx")],
-                  capsys)  # fmt: skip
+    text = run_ok(["apply", str(tmp_path / "run-ts"), "--onnx", str(tmp_path / "net.onnx")], capsys)
     assert "onnxruntime reproduces PyTorch's output" in text
     from calibkit.runs import run_evidence
 

@@ -12,11 +12,19 @@ from calibkit.registry import SpecError
 
 @pytest.mark.parametrize(
     ("given", "canonical"),
-    [("temperature", "ts"), ("TemperatureScaling", "ts"), ("temperature_scaling", "ts"),
-     ("histogram", "hist-binning"), ("HistogramBinning", "hist-binning"),
-     ("dirichlet", "dir-odir"), ("vector-scaling", "vector"), ("MatrixScaling", "matrix"),
-     ("isotonic-regression", "isotonic"), ("NeuralClamping", "neural-clamping")],
-)  # fmt: skip
+    [
+        ("temperature", "ts"),
+        ("TemperatureScaling", "ts"),
+        ("temperature_scaling", "ts"),
+        ("histogram", "hist-binning"),
+        ("HistogramBinning", "hist-binning"),
+        ("dirichlet", "dir-odir"),
+        ("vector-scaling", "vector"),
+        ("MatrixScaling", "matrix"),
+        ("isotonic-regression", "isotonic"),
+        ("NeuralClamping", "neural-clamping"),
+    ],
+)
 def test_common_names_stand_for_calibkit_methods(given, canonical):
     spec = posthoc.REGISTRY.check(f"{given}")
     assert spec.name == canonical and posthoc.create(given).name == canonical
@@ -30,9 +38,12 @@ def test_an_alias_with_settings_is_the_same_run_as_the_name():
 
 @pytest.mark.parametrize(
     ("registry", "typo", "suggested"),
-    [(posthoc.REGISTRY, "temprature", "did you mean ts"), (posthoc.REGISTRY, "isotnic",
-      "did you mean isotonic"), (losses.REGISTRY, "focl", "did you mean focal")],
-)  # fmt: skip
+    [
+        (posthoc.REGISTRY, "temprature", "did you mean ts"),
+        (posthoc.REGISTRY, "isotnic", "did you mean isotonic"),
+        (losses.REGISTRY, "focl", "did you mean focal"),
+    ],
+)
 def test_a_typo_gets_the_nearest_names(registry, typo, suggested):
     with pytest.raises(SpecError, match=suggested):
         registry.check(typo)

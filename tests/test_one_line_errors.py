@@ -41,8 +41,9 @@ def test_a_yaml_merge_key_in_a_spec_is_read_as_yaml_means_it(tmp_path):
     ],
 )
 def test_train_settings_beyond_reason_are_one_line(tmp_path, capsys, argv, says):
-    code, _, err = run(["train", "--data", "digits", "--epochs", "1", *argv,
-                        "-o", str(tmp_path / "r")], capsys)  # fmt: skip
+    code, _, err = run(
+        ["train", "--data", "digits", "--epochs", "1", *argv, "-o", str(tmp_path / "r")], capsys
+    )
     assert code == 2 and says in err and len(err.splitlines()) == 1, err
 
 
@@ -83,8 +84,10 @@ def test_integer_weights_in_a_checkpoint_are_refused(tmp_path):
     from calibkit.models import CheckpointError
 
     net = models.create("mlp", num_classes=10, input_shape=(1, 8, 8))
-    save_file({k: v.round().int() if v.is_floating_point() else v
-               for k, v in net.state_dict().items()}, tmp_path / "w.safetensors")  # fmt: skip
+    save_file(
+        {k: v.round().int() if v.is_floating_point() else v for k, v in net.state_dict().items()},
+        tmp_path / "w.safetensors",
+    )
     with pytest.raises(CheckpointError, match=r"holds torch\.int32 values where the model has"):
         models.create("mlp", tmp_path / "w.safetensors", num_classes=10, input_shape=(1, 8, 8))
 
@@ -104,8 +107,10 @@ def test_misleading_messages_now_name_the_cause(tmp_path, capsys):
     torch.save({"logits": {"a": torch.zeros(2)}}, tmp_path / "nested.pt")
     with pytest.raises(ValueError, match="key 'logits' holds a dict, not a tensor"):
         load_scores(tmp_path / "nested.pt")
-    torch.save({"logits": torch.from_numpy(z).to(torch.float8_e4m3fn),
-                "labels": torch.from_numpy(y)}, tmp_path / "f8.pt")  # fmt: skip
+    torch.save(
+        {"logits": torch.from_numpy(z).to(torch.float8_e4m3fn), "labels": torch.from_numpy(y)},
+        tmp_path / "f8.pt",
+    )
     got, _ = load_scores(tmp_path / "f8.pt")  # widened to float32, as bfloat16 is
     assert got.dtype == np.float32 and got.shape == (40, 3)
     big = np.full(40, 2**63 + 7, dtype=np.uint64)
@@ -117,8 +122,9 @@ def test_misleading_messages_now_name_the_cause(tmp_path, capsys):
         from calibkit.posthoc.compare import compare_methods
 
         compare_methods((z, y), (z, y), ["neural-clamping"])
-    code, _, err = run(["compare", "--file", str(tmp_path / "s.npz"), "--methods",
-                        "ts,neural-clamping"], capsys)  # fmt: skip
+    code, _, err = run(
+        ["compare", "--file", str(tmp_path / "s.npz"), "--methods", "ts,neural-clamping"], capsys
+    )
     assert code == 2 and "use calibkit calibrate neural-clamping RUN_DIR" in err
 
     def named(tmp):

@@ -77,8 +77,12 @@ def test_calibrate_into_its_source_run(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "logits.npz").write_bytes(b"kept")
-    _refused(["calibrate", "ts", run_dir, "-o", run_dir / "sub"], capsys, run_dir / "logits.npz",
-             says="inside the input folder")  # fmt: skip
+    _refused(
+        ["calibrate", "ts", run_dir, "-o", run_dir / "sub"],
+        capsys,
+        run_dir / "logits.npz",
+        says="inside the input folder",
+    )
     _refused(["calibrate", "ts", run_dir, "-o", run_dir], capsys, run_dir / "logits.npz")
 
 
@@ -86,8 +90,11 @@ def test_train_inside_its_data_folder_or_into_nothing(tmp_path, capsys):
     root = tmp_path / "images"
     root.mkdir()
     (root / "keep.txt").write_text("kept")
-    _refused(["train", "--data", f"folder:root={root}", "--model", "cnn", "-o", root / "run"],
-             capsys, root / "keep.txt")  # fmt: skip
+    _refused(
+        ["train", "--data", f"folder:root={root}", "--model", "cnn", "-o", root / "run"],
+        capsys,
+        root / "keep.txt",
+    )
     _refused(["train", "--data", "digits", "--model", "cnn", "-o", ""], capsys, says="empty")
 
 

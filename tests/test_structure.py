@@ -75,8 +75,12 @@ def test_every_public_module_declares_what_it_exports():
         if path.name == "__main__.py" or (path.name.startswith("_") and path.name != "__init__.py"):
             continue
         tree = ast.parse(path.read_text())
-        declared = [n for n in tree.body if isinstance(n, ast.Assign)
-                    and any(getattr(t, "id", None) == "__all__" for t in n.targets)]  # fmt: skip
+        declared = [
+            n
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and any(getattr(t, "id", None) == "__all__" for t in n.targets)
+        ]
         if not declared:
             if path.name != "__init__.py":
                 missing.append(name)
@@ -129,13 +133,22 @@ def test_layers_in_the_order_people_think_in():
     """Issue 43: training sits below post-hoc calibration and the bench, the run folders
     (``calibkit.runs``) above both; metrics below all of them. Imports at any level count."""
     below = {
-        "calibkit.metrics": ("calibkit.training", "calibkit.posthoc", "calibkit.bench",
-                             "calibkit.runs", "calibkit.cli"),
-        "calibkit.training": ("calibkit.posthoc", "calibkit.bench", "calibkit.runs",
-                              "calibkit.cli"),
+        "calibkit.metrics": (
+            "calibkit.training",
+            "calibkit.posthoc",
+            "calibkit.bench",
+            "calibkit.runs",
+            "calibkit.cli",
+        ),
+        "calibkit.training": (
+            "calibkit.posthoc",
+            "calibkit.bench",
+            "calibkit.runs",
+            "calibkit.cli",
+        ),
         "calibkit.posthoc": ("calibkit.bench", "calibkit.runs", "calibkit.cli"),
         "calibkit.runs": ("calibkit.bench", "calibkit.cli"),
-    }  # fmt: skip
+    }
     wrong = []
     for name, path in _modules().items():
         layer = next((p for p in below if name == p or name.startswith(p + ".")), None)

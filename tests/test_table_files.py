@@ -46,16 +46,26 @@ def test_a_byte_order_mark_is_dropped(tmp_path, frame):
         (lambda df, p: df.rename_axis("index").to_csv(p / "t.csv"), "'index' looks like a row"),
         (lambda df, p: df.to_csv(p / "t.csv", index=False, sep=";"), "separated by semicolons"),
         (lambda df, p: df.to_csv(p / "t.csv", index=False, sep="\t"), "separated by tabs"),
-        (lambda df, p: df.assign(label=df["labels"]).to_csv(p / "t.csv", index=False),
-         "two label-like columns, 'labels' and 'label'"),
-        (lambda df, p: df.iloc[[2, 0, 1]].to_parquet(p / "t.parquet"),
-         "'__index_level_0__' is the pandas index"),
-        (lambda df, p: df.set_index(pd.Index(np.random.default_rng(1).permutation(30), name="row"))
-         .to_parquet(p / "t.parquet"), "'row' is the pandas index"),
-        (lambda df, p: (p / "t.csv").write_text(df.to_csv(index=False).replace("0.", "x.", 1)),
-         "row 2, column 'cat'"),
+        (
+            lambda df, p: df.assign(label=df["labels"]).to_csv(p / "t.csv", index=False),
+            "two label-like columns, 'labels' and 'label'",
+        ),
+        (
+            lambda df, p: df.iloc[[2, 0, 1]].to_parquet(p / "t.parquet"),
+            "'__index_level_0__' is the pandas index",
+        ),
+        (
+            lambda df, p: df.set_index(
+                pd.Index(np.random.default_rng(1).permutation(30), name="row")
+            ).to_parquet(p / "t.parquet"),
+            "'row' is the pandas index",
+        ),
+        (
+            lambda df, p: (p / "t.csv").write_text(df.to_csv(index=False).replace("0.", "x.", 1)),
+            "row 2, column 'cat'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_ambiguous_tables_are_refused_in_one_line(tmp_path, frame, write, says):
     write(frame, tmp_path)
     path = next(tmp_path.glob("t.*"))

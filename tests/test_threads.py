@@ -83,8 +83,13 @@ def test_spare_cores_counts_other_processes_not_ours():
     threads._seen[0] = -1.0
     quiet = threads.spare_cores()
     assert quiet is not None and quiet >= 1
-    loop = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 20\n"
-                             "while time.time() < end: pass\n"])  # fmt: skip
+    loop = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.time() + 20\nwhile time.time() < end: pass\n",
+        ]
+    )
     try:
         import time
 
@@ -122,7 +127,11 @@ def test_importing_calibkit_leaves_openmps_wait_policy_alone():
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run([sys.executable, "-c", "import calibkit, os; "
-                          "print(os.environ.get('OMP_WAIT_POLICY'))"],
-                         env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", "import calibkit, os; print(os.environ.get('OMP_WAIT_POLICY'))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "None"

@@ -24,16 +24,28 @@ def _store(path):
             ("test", "hist-binning", ALL, "ece", 0.03),
             ("test", "vector", ALL, "ece", 0.04),
         ]
-        run = {"key": f"CE-{seed}", "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
-               "dataset": "digits", "model": "cnn", "method": "CE", "seed": seed}  # fmt: skip
+        run = {
+            "key": f"CE-{seed}",
+            "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
+            "dataset": "digits",
+            "model": "cnn",
+            "method": "CE",
+            "seed": seed,
+        }
         write(store, run, metrics)
         for method, stage2 in (
             ("MaC-Cal", "maccal:epochs=5,seed=3"),
             ("ablation", "maccal:width=64"),
         ):
             spec = {"loss": "ce", "stage2": stage2, "mixup": 0.0}
-            run = {"key": f"{method}-{seed}", "spec": spec, "dataset": "digits", "model": "cnn",
-                   "method": method, "seed": seed}  # fmt: skip
+            run = {
+                "key": f"{method}-{seed}",
+                "spec": spec,
+                "dataset": "digits",
+                "model": "cnn",
+                "method": method,
+                "seed": seed,
+            }
             write(store, run, [("test", "uncalibrated", ALL, "ece", 0.05)])
     store.set_sweep(["CE", "ablation", "MaC-Cal"], "CE")
     return store
@@ -67,8 +79,14 @@ def test_report_tables_come_from_the_bench(tmp_path):
 def test_two_specs_of_one_method_keep_a_table_each(tmp_path):
     store = Store(tmp_path / "two.sqlite")
     for seed in (1, 2):
-        run = {"key": f"CE-{seed}", "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
-               "dataset": "digits", "model": "cnn", "method": "CE", "seed": seed}  # fmt: skip
+        run = {
+            "key": f"CE-{seed}",
+            "spec": {"loss": "ce", "stage2": None, "mixup": 0.0},
+            "dataset": "digits",
+            "model": "cnn",
+            "method": "CE",
+            "seed": seed,
+        }
         write(
             store,
             run,

@@ -40,8 +40,13 @@ def test_packed_stage_one_gives_the_numbers_of_networks_trained_alone(tmp_path):
     groups = packs(spec.runs, tmp_path / "packed")
     assert [len(g) for g in groups] == [4]  # CE and MaC-Cal share a network per seed
     seen = []
-    counts = run_bench(spec, tmp_path / "packed", workers=2, pack=True,
-                       progress=lambda *a, status=None: seen.append(status))  # fmt: skip
+    counts = run_bench(
+        spec,
+        tmp_path / "packed",
+        workers=2,
+        pack=True,
+        progress=lambda *a, status=None: seen.append(status),
+    )
     assert counts["done"] == 6 and counts["failed"] == 0
     assert any(s and "pack of 4 cnn on digits: epoch 2" in s for s in seen), seen
     assert any(s and "fitting ts" in s for s in seen)
@@ -70,7 +75,8 @@ def test_packed_stage_one_gives_the_numbers_of_networks_trained_alone(tmp_path):
 def test_one_worker_reports_each_epoch_of_a_run(tmp_path):
     raw = RAW | {"seeds": [1], "methods": [{"name": "CE", "loss": "ce"}]}
     seen = []
-    run_bench(resolve(raw), tmp_path, workers=1,
-              progress=lambda *a, status=None: seen.append(status))  # fmt: skip
+    run_bench(
+        resolve(raw), tmp_path, workers=1, progress=lambda *a, status=None: seen.append(status)
+    )
     assert "CE seed 1: training, epoch 1, step 7/14" in seen
     assert "CE seed 1: training, epoch 2, step 14/14" in seen

@@ -31,8 +31,14 @@ def _store(path, temperatures, ts_lowers=True):
                 ("test", "ts", ALL, "ece", after),
                 ("test", "ts", ALL, "temperature", temperatures[seed]),
             ]
-            run = {"key": f"{method}-{seed}", "spec": {"loss": loss, "stage2": None, "mixup": 0.0},
-                   "dataset": "digits", "model": "cnn", "method": method, "seed": seed}  # fmt: skip
+            run = {
+                "key": f"{method}-{seed}",
+                "spec": {"loss": loss, "stage2": None, "mixup": 0.0},
+                "dataset": "digits",
+                "model": "cnn",
+                "method": method,
+                "seed": seed,
+            }
             write(store, run, metrics)
     store.set_sweep(["CE", "BSCE-GRA"], "CE")
     return store

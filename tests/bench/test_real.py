@@ -56,8 +56,10 @@ def write_root(root):
 def spec_for(root) -> dict:
     """The real preset's shape at miniature scale, reading ``root``."""
     tree = root / "cifar10-jpeg"
-    folder = (f"folder:root={tree},mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225],"
-              "val_from=test,val_size=14,test_size=20,augment=none,in_memory=true")  # fmt: skip
+    folder = (
+        f"folder:root={tree},mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225],"
+        "val_from=test,val_size=14,test_size=20,augment=none,in_memory=true"
+    )
     net = {"model": "resnet20", "checkpoint": str(root / "weights" / "resnet20-0000.th")}
     exact = [f"cifar10-exact:root={tree}", f"cifar10-exact-jpeg:root={tree}"]
     return {
@@ -70,16 +72,33 @@ def spec_for(root) -> dict:
         ],
         "baseline": "Pretrained",
         "datasets": [
-            {"logits": str(root / "logits" / "zoo" / "cifar10_*.npz"), "methods": ["Pretrained"],
-             "posthoc": ["ts", "hist-binning", "matrix", "dir-odir:folds=2,lambdas=[1],mus=[1]"]},
-            {"logits": str(root / "logits" / "zoo" / "cifar100_*.npz"), "methods": ["Pretrained"],
-             "seeds": [0], "posthoc": ["ts", "hist-binning"]},
-            {"data": folder, "splits": exact, "models": [net], "methods": ["Pretrained"],
-             "posthoc": ["ts", "neural-clamping:epochs=1,batch_size=7,gamma_pool=[1]"]},
-            {"data": folder, "splits": exact, "models": [net],
-             "methods": ["MaC-Cal", "MaC-Cal γ=0.5"], "seeds": [0]},
+            {
+                "logits": str(root / "logits" / "zoo" / "cifar10_*.npz"),
+                "methods": ["Pretrained"],
+                "posthoc": ["ts", "hist-binning", "matrix", "dir-odir:folds=2,lambdas=[1],mus=[1]"],
+            },
+            {
+                "logits": str(root / "logits" / "zoo" / "cifar100_*.npz"),
+                "methods": ["Pretrained"],
+                "seeds": [0],
+                "posthoc": ["ts", "hist-binning"],
+            },
+            {
+                "data": folder,
+                "splits": exact,
+                "models": [net],
+                "methods": ["Pretrained"],
+                "posthoc": ["ts", "neural-clamping:epochs=1,batch_size=7,gamma_pool=[1]"],
+            },
+            {
+                "data": folder,
+                "splits": exact,
+                "models": [net],
+                "methods": ["MaC-Cal", "MaC-Cal γ=0.5"],
+                "seeds": [0],
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def write_spec(tmp_path, spec: dict):
@@ -106,9 +125,12 @@ def test_the_real_kinds_of_run_on_the_one_harness(tmp_path, capsys):
     main(["bench", str(path), "-o", str(out), "--workers", "1", "--doc", str(doc), "--json"])
     store = Store(out / "results.sqlite", create=False)
     assert len(store.runs()) == len(plan.runs) and not store.runs("failed")
-    ece = {(r["dataset"], r["model"], r["method"], r["seed"], cal): v
-           for r in store.runs() for k, split, cal, _, m, v in store.metrics()
-           if k == r["key"] and m == "ece" and split == "test"}  # fmt: skip
+    ece = {
+        (r["dataset"], r["model"], r["method"], r["seed"], cal): v
+        for r in store.runs()
+        for k, split, cal, _, m, v in store.metrics()
+        if k == r["key"] and m == "ece" and split == "test"
+    }
     # a zoo run is its file split 50/50 per class with the run's seed, calibrated on one half
     from calibkit.metrics import evaluate
     from calibkit.posthoc.compare import stratified_split
@@ -127,10 +149,17 @@ def test_the_real_kinds_of_run_on_the_one_harness(tmp_path, capsys):
     }
     # the doc section: tables over networks, per pretrained network, splits and methods
     md = doc.read_text()
-    for title in ("### Verdicts", "### Average ranks over every network (3;",
-                  "### Per network", "### Refinement (Dark Side)", "### Calibrators on resnet20",
-                  "### Evaluation splits", "### Methods on resnet20", "### Anomalies",
-                  "### Fit objective by epoch on resnet20"):  # fmt: skip
+    for title in (
+        "### Verdicts",
+        "### Average ranks over every network (3;",
+        "### Per network",
+        "### Refinement (Dark Side)",
+        "### Calibrators on resnet20",
+        "### Evaluation splits",
+        "### Methods on resnet20",
+        "### Anomalies",
+        "### Fit objective by epoch on resnet20",
+    ):
         assert title in md, title
     assert "Kull et al. 2019" in md and "networks (logits files)" in md
     assert "BSCE-GRA" not in md  # no line for a claim whose sides the sweep lacks
@@ -171,21 +200,29 @@ def test_a_folder_calibrates_on_test_images_when_asked(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda s: s["datasets"][0].update(logits="/nowhere/*.npz"),
-         r"datasets\[0\]\.logits: no file"),
-        (lambda s: s["datasets"][2]["models"][0].update(checkpoint="/nowhere.th"),
-         r"datasets\[2\]\.models\[0\]\.checkpoint: no such file"),
+        (
+            lambda s: s["datasets"][0].update(logits="/nowhere/*.npz"),
+            r"datasets\[0\]\.logits: no file",
+        ),
+        (
+            lambda s: s["datasets"][2]["models"][0].update(checkpoint="/nowhere.th"),
+            r"datasets\[2\]\.models\[0\]\.checkpoint: no such file",
+        ),
         (lambda s: s["methods"][0].update(loss="focal"), r"methods\[0\]: .*given networks"),
         (lambda s: s["datasets"][0].update(methods=["MaC-Cal"]), r"methods\[1\]: .*logits files"),
         (lambda s: s["datasets"][0].update(methods=["Nope"]), r"datasets\[0\]\.methods: expected"),
-        (lambda s: s["datasets"][0].update(calibration_fraction=1.5),
-         r"calibration_fraction: expected a fraction"),
+        (
+            lambda s: s["datasets"][0].update(calibration_fraction=1.5),
+            r"calibration_fraction: expected a fraction",
+        ),
         (lambda s: s["datasets"][2].update(calibration_fraction=0.5), "belongs to a logits entry"),
-        (lambda s: s["datasets"][0].update(data="digits"),
-         "either 'data' and 'models' or 'logits'"),
+        (
+            lambda s: s["datasets"][0].update(data="digits"),
+            "either 'data' and 'models' or 'logits'",
+        ),
         (lambda s: s["datasets"][1].update(seeds=[-1]), r"datasets\[1\]\.seeds\[0\]"),
     ],
-)  # fmt: skip
+)
 def test_given_network_entries_are_checked_before_running(tmp_path, change, message):
     root = tmp_path / "data"
     root.mkdir()
@@ -206,8 +243,14 @@ def test_a_logits_entry_reads_any_score_file_and_records_its_classes(tmp_path):
     header = ",".join(f"c{i}" for i in range(4)) + ",labels"
     rows = "\n".join(",".join(map(str, r)) + f",{t}" for r, t in zip(z, y, strict=True))
     (tmp_path / "toy_net.csv").write_text(header + "\n" + rows + "\n")
-    spec = resolve({"seeds": [1], "methods": [{"name": "Pretrained"}], "posthoc": ["ts"],
-                    "datasets": [{"logits": str(tmp_path / "toy_net.csv")}]})  # fmt: skip
+    spec = resolve(
+        {
+            "seeds": [1],
+            "methods": [{"name": "Pretrained"}],
+            "posthoc": ["ts"],
+            "datasets": [{"logits": str(tmp_path / "toy_net.csv")}],
+        }
+    )
     result = execute(spec.runs[0], tmp_path / "out")
     assert result["run"]["provenance"]["n_classes"] == 4
     assert (result["run"]["dataset"], result["run"]["model"]) == ("toy", "net")
@@ -218,8 +261,11 @@ def test_a_bad_logits_file_fails_at_its_line_before_anything_runs(tmp_path):
     z, y = make_logits(100, 5, 2)
     y[7] = 9  # a label beyond the 5 classes
     np.savez(tmp_path / "x_bad.npz", logits=z, labels=y)
-    spec = {"methods": [{"name": "Pretrained"}], "posthoc": ["ts"],
-            "datasets": [{"logits": str(tmp_path / "x_bad.npz")}]}  # fmt: skip
+    spec = {
+        "methods": [{"name": "Pretrained"}],
+        "posthoc": ["ts"],
+        "datasets": [{"logits": str(tmp_path / "x_bad.npz")}],
+    }
     with pytest.raises(
         SpecError, match=r"datasets\[0\]\.logits: .*x_bad\.npz: labels: class index 9"
     ):
@@ -236,17 +282,24 @@ def test_network_verdicts_split_by_class_count(tmp_path, capsys):
         y[: 2 * k] = np.repeat(np.arange(k), 2)
         np.savez(zoo / f"net{i}_k{k}.npz", logits=z.astype(np.float32), labels=y)
     odir = "dir-odir:folds=2,lambdas=[1],mus=[1]"
-    spec = {"name": "zoo-mini", "seeds": [0], "methods": [{"name": "Pretrained"}],
-            "baseline": "Pretrained",
-            "datasets": [{"logits": str(zoo / "*.npz"), "posthoc": ["ts", odir]}]}  # fmt: skip
+    spec = {
+        "name": "zoo-mini",
+        "seeds": [0],
+        "methods": [{"name": "Pretrained"}],
+        "baseline": "Pretrained",
+        "datasets": [{"logits": str(zoo / "*.npz"), "posthoc": ["ts", odir]}],
+    }
     out = tmp_path / "out"
     main(["bench", str(write_spec(tmp_path, spec)), "-o", str(out), "--workers", "1", "--json"])
     capsys.readouterr()
     from calibkit.bench.results import Results
     from calibkit.bench.verdicts import verdict_table
 
-    rows = [r for r in verdict_table(Results(Store(out / "results.sqlite", create=False)))
-            if r[1] == "Dir-ODIR has a lower classwise ECE than TS"]  # fmt: skip
+    rows = [
+        r
+        for r in verdict_table(Results(Store(out / "results.sqlite", create=False)))
+        if r[1] == "Dir-ODIR has a lower classwise ECE than TS"
+    ]
     assert [r[2].split(";")[0] for r in rows] == [
         "4 networks (logits files)",
         "2 networks with 10 classes or fewer (logits files)",

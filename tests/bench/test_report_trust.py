@@ -27,15 +27,24 @@ FOCAL = {1: 0.111, 2: 0.212, 3: 0.309}  # CE + a steady 1 point: paired p small,
 
 def _run(key, method, seed, loss="ce", stage2=None):
     spec = {"loss": loss, "stage2": stage2, "mixup": 0.0}
-    return {"key": key, "spec": spec, "dataset": "digits", "model": "cnn", "method": method,
-            "seed": seed}  # fmt: skip
+    return {
+        "key": key,
+        "spec": spec,
+        "dataset": "digits",
+        "model": "cnn",
+        "method": method,
+        "seed": seed,
+    }
 
 
 def _store(path, anomalies=True):
     store = Store(path)
     # written in the order a sweep finishes: two-stage runs first
-    rows = [("MaC-Cal: masked", {1: 0.05, 2: 0.06, 3: 0.07}, "ce", "maccal:head=linear"),
-            ("CE", CE, "ce", None), ("Focal", FOCAL, "focal:gamma=3", None)]  # fmt: skip
+    rows = [
+        ("MaC-Cal: masked", {1: 0.05, 2: 0.06, 3: 0.07}, "ce", "maccal:head=linear"),
+        ("CE", CE, "ce", None),
+        ("Focal", FOCAL, "focal:gamma=3", None),
+    ]
     for method, ece_ts, loss, stage2 in rows:
         for seed, value in ece_ts.items():
             key = f"{method}-{seed}"
@@ -47,8 +56,12 @@ def _store(path, anomalies=True):
                 ("test", "neural-clamping:gamma_pool=[0,1]", ALL, "ece", value / 2),
             ]
             flagged = [("ts", ALL, "temperature", "T = 1e19")] if method != "CE" else []
-            write(store, _run(key, method, seed, loss, stage2), metrics,
-                            anomalies=flagged if anomalies else [])  # fmt: skip
+            write(
+                store,
+                _run(key, method, seed, loss, stage2),
+                metrics,
+                anomalies=flagged if anomalies else [],
+            )
     store.set_sweep(["CE", "Focal", "MaC-Cal: masked"], "CE")
     return store
 
@@ -104,8 +117,12 @@ def test_report_reads_in_order_with_anomalies_grouped_after_the_results(tmp_path
     written before the declaration."""
     db = tmp_path / "r.sqlite"
     store = _store(db)
-    write(store, _run("extra", "CE", 4), [("test", "hist-binning", ALL, "ece", 0.1)],
-                    anomalies=[("hist-binning", ALL, "worse-nll", "NLL 0.1 → 0.9")])  # fmt: skip
+    write(
+        store,
+        _run("extra", "CE", 4),
+        [("test", "hist-binning", ALL, "ece", 0.1)],
+        anomalies=[("hist-binning", ALL, "worse-nll", "NLL 0.1 → 0.9")],
+    )
     write_report(db, tmp_path / "rep")
     md = (tmp_path / "rep" / "report.md").read_text()
     heads = [line for line in md.splitlines() if line.startswith("## ")]
@@ -153,12 +170,23 @@ def test_each_anomaly_is_flagged(kind, after, kwargs):
     z = torch.tensor([[2.0, 1.0], [0.0, 3.0]])
     swapped = z.flip(1) if kwargs.pop("swap", False) else z
     found = check_calibrated(
-        before, before | after, logits_before=z, logits_after=swapped,
-        preserves_argmax=kwargs.pop("preserves_argmax", False), **kwargs,
-    )  # fmt: skip
+        before,
+        before | after,
+        logits_before=z,
+        logits_after=swapped,
+        preserves_argmax=kwargs.pop("preserves_argmax", False),
+        **kwargs,
+    )
     assert [k for k, _ in found] == [kind]
-    clean = check_calibrated(before, before, logits_before=z, logits_after=z,
-                             preserves_argmax=True, temperature=1.5, converged=True)  # fmt: skip
+    clean = check_calibrated(
+        before,
+        before,
+        logits_before=z,
+        logits_after=z,
+        preserves_argmax=True,
+        temperature=1.5,
+        converged=True,
+    )
     assert clean == []
 
 
@@ -210,20 +238,26 @@ SPEC = {
         ({"posthoc": ["neural-clamping:foo=1"]}, "no parameter 'foo'"),
         ({"posthoc": ["ts", "ts"]}, r"posthoc\[1\]: ts is listed twice"),
         ({"train": [1, 2]}, "train: expected a mapping"),
-        ({"datasets": [{"data": "gaussian-toy:n_train=-5", "models": ["mlp"]}]},
-         r"datasets\[0\]\.data: n_train"),
-        ({"datasets": [{"data": "cifar10:root=/nonexistent", "models": ["mlp"]}]},
-         r"datasets\[0\]\.data: root: /nonexistent does not exist"),
+        (
+            {"datasets": [{"data": "gaussian-toy:n_train=-5", "models": ["mlp"]}]},
+            r"datasets\[0\]\.data: n_train",
+        ),
+        (
+            {"datasets": [{"data": "cifar10:root=/nonexistent", "models": ["mlp"]}]},
+            r"datasets\[0\]\.data: root: /nonexistent does not exist",
+        ),
         ({"posthoc": {"ts": 1}}, "posthoc: expected a list of post-hoc specs"),
         ({"calibration_sizes": ["all", "all"]}, "a size is listed twice"),
         ({"calibration_sizes": [True]}, "expected 'all' or an integer >= 2"),
-        ({"datasets": [{"data": "digits", "models": ["mlp", "mlp"]}]},
-         r"datasets\[0\]: mlp on digits \(method CE, seed 1\) is also in datasets\[0\]"),
+        (
+            {"datasets": [{"data": "digits", "models": ["mlp", "mlp"]}]},
+            r"datasets\[0\]: mlp on digits \(method CE, seed 1\) is also in datasets\[0\]",
+        ),
         ({"datasets": [{"data": "digits", "models": ["mlp"]}] * 2}, "is also in datasets"),
         ({"methods": [{"name": "M", "loss": "ce", "mixup": float("nan")}]}, "mixup alpha"),
         ({"methods": [{"name": "M", "loss": "ce", "mixup": float("inf")}]}, "mixup alpha"),
     ],
-)  # fmt: skip
+)
 def test_spec_checks_everything_before_running(change, message):
     with pytest.raises(SpecError, match=message):
         resolve(SPEC | change)
@@ -235,14 +269,17 @@ def test_yaml_traps_are_refused_with_their_place(tmp_path):
     from calibkit.bench.spec import load_spec
 
     twice = tmp_path / "twice.yaml"
-    twice.write_text("seeds: [1]\nseeds: [2]\ndatasets: [{data: digits, models: [mlp]}]\n"
-                     "methods: [{loss: ce}]\n")  # fmt: skip
+    twice.write_text(
+        "seeds: [1]\nseeds: [2]\ndatasets: [{data: digits, models: [mlp]}]\nmethods: [{loss: ce}]\n"
+    )
     with pytest.raises(SpecError, match=r"twice\.yaml:2: seeds: this key is given twice"):
         load_spec(twice)
     bomb = tmp_path / "bomb.yaml"
     levels = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
-    levels += [f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]"
-               for p, c in zip("abcdefg", "bcdefgh", strict=True)]  # fmt: skip
+    levels += [
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]"
+        for p, c in zip("abcdefg", "bcdefgh", strict=True)
+    ]
     bomb.write_text("\n".join(levels) + "\n")
     with pytest.raises(SpecError, match="expands to more than 100,000 values"):
         load_spec(bomb)
@@ -264,8 +301,13 @@ def test_gradient_figure_compares_losses_not_runs_sharing_a_stage_1(tmp_path):
 
     store = Store(tmp_path / "g.sqlite")
     curve = [("train", "uncalibrated", "grad_norm", {"grad_norm": [1.0], "brier": [0.1]})]
-    runs = [("MaC-Cal", "ce", "maccal"), ("CE", "ce", None), ("Mixup", "ce", None),
-            ("Focal", "focal:gamma=3", None), ("BSCE-GRA", "bsce-gra", None)]  # fmt: skip
+    runs = [
+        ("MaC-Cal", "ce", "maccal"),
+        ("CE", "ce", None),
+        ("Mixup", "ce", None),
+        ("Focal", "focal:gamma=3", None),
+        ("BSCE-GRA", "bsce-gra", None),
+    ]
     for method, loss, stage2 in runs:
         run = _run(method, method, 1, loss, stage2)
         run["spec"]["mixup"] = 0.2 if method == "Mixup" else 0.0

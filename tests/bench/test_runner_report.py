@@ -38,8 +38,12 @@ record: true
 
 def bench_cmd(*args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    return subprocess.Popen([sys.executable, "-m", "calibkit", "bench", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "calibkit", "bench", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -126,13 +130,22 @@ def test_the_html_report_renders_in_headless_chromium(swept, tmp_path):
     page = (tmp_path / "report.html").resolve()
     browser = chromium()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-    dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True,
-                         text=True, timeout=120, check=True).stdout  # fmt: skip
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert dom.count("<table>") == info["tables"] >= 6
     assert dom.count("<img") == info["figures"] >= 4 and "data:image/png;base64," in dom
     shot = tmp_path / "shot.png"
-    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,1600",
-                    page.as_uri()], capture_output=True, timeout=120, check=True)  # fmt: skip
+    subprocess.run(
+        [browser, *flags, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     from PIL import Image
 
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)
@@ -166,7 +179,8 @@ def test_missing_data_files_fail_once_before_any_run(tmp_path, capsys):
     code, _, err = run(["bench", str(tmp_path / "cifar.yaml"), "-o", str(tmp_path / "o")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: data cifar10:root={tmp_path / 'data'}: missing ") and (
-        "nothing has run" in err)  # fmt: skip
+        "nothing has run" in err
+    )
     assert Store(tmp_path / "o" / "results.sqlite").done() == set()
 
 
@@ -174,8 +188,13 @@ def test_report_tables_follow_the_store(swept, tmp_path):
     _, out, _ = swept
     info = write_report(out / "results.sqlite", tmp_path)
     md = (tmp_path / "report.md").read_text()
-    for title in ("Test ECE (%), uncalibrated", "ECE (%) after temperature scaling",
-                  "calibratability", "Refinement AUROC", "Post-hoc methods"):  # fmt: skip
+    for title in (
+        "Test ECE (%), uncalibrated",
+        "ECE (%) after temperature scaling",
+        "calibratability",
+        "Refinement AUROC",
+        "Post-hoc methods",
+    ):
         assert title in md
     head, *rows = info["headline"]
     assert head == ["method", "digits / mlp (± std over seeds)"] and rows[0][0] == "CE"
@@ -227,8 +246,11 @@ def test_a_sweep_killed_late_restarts_only_the_missing_runs(tmp_path):
     """Issue 41 §7: SIGKILL after k of n runs are stored; the restart runs exactly n - k."""
     n = 4
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC.replace("seeds: [1, 2, 3]", "seeds: [1, 2, 3, 4]").replace(
-        "record: true\n", "").replace("epochs: 3", "epochs: 1"))  # fmt: skip
+    spec.write_text(
+        SPEC.replace("seeds: [1, 2, 3]", "seeds: [1, 2, 3, 4]")
+        .replace("record: true\n", "")
+        .replace("epochs: 3", "epochs: 1")
+    )
     out = tmp_path / "out"
     proc = bench_cmd(str(spec), "-o", str(out), "--workers", "1")
     db = out / "results.sqlite"
@@ -242,9 +264,24 @@ def test_a_sweep_killed_late_restarts_only_the_missing_runs(tmp_path):
     k = len(Store(db).done())
     assert 1 <= k < n, f"the sweep was not interrupted late ({k} of {n} stored)"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    again = subprocess.run([sys.executable, "-m", "calibkit", "bench", str(spec), "-o", str(out),
-                            "--workers", "1", "--json"], env=env, capture_output=True, text=True,
-                           timeout=600)  # fmt: skip
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "calibkit",
+            "bench",
+            str(spec),
+            "-o",
+            str(out),
+            "--workers",
+            "1",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     counts = json.loads(again.stdout)["counts"]
     assert counts == {"total": n, "skipped": k, "done": n - k, "failed": 0}

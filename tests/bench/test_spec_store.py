@@ -163,8 +163,10 @@ def test_newer_schema_corrupt_file_and_write_failures_are_one_line(tmp_path, mon
     store = Store(tmp_path / "ok.sqlite")
     real = sqlite3.connect
 
-    for text, message in (("attempt to write a readonly database", "read-only"),
-                          ("database or disk is full", "disk is full")):  # fmt: skip
+    for text, message in (
+        ("attempt to write a readonly database", "read-only"),
+        ("database or disk is full", "disk is full"),
+    ):
 
         class Failing:
             def __init__(self, *a, **k):
@@ -296,12 +298,16 @@ def test_a_calibration_size_beyond_the_split_is_stored_as_the_whole_split(tmp_pa
     from calibkit.bench.spec import resolve
     from calibkit.bench.store import ALL
 
-    spec = resolve({
-        "seeds": [1], "train": {"epochs": 1},
-        "datasets": [{"data": "digits", "models": ["mlp"]}],
-        "methods": [{"name": "CE", "loss": "ce"}],
-        "posthoc": ["ts"], "calibration_sizes": ["all", 100000, 50],
-    })  # fmt: skip
+    spec = resolve(
+        {
+            "seeds": [1],
+            "train": {"epochs": 1},
+            "datasets": [{"data": "digits", "models": ["mlp"]}],
+            "methods": [{"name": "CE", "loss": "ce"}],
+            "posthoc": ["ts"],
+            "calibration_sizes": ["all", 100000, 50],
+        }
+    )
     result = execute(spec.runs[0], tmp_path)
     sizes = {size for _, cal, size, m, _ in result["metrics"] if cal == "ts" and m == "ece"}
     assert sizes == {ALL, 50}

@@ -73,8 +73,15 @@ def test_the_train_cifar_presets_are_the_study_and_the_papers_protocol():
     shared("cifar10-jpeg")  # the presets name ../shared/data/cifar10-jpeg, checked as they load
     study, paper = load_spec("train-cifar"), load_spec("train-cifar-paper")
     losses = {str(r.loss) for r in study.runs}
-    assert {"ce", "focal:gamma=3", "flsd53", "label-smoothing:epsilon=0.05",
-            "inverse-focal:gamma=3", "brier", "bsce-gra"} <= losses  # fmt: skip
+    assert {
+        "ce",
+        "focal:gamma=3",
+        "flsd53",
+        "label-smoothing:epsilon=0.05",
+        "inverse-focal:gamma=3",
+        "brier",
+        "bsce-gra",
+    } <= losses
     assert any(r.mixup for r in study.runs) and any(r.stage2 for r in study.runs)
     assert len({r.seed for r in study.runs}) >= 2
     nc = [r for r in study.runs if any(p.name == "neural-clamping" for p in r.posthoc)]
@@ -93,8 +100,7 @@ def _small(run, root):
     data = run.dataset.with_params(root=str(root), train_size=64, val_size=60, test_size=200)
     post = tuple(p.with_params(epochs=1) if p.name == "neural-clamping" else p for p in run.posthoc)
     stage2 = run.stage2 and run.stage2.with_params(epochs=1)
-    return replace(run, dataset=data, train=run.train | {"epochs": 1}, posthoc=post,
-                   stage2=stage2)  # fmt: skip
+    return replace(run, dataset=data, train=run.train | {"epochs": 1}, posthoc=post, stage2=stage2)
 
 
 def test_the_study_preset_runs_small_on_the_real_tree_and_resumes(tmp_path):
@@ -173,8 +179,10 @@ def test_bench_estimate_prints_and_runs_nothing(tmp_path, monkeypatch):
     # estimate was silent for 61 s (a ResNet-110's steps on a CPU): it says what it times
 
     spec = tmp_path / "s.yaml"
-    spec.write_text("seeds: [1]\ndatasets: [{data: digits, models: [cnn]}]\n"
-                    "methods: [{loss: ce}]\ntrain: {epochs: 2}\n")  # fmt: skip
+    spec.write_text(
+        "seeds: [1]\ndatasets: [{data: digits, models: [cnn]}]\n"
+        "methods: [{loss: ce}]\ntrain: {epochs: 2}\n"
+    )
     res = CliRunner().invoke(cli, ["bench", str(spec), "--estimate", "-o", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "cnn: 1 networks" in res.output and "of training on" in res.output
@@ -189,8 +197,9 @@ def test_bench_estimate_prints_and_runs_nothing(tmp_path, monkeypatch):
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    res = CliRunner().invoke(cli, ["bench", str(spec), "--estimate", "--workers", str(cores),
-                                   "--threads", "2"])  # fmt: skip
+    res = CliRunner().invoke(
+        cli, ["bench", str(spec), "--estimate", "--workers", str(cores), "--threads", "2"]
+    )
     assert res.exit_code == 0 and f"workers × 2 threads > {cores} cores" in res.output
 
 
@@ -200,7 +209,16 @@ def test_an_unwritable_doc_is_refused_before_the_sweep(tmp_path):
     from calibkit.cli import cli
 
     (tmp_path / "file").write_text("x")
-    res = CliRunner().invoke(cli, ["bench", "default", "-o", str(tmp_path / "o"),
-                                   "--doc", str(tmp_path / "file" / "real.md")])  # fmt: skip
+    res = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            "default",
+            "-o",
+            str(tmp_path / "o"),
+            "--doc",
+            str(tmp_path / "file" / "real.md"),
+        ],
+    )
     assert res.exit_code == 2 and "cannot write to" in res.output
     assert not (tmp_path / "o").exists()

@@ -41,8 +41,21 @@ def zy():
     return torch.as_tensor(z), torch.as_tensor(y)
 
 
-FUNCTIONS = ["ece", "mce", "aece", "rms_ce", "classwise_ece", "nll", "brier", "ks_error",
-             "smooth_ece", "refinement_auroc", "aurc", "accuracy", "optimal_ece"]  # fmt: skip
+FUNCTIONS = [
+    "ece",
+    "mce",
+    "aece",
+    "rms_ce",
+    "classwise_ece",
+    "nll",
+    "brier",
+    "ks_error",
+    "smooth_ece",
+    "refinement_auroc",
+    "aurc",
+    "accuracy",
+    "optimal_ece",
+]
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
@@ -74,9 +87,11 @@ def test_the_meter_on_cuda(zy):
 
 
 LOGITS_METHODS = [n for n in posthoc.names() if posthoc.REGISTRY.factory(n).level == "logits"]
-FAST = {"dir-l2": "dir-l2:lambdas=[0.01,1],folds=2",
-        "dir-odir": "dir-odir:lambdas=[0.01,1],mus=[0.01,1],folds=2",
-        "ms-odir": "ms-odir:lambdas=[0.01,1],mus=[0.01,1],folds=2"}  # fmt: skip
+FAST = {
+    "dir-l2": "dir-l2:lambdas=[0.01,1],folds=2",
+    "dir-odir": "dir-odir:lambdas=[0.01,1],mus=[0.01,1],folds=2",
+    "ms-odir": "ms-odir:lambdas=[0.01,1],mus=[0.01,1],folds=2",
+}
 
 
 @pytest.mark.parametrize("name", LOGITS_METHODS)
@@ -117,8 +132,9 @@ def test_torchmetrics_adapter_on_cuda(zy):
 def _train(tmp_path, device, name, **more):
     from calibkit.training import TrainConfig, train
 
-    config = TrainConfig(data="digits:train_size=300", model="cnn", epochs=2, batch_size=32,
-                         device=device, **more)  # fmt: skip
+    config = TrainConfig(
+        data="digits:train_size=300", model="cnn", epochs=2, batch_size=32, device=device, **more
+    )
     return train(config, tmp_path / name)
 
 
@@ -134,9 +150,18 @@ def test_packed_members_on_cuda_match_networks_trained_alone(tmp_path):
     from calibkit.training import TrainConfig, train
     from calibkit.training.packed import train_packed
 
-    configs = [TrainConfig(data="digits:train_size=300", model="cnn", epochs=2, batch_size=32,
-                           device="cuda", loss=loss, seed=seed)
-               for loss, seed in (("ce", 1), ("focal:gamma=3", 2))]  # fmt: skip
+    configs = [
+        TrainConfig(
+            data="digits:train_size=300",
+            model="cnn",
+            epochs=2,
+            batch_size=32,
+            device="cuda",
+            loss=loss,
+            seed=seed,
+        )
+        for loss, seed in (("ce", 1), ("focal:gamma=3", 2))
+    ]
     train_packed(configs, [tmp_path / "p0", tmp_path / "p1"])
     for i, config in enumerate(configs):
         alone = train(config, tmp_path / f"a{i}").history[-1]
@@ -153,10 +178,12 @@ def test_maccal_and_neural_clamping_on_cuda(tmp_path):
     with np.load(tmp_path / "m" / "logits.npz") as f:
         assert np.isfinite(f["logits_test"]).all()
     assert cal.history()
-    nc = calibrate_run(tmp_path / "stage1", "neural-clamping:epochs=3", tmp_path / "nc",
-                       device="cuda")  # fmt: skip
-    nc_cpu = calibrate_run(tmp_path / "stage1", "neural-clamping:epochs=3", tmp_path / "ncc",
-                           device="cpu")  # fmt: skip
+    nc = calibrate_run(
+        tmp_path / "stage1", "neural-clamping:epochs=3", tmp_path / "nc", device="cuda"
+    )
+    nc_cpu = calibrate_run(
+        tmp_path / "stage1", "neural-clamping:epochs=3", tmp_path / "ncc", device="cpu"
+    )
     assert float(nc.temperature_) == pytest.approx(float(nc_cpu.temperature_), rel=0.05)
 
 
@@ -165,13 +192,18 @@ def test_a_two_run_bench_on_cuda_packs_and_finishes(tmp_path):
     from calibkit.bench.spec import resolve
     from calibkit.bench.store import Store
 
-    raw = {"name": "cuda", "seeds": [1, 2], "train": {"epochs": 2, "batch_size": 32},
-           "datasets": [{"data": "digits:train_size=300", "models": ["cnn"]}],
-           "methods": [{"name": "CE", "loss": "ce"}],
-           "posthoc": ["ts", "hist-binning"]}  # fmt: skip
+    raw = {
+        "name": "cuda",
+        "seeds": [1, 2],
+        "train": {"epochs": 2, "batch_size": 32},
+        "datasets": [{"data": "digits:train_size=300", "models": ["cnn"]}],
+        "methods": [{"name": "CE", "loss": "ce"}],
+        "posthoc": ["ts", "hist-binning"],
+    }
     seen = []
-    counts = run_bench(resolve(raw), tmp_path, workers=1,
-                       progress=lambda *a, status=None: seen.append(status))  # fmt: skip
+    counts = run_bench(
+        resolve(raw), tmp_path, workers=1, progress=lambda *a, status=None: seen.append(status)
+    )
     assert counts["done"] == 2 and counts["failed"] == 0
     assert any(s and s.startswith("pack of 2") for s in seen)
     runs = [json.loads(p.read_text()) for p in (tmp_path / "train").glob("*/run.json")]
@@ -186,13 +218,27 @@ def test_the_file_commands_compute_on_cuda(tmp_path, zy, capsys, command):
 
     z, y = zy
     path = tmp_path / "z.npz"
-    np.savez(path, logits_val=z[:1500].numpy(), labels_val=y[:1500].numpy(),
-             logits_test=z[1500:].numpy(), labels_test=y[1500:].numpy())  # fmt: skip
-    args = {"evaluate": ["evaluate", str(path), "--bootstrap", "50", "--json"],
-            "fit": ["fit", "--method", "ts", "--val", str(path), "-o", str(tmp_path / "t.calib"),
-                    "--json"],
-            "compare": ["compare", "--file", str(path), "--methods", "ts,vector",
-                        "--json"]}  # fmt: skip
+    np.savez(
+        path,
+        logits_val=z[:1500].numpy(),
+        labels_val=y[:1500].numpy(),
+        logits_test=z[1500:].numpy(),
+        labels_test=y[1500:].numpy(),
+    )
+    args = {
+        "evaluate": ["evaluate", str(path), "--bootstrap", "50", "--json"],
+        "fit": [
+            "fit",
+            "--method",
+            "ts",
+            "--val",
+            str(path),
+            "-o",
+            str(tmp_path / "t.calib"),
+            "--json",
+        ],
+        "compare": ["compare", "--file", str(path), "--methods", "ts,vector", "--json"],
+    }
     on_cpu = json.loads(run_ok(args[command], capsys))
     if command == "fit":
         (tmp_path / "t.calib").unlink()

@@ -82,8 +82,10 @@ def test_train_size_and_label_noise_change_the_training_split_only():
         tuple(x.reshape(-1).tolist()): int(y)
         for x, y in zip(whole.train.x, whole.train.y, strict=True)
     }
-    assert all(rows[tuple(x.reshape(-1).tolist())] == int(y)
-               for x, y in zip(clean.train.x, clean.train.y, strict=True))  # fmt: skip
+    assert all(
+        rows[tuple(x.reshape(-1).tolist())] == int(y)
+        for x, y in zip(clean.train.x, clean.train.y, strict=True)
+    )
     toy = data.create("gaussian-toy:n_train=100,n_test=20,label_noise=0.1")
     assert len(toy.train) == 450 and len(toy.test) == 100
 

@@ -126,8 +126,17 @@ def test_the_real_mnist_test_set_reads_as_published():
     assert len(bundle.test) == 10_000 and bundle.test.x.shape == (10_000, 1, 28, 28)
     assert bundle.test.y[:8].tolist() == [7, 2, 1, 0, 4, 1, 4, 9]  # the published first labels
     assert torch.bincount(bundle.test.y).tolist() == [
-        980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009,
-    ]  # fmt: skip
+        980,
+        1135,
+        1032,
+        1010,
+        982,
+        892,
+        958,
+        1028,
+        974,
+        1009,
+    ]
 
 
 def test_the_shared_cifar10_jpeg_tree_reads_in_the_canonical_order():

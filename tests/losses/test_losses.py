@@ -25,9 +25,22 @@ def batch(n=12, k=5, seed=0, scale=3.0):
 
 def test_registry_holds_every_loss_the_issue_names():
     assert set(ALL) == {
-        "ce", "focal", "flsd53", "dual-focal", "inverse-focal", "label-smoothing", "erl",
-        "logit-l1", "mmce", "brier", "mbls", "bsce", "bsce-gra", "focal-gra", "dual-focal-gra",
-    }  # fmt: skip
+        "ce",
+        "focal",
+        "flsd53",
+        "dual-focal",
+        "inverse-focal",
+        "label-smoothing",
+        "erl",
+        "logit-l1",
+        "mmce",
+        "brier",
+        "mbls",
+        "bsce",
+        "bsce-gra",
+        "focal-gra",
+        "dual-focal-gra",
+    }
 
 
 def reference(name: str, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -67,8 +67,9 @@ def test_an_interval_reaches_zero_where_calibration_is_not_rejected():
     assert r.calibration_p["classwise_ece"] > 0.05 and "nll" not in r.calibration_p
     assert r.intervals["classwise_ece"][0] == 0.0  # a bootstrap interval alone lies above 0
     assert any("consistent with perfect calibration" in n for n in r.notes)
-    basic = evaluate(probs, labels, probs=True, bootstrap=200, metrics=["classwise_ece"],
-                     interval="basic").intervals["classwise_ece"]  # fmt: skip
+    basic = evaluate(
+        probs, labels, probs=True, bootstrap=200, metrics=["classwise_ece"], interval="basic"
+    ).intervals["classwise_ece"]
     assert basic[0] > 0 and basic[1] < r["classwise_ece"]  # wholly below the estimate
     # from 0 up to the estimate: the interval holds its estimate, and the note is gone
     assert r.intervals["classwise_ece"][1] == r["classwise_ece"]

@@ -30,8 +30,15 @@ def test_intervals_agree_with_scipy_bootstrap(method):
     jackknife against calibkit's 20 groups)."""
     probs, labels = SyntheticClassifier(10, gamma=1.5).sample(300, seed=3)
     conf = probs.max(1)
-    ours = evaluate(probs, labels, probs=True, bootstrap=20_000, interval=method, seed=1,
-                    metrics=["mean_confidence"]).intervals["mean_confidence"]  # fmt: skip
+    ours = evaluate(
+        probs,
+        labels,
+        probs=True,
+        bootstrap=20_000,
+        interval=method,
+        seed=1,
+        metrics=["mean_confidence"],
+    ).intervals["mean_confidence"]
     ref = stats.bootstrap((conf,), np.mean, n_resamples=20_000, method=method, random_state=2)
     lo, hi = ref.confidence_interval
     assert abs(ours[0] - lo) < 0.06 * (hi - lo) and abs(ours[1] - hi) < 0.06 * (hi - lo)
@@ -66,13 +73,20 @@ def test_the_debiased_errors_get_two_pivot_intervals_from_their_plug_ins():
     it when it was not asked for, and gives the interval the full evaluation gives."""
     probs, labels = SyntheticClassifier(10, gamma=1.0).sample(2000, seed=4)
     full = evaluate(probs, labels, probs=True, bootstrap=200, seed=2, smooth=False)
-    alone = evaluate(probs, labels, probs=True, bootstrap=200, seed=2,
-                     metrics=["debiased_ece", "debiased_classwise_ece"])  # fmt: skip
+    alone = evaluate(
+        probs,
+        labels,
+        probs=True,
+        bootstrap=200,
+        seed=2,
+        metrics=["debiased_ece", "debiased_classwise_ece"],
+    )
     assert set(alone.metrics) == {"debiased_ece", "debiased_classwise_ece"}
     for m, plug in (("debiased_ece", "ece"), ("debiased_classwise_ece", "classwise_ece")):
         assert alone.intervals[m] == pytest.approx(full.intervals[m])
-        basic = evaluate(probs, labels, probs=True, bootstrap=200, seed=2, interval="basic",
-                         metrics=[m]).intervals[m]  # fmt: skip
+        basic = evaluate(
+            probs, labels, probs=True, bootstrap=200, seed=2, interval="basic", metrics=[m]
+        ).intervals[m]
         assert full.intervals[m][0] == pytest.approx(basic[0])
         assert full.intervals[m][1] > basic[1]  # widened by the debiasing, plug-in − debiased
         assert full[plug] > full[m]
@@ -93,8 +107,14 @@ def test_bca_without_bias_or_skew_is_the_percentile_interval():
 def test_every_estimate_outside_its_interval_gets_a_note():
     """The issue's case: classwise ECE of a well-calibrated many-class model is biased up."""
     probs, labels = SyntheticClassifier(100, gamma=1.0).sample(3000, seed=0)
-    r = evaluate(probs, labels, probs=True, bootstrap=300, interval="percentile",
-                 metrics=["classwise_ece", "accuracy"])  # fmt: skip
+    r = evaluate(
+        probs,
+        labels,
+        probs=True,
+        bootstrap=300,
+        interval="percentile",
+        metrics=["classwise_ece", "accuracy"],
+    )
     lo, _ = r.intervals["classwise_ece"]
     assert r["classwise_ece"] < lo and r.bias["classwise_ece"] > 0
     assert len(r.notes) == 1 and "classwise_ece" in r.notes[0] and "accuracy" not in r.notes[0]
@@ -157,15 +177,22 @@ def test_coverage_of_the_chosen_intervals_small_study():
     88 % basic against 0 % percentile."""
     from calibkit.metrics.table import info
 
-    over = coverage_cell(500, 10, 1.5, 120, 300, smooth=False,
-                         metrics=("accuracy", "nll", "brier", "gap", "ece", "classwise_ece",
-                                  "debiased_rms_ce"))  # fmt: skip
+    over = coverage_cell(
+        500,
+        10,
+        1.5,
+        120,
+        300,
+        smooth=False,
+        metrics=("accuracy", "nll", "brier", "gap", "ece", "classwise_ece", "debiased_rms_ce"),
+    )
     cov = {m: c[info(m).interval] for m, c in over["coverage"].items()}
     assert min(cov[m] for m in ("accuracy", "nll", "brier", "gap")) >= 0.87, cov
     assert cov["ece"] >= 0.78 and cov["debiased_rms_ce"] >= 0.72, cov
     assert cov["classwise_ece"] >= 0.6 >= 0.1 >= over["coverage"]["classwise_ece"]["percentile"]
-    calibrated = coverage_cell(500, 10, 1.0, 60, 300, smooth=False,
-                               metrics=("ks_error", "overconfident"))  # fmt: skip
+    calibrated = coverage_cell(
+        500, 10, 1.0, 60, 300, smooth=False, metrics=("ks_error", "overconfident")
+    )
     for m, c in calibrated["coverage"].items():
         assert c[info(m).interval] >= 0.7 and c["percentile"] <= 0.1, (m, c)
 
@@ -189,15 +216,19 @@ def test_nested_comparison_averages_each_seeds_paired_differences():
         z = np.log(probs) * (1 + 0.1 * rng.random())
         groups.append((z, z * 0.7, labels))
     c = compare_nested(groups, bootstrap=100, seed=2, metrics=["ece"])
-    diffs = [bootstrap_replicates(zb, y, ["ece"], 100, seed=2)["ece"]
-             - bootstrap_replicates(za, y, ["ece"], 100, seed=2)["ece"]
-             for za, zb, y in groups]  # fmt: skip
+    diffs = [
+        bootstrap_replicates(zb, y, ["ece"], 100, seed=2)["ece"]
+        - bootstrap_replicates(za, y, ["ece"], 100, seed=2)["ece"]
+        for za, zb, y in groups
+    ]
     mean = torch.tensor(np.mean(diffs, axis=0), dtype=torch.float64)
     q = torch.quantile(mean, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     assert c.intervals["ece"] == pytest.approx(q)
-    single = [evaluate(zb, y, metrics=["ece"], optimal=False)["ece"]
-              - evaluate(za, y, metrics=["ece"], optimal=False)["ece"]
-              for za, zb, y in groups]  # fmt: skip
+    single = [
+        evaluate(zb, y, metrics=["ece"], optimal=False)["ece"]
+        - evaluate(za, y, metrics=["ece"], optimal=False)["ece"]
+        for za, zb, y in groups
+    ]
     assert c.diff["ece"] == pytest.approx(np.mean(single))
     assert c.settings["seeds"] == 3 and 0 <= c.p_values["ece"] <= 1
     with pytest.raises(ValueError, match="groups: empty"):
@@ -215,9 +246,15 @@ def test_paired_test_holds_its_level_and_has_power():
         z = 1.3 * np.log(probs)
 
         za, zb = (z * np.exp(0.1 * rng.standard_normal(len(z)))[:, None] for _ in range(2))
-        rejects += compare_paired(za, zb, labels, bootstrap=200, seed=r,
-                                  metrics=["ece"]).p_values["ece"] < 0.05  # fmt: skip
-        detects += compare_paired(za, 0.8 * zb, labels, bootstrap=200, seed=r,
-                                  metrics=["ece"]).p_values["ece"] < 0.05  # fmt: skip
+        rejects += (
+            compare_paired(za, zb, labels, bootstrap=200, seed=r, metrics=["ece"]).p_values["ece"]
+            < 0.05
+        )
+        detects += (
+            compare_paired(za, 0.8 * zb, labels, bootstrap=200, seed=r, metrics=["ece"]).p_values[
+                "ece"
+            ]
+            < 0.05
+        )
     assert rejects / 60 <= 0.05 + 3.5 * math.sqrt(0.05 * 0.95 / 60)
     assert detects / 60 >= 0.9

@@ -38,8 +38,12 @@ def test_every_metric_agrees_across_functional_evaluate_meter_and_bootstrap(bina
         meter.update(z[part], y[part])
     streamed = meter.compute()
     scheme = BinScheme.make(15, "calibkit", torch.float64)
-    weighted = metric_vectors(prepare(z, y, binary=binary), scheme,
-                              torch.ones(1, len(y), dtype=torch.float64), smooth=True)  # fmt: skip
+    weighted = metric_vectors(
+        prepare(z, y, binary=binary),
+        scheme,
+        torch.ones(1, len(y), dtype=torch.float64),
+        smooth=True,
+    )
     for m in COMPUTED:
         name = m.name
         assert streamed[name] == pytest.approx(want[name], rel=1e-9, abs=1e-12), name

@@ -48,7 +48,10 @@ def test_a_fit_that_went_wrong_warns_once_and_keeps_what_it_found(real_logits, t
         "calibration split (NLL 0.3002 → "
     )
     assert [a["kind"] for a in cal.fit_report_.anomalies] == [
-        "not-converged", "temperature", "worse-nll"]  # fmt: skip
+        "not-converged",
+        "temperature",
+        "worse-nll",
+    ]
     assert str(cal.fit_report_).endswith(
         "flagged on the calibration split: not-converged, temperature, worse-nll"
     )
@@ -84,15 +87,17 @@ def test_fit_command_prints_one_warning_line_and_the_json_field(real_logits, tmp
 
 def test_calibrate_checks_the_test_split_and_records_it(tmp_path, capsys):
     train(TrainConfig(epochs=1), tmp_path / "run")
-    code, out, err = run(["calibrate", BAD, str(tmp_path / "run"), "-o", str(tmp_path / "o"),
-                          "--json"], capsys)  # fmt: skip
+    code, out, err = run(
+        ["calibrate", BAD, str(tmp_path / "run"), "-o", str(tmp_path / "o"), "--json"], capsys
+    )
     assert code == 0 and err.count("warning: ts:") == 2, err  # the fit's split, then test
     test = [a for a in json.loads(out)["fit"]["anomalies"] if a["split"] == "test"]
     assert {a["kind"] for a in test} >= {"not-converged", "temperature"}
     record = json.loads((tmp_path / "o" / "run.json").read_text())["calibration"]
     assert record["anomalies"] == json.loads(out)["fit"]["anomalies"]
-    code, out, err = run(["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "g")],
-                         capsys)  # fmt: skip
+    code, out, err = run(
+        ["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "g")], capsys
+    )
     assert code == 0 and err == ""
 
 

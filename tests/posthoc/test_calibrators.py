@@ -327,8 +327,9 @@ def test_affine_closed_form_gradient_equals_autograd(matrix, reg):
     )
     loss.backward()
     with torch.no_grad():
-        nll, gw, gc = nll_and_grad(x, y, torch.nn.functional.one_hot(y, 6).double(), w, c,
-                                   matrix=matrix)  # fmt: skip
+        nll, gw, gc = nll_and_grad(
+            x, y, torch.nn.functional.one_hot(y, 6).double(), w, c, matrix=matrix
+        )
         pw, pc = _penalty_grad(w, c, reg, 0.7, 1.3, matrix)
         total = nll + _penalty(w if matrix else torch.diag(w), c, reg, 0.7, 1.3)
     assert float(total) == pytest.approx(float(loss), rel=1e-14)
@@ -367,8 +368,13 @@ def test_preconditioned_fit_reaches_the_optimum_of_scipy(reg, matrix, warm):
         return float(total), t.grad.numpy()
 
     x0 = np.r_[np.eye(k).ravel() if matrix else np.ones(k), np.zeros(k)]
-    ref = minimize(objective, x0, jac=True, method="L-BFGS-B",
-                   options={"gtol": 1e-11, "ftol": 1e-16, "maxiter": 20000})  # fmt: skip
+    ref = minimize(
+        objective,
+        x0,
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": 1e-11, "ftol": 1e-16, "maxiter": 20000},
+    )
     assert converged
     assert loss == pytest.approx(ref.fun, abs=1e-9)
     assert objective(np.r_[w.reshape(-1).numpy(), b.numpy()])[0] == pytest.approx(loss, abs=1e-12)
@@ -407,8 +413,11 @@ def test_beyond_the_edge_crosses_the_other_axis():
     cal = posthoc.create("dir-odir")
     tried = {(lam, mu): 0.0 for lam in (1.0, 10.0) for mu in (0.1, 1.0)}
     assert cal._beyond((10.0, 1.0), tried, cal.checked()) == [
-        (100.0, 1.0), (100.0, 0.1), (10.0, 10.0), (1.0, 10.0)
-    ]  # fmt: skip
+        (100.0, 1.0),
+        (100.0, 0.1),
+        (10.0, 10.0),
+        (1.0, 10.0),
+    ]
     assert cal._beyond((1.0, 0.1), {(0.0, 0.1): 0.0, **tried}, cal.checked()) == [
         (10.0, 0.01), (1.0, 0.01), (0.0, 0.01)
     ]  # fmt: skip  # λ's bottom is 0: no edge there; μ's bottom moves down a decade
@@ -472,8 +481,11 @@ def test_fit_report_prints_times_and_numbers_as_people_read_them():
     from calibkit.posthoc.base import FitReport, duration
 
     assert [duration(s) for s in (0.0123, 4.512, 404.4761, 3725.0)] == [
-        "12.3 ms", "4.51 s", "6 min 44 s", "1 h 02 min"
-    ]  # fmt: skip
+        "12.3 ms",
+        "4.51 s",
+        "6 min 44 s",
+        "1 h 02 min",
+    ]
     details = {"t": 0.9666666666666667, "pair": [0.14999999, 2]}
     text = str(FitReport("nll", 0.5, 0.25, 3, True, 404.4761, details))
     assert "6 min 44 s" in text and "t = 0.966667" in text and "pair = [0.15, 2]" in text

@@ -42,9 +42,11 @@ def test_delta_held_at_zero_is_focal_loss_temperature_scaling():
         z = model(x)
     focal = Focal(gamma=2.0, reduction="sum")
     best = minimize_scalar(
-        lambda s: float(focal(z / math.exp(s), y)), bounds=(-5, 5), method="bounded",
+        lambda s: float(focal(z / math.exp(s), y)),
+        bounds=(-5, 5),
+        method="bounded",
         options={"xatol": 1e-10},
-    )  # fmt: skip
+    )
     assert 0.2 < math.exp(best.x) < 0.6  # a finite optimum: the model is under-confident
     assert float(nc.temperature_) == pytest.approx(math.exp(best.x), rel=1e-4)
 
@@ -118,8 +120,9 @@ def test_the_history_is_the_objective_of_each_epoch():
     assert [r["epoch"] for r in h] == list(range(1, 7))
     assert h[-1]["temperature"] == pytest.approx(float(nc.temperature_), rel=1e-12)
     # epoch 1's one step is taken at the start: focal at the starting T plus λ'‖δ0‖²
-    settings = NeuralClamping.check_settings(gamma_pool=(2.0,), epochs=6, batch_size=len(y),
-                                             lr=0.01)  # fmt: skip
+    settings = NeuralClamping.check_settings(
+        gamma_pool=(2.0,), epochs=6, batch_size=len(y), lr=0.01
+    )
     fit = _fit_pool(model, x, y, None, settings)[0]
     assert h[0]["objective"] == pytest.approx(fit["start"], rel=1e-9)
     assert [r["objective"] for r in h] == [r["objective"] for r in fit["history"]]
@@ -144,22 +147,34 @@ def test_save_load_round_trip_and_tampering(tmp_path):
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda m: NeuralClamping(init="data").fit(m, *toy_data()),
-         "init='data' needs input_range"),
-        (lambda m: NeuralClamping(gamma_pool=(-1,)).fit(m, *toy_data()),
-         r"gamma_pool: focal γ values in \[0, 20\]"),
-        (lambda m: NeuralClamping(init="zeros").fit(m, *toy_data()),
-         "init: expected one of 'random', 'data'"),
+        (
+            lambda m: NeuralClamping(init="data").fit(m, *toy_data()),
+            "init='data' needs input_range",
+        ),
+        (
+            lambda m: NeuralClamping(gamma_pool=(-1,)).fit(m, *toy_data()),
+            r"gamma_pool: focal γ values in \[0, 20\]",
+        ),
+        (
+            lambda m: NeuralClamping(init="zeros").fit(m, *toy_data()),
+            "init: expected one of 'random', 'data'",
+        ),
         (lambda m: posthoc.create("neural-clamping:epochs=0"), "epochs: expected an integer >= 1"),
-        (lambda m: NeuralClamping(init="data").fit(m, *toy_data(), input_range=(0, 1)),
-         r"input_range: the calibration inputs span \[.*\], outside the range given"),
-        (lambda m: NeuralClamping().fit(m, torch.full((2, 3), math.nan), torch.zeros(2)),
-         "NaN or inf"),
+        (
+            lambda m: NeuralClamping(init="data").fit(m, *toy_data(), input_range=(0, 1)),
+            r"input_range: the calibration inputs span \[.*\], outside the range given",
+        ),
+        (
+            lambda m: NeuralClamping().fit(m, torch.full((2, 3), math.nan), torch.zeros(2)),
+            "NaN or inf",
+        ),
         (lambda m: NeuralClamping()(torch.zeros(1, 3)), "not fitted yet"),
-        (lambda m: NeuralClamping(epochs=1).fit(m, *toy_data())(torch.zeros(2, 5)),
-         r"expected samples of shape \(3,\), got \(5,\)"),
+        (
+            lambda m: NeuralClamping(epochs=1).fit(m, *toy_data())(torch.zeros(2, 5)),
+            r"expected samples of shape \(3,\), got \(5,\)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_fails_with_one_line(make, message):
     with pytest.raises(ValueError, match=message):
         make(toy_model())
@@ -174,8 +189,9 @@ def test_calibrate_command_fits_any_method_on_a_run_and_writes_logits_for_compar
     assert out["fit"]["details"]["gamma"] == 1.0
     with np.load(tmp_path / "run-neural-clamping" / "logits.npz") as f:
         assert f["logits_test"].shape == (497, 10) and f["labels_val"].shape == (300,)
-    back = posthoc.load(tmp_path / "run-neural-clamping" / "calibrator.safetensors",
-                        torch.nn.Linear(64, 10))  # fmt: skip
+    back = posthoc.load(
+        tmp_path / "run-neural-clamping" / "calibrator.safetensors", torch.nn.Linear(64, 10)
+    )
     assert back.settings()["init"] == "data" and back.fit_report_.details["gamma"] == 1.0
     run_ok(["calibrate", "ts", str(tmp_path / "run"), "-o", str(tmp_path / "ts")], capsys)
     with (

@@ -57,8 +57,19 @@ def test_the_commands_are_one_library_call_each(tmp_path, splits):
 
 def test_fit_json_reports_before_and_after(tmp_path, splits, capsys):
     path, *_ = splits
-    out = run_ok(["fit", "--method", "hist-binning:n_bins=10", "--val", str(path), "-o",
-                  str(tmp_path / "h.calib"), "--json"], capsys)  # fmt: skip
+    out = run_ok(
+        [
+            "fit",
+            "--method",
+            "hist-binning:n_bins=10",
+            "--val",
+            str(path),
+            "-o",
+            str(tmp_path / "h.calib"),
+            "--json",
+        ],
+        capsys,
+    )
     payload = json.loads(out)
     assert payload["after"]["ece"] < payload["before"]["ece"]
 
@@ -83,8 +94,21 @@ def test_compare_table_and_json(tmp_path, splits, capsys, monkeypatch, args):
 
 def test_compare_seeds_give_mean_and_std(tmp_path, splits, capsys):
     path, *_ = splits
-    out = run_ok(["compare", "--file", str(path), "--methods", "scaling-binning,ts", "--seeds", "3",
-                  "--bootstrap", "0", "--json"], capsys)  # fmt: skip
+    out = run_ok(
+        [
+            "compare",
+            "--file",
+            str(path),
+            "--methods",
+            "scaling-binning,ts",
+            "--seeds",
+            "3",
+            "--bootstrap",
+            "0",
+            "--json",
+        ],
+        capsys,
+    )
     methods = json.loads(out)["methods"]
     assert (
         methods["scaling-binning"]["seeds"] == 3 and methods["scaling-binning"]["std"] is not None
@@ -98,8 +122,20 @@ def test_compare_table_fits_the_width(splits, capsys, monkeypatch, width):
     is printed as several tables, each with the method column, and no line is longer."""
     path, *_ = splits
     monkeypatch.setenv("COLUMNS", str(width))
-    out = run_ok(["compare", "--file", str(path), "--methods", "scaling-binning,ts", "--seeds", "3",
-                  "--bootstrap", "0"], capsys)  # fmt: skip
+    out = run_ok(
+        [
+            "compare",
+            "--file",
+            str(path),
+            "--methods",
+            "scaling-binning,ts",
+            "--seeds",
+            "3",
+            "--bootstrap",
+            "0",
+        ],
+        capsys,
+    )
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= width
     heads = [line for line in lines if "┃ method" in line]

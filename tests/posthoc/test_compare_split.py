@@ -41,8 +41,10 @@ def test_each_seed_fits_on_its_own_split():
     # seed 1's numbers are those of a plain comparison on seed 1's split
     cal, test = stratified_split(y, 0.5, 1)
     one = compare_methods((z[cal], y[cal]), (z[test], y[test]), ["ts"], bootstrap=0)["methods"]
-    three = [compare_methods((z[c], y[c]), (z[t], y[t]), ["ts"], bootstrap=0)["methods"]["ts"]
-             for c, t in (stratified_split(y, 0.5, s) for s in range(3))]  # fmt: skip
+    three = [
+        compare_methods((z[c], y[c]), (z[t], y[t]), ["ts"], bootstrap=0)["methods"]["ts"]
+        for c, t in (stratified_split(y, 0.5, s) for s in range(3))
+    ]
     three = [r["metrics"] for r in three]
     assert one["ts"]["metrics"]["ece"] == three[1]["ece"]
     assert out["ts"]["metrics"]["ece"] == pytest.approx(np.mean([m["ece"] for m in three]))
@@ -53,15 +55,38 @@ def test_the_cli_splits_one_file_and_refuses_two(tmp_path, capsys):
     z, y = make_logits(300, 4, 1)
     np.savez(tmp_path / "t.npz", logits=z, labels=y)
     try:
-        main(["compare", "--file", str(tmp_path / "t.npz"), "--split", "0.5", "--seeds", "2",
-              "--methods", "ts,vector", "--bootstrap", "0", "--json"])  # fmt: skip
+        main(
+            [
+                "compare",
+                "--file",
+                str(tmp_path / "t.npz"),
+                "--split",
+                "0.5",
+                "--seeds",
+                "2",
+                "--methods",
+                "ts,vector",
+                "--bootstrap",
+                "0",
+                "--json",
+            ]
+        )
     except SystemExit as e:
         assert e.code in (0, None)
     got = json.loads(capsys.readouterr().out)
     assert got["split"] == 0.5 and got["methods"]["vector"]["seeds"] == 2
     with pytest.raises(SystemExit) as e:
-        main(["compare", "--val", str(tmp_path / "t.npz"), "--test", str(tmp_path / "t.npz"),
-              "--split", "0.5"])  # fmt: skip
+        main(
+            [
+                "compare",
+                "--val",
+                str(tmp_path / "t.npz"),
+                "--test",
+                str(tmp_path / "t.npz"),
+                "--split",
+                "0.5",
+            ]
+        )
     assert e.value.code == 2 and "--split divides one file" in capsys.readouterr().err
 
 
@@ -141,8 +166,10 @@ def test_compare_names_what_a_method_does_by_design():
     from calibkit.posthoc.compare import expected_lines
 
     lines = expected_lines({"uncalibrated": {}, "ts": {}, "hist-binning:n_bins=10": {}})
-    assert lines == ["hist-binning:n_bins=10: its few output probabilities (one per bin) "
-                     "raise NLL by design, not flagged"]  # fmt: skip
+    assert lines == [
+        "hist-binning:n_bins=10: its few output probabilities (one per bin) "
+        "raise NLL by design, not flagged"
+    ]
     assert [with_unit(c) for c in ("ece", "nll", "brier")] == [
         "ece (%)",
         "nll (nats)",

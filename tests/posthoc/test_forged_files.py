@@ -120,11 +120,13 @@ FORGERIES = {
     "histogram edges unsorted": ("hist-binning", _flip("edges_")),
     "histogram values times 5": ("hist-binning", lambda m, t: t.update(values_=t["values_"] * 5)),
     "histogram edges from 0.2": ("hist-binning", lambda m, t: t["edges_"].__setitem__((0, 0), 0.2)),
-    "scaling-binning values above 1": ("scaling-binning",
-                                       lambda m, t: t.update(values_=t["values_"] + 2)),
+    "scaling-binning values above 1": (
+        "scaling-binning",
+        lambda m, t: t.update(values_=t["values_"] + 2),
+    ),
     "n_classes null on vector scaling": ("vector", _meta("n_classes", None)),
     "version a string": ("ts", _meta("version", "1")),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(FORGERIES))
@@ -145,8 +147,17 @@ def test_a_vector_scaling_file_with_a_negative_weight_is_a_possible_fit(tmp_path
     assert bool((posthoc.load(path).weight_ < 0).all())
 
 
-GENUINE = ["ts", "ts-grid", "ets", "vector", "matrix", "hist-binning", "isotonic",
-           "scaling-binning", "dir-l2:lambdas=[1],folds=2"]  # fmt: skip
+GENUINE = [
+    "ts",
+    "ts-grid",
+    "ets",
+    "vector",
+    "matrix",
+    "hist-binning",
+    "isotonic",
+    "scaling-binning",
+    "dir-l2:lambdas=[1],folds=2",
+]
 
 
 @pytest.mark.parametrize("spec", GENUINE)
@@ -164,8 +175,10 @@ def test_forged_model_level_files_are_refused(tmp_path):
     nc = posthoc.create("neural-clamping:epochs=2,gamma_pool=[1]").fit(model, x, y)
     nc.save(tmp_path / "nc.calib")
     meta, tensors = contents(tmp_path / "nc.calib")
-    for name, bad in (("temperature_", torch.tensor(-2.0, dtype=F64)),
-                      ("delta_", torch.full((3,), torch.nan, dtype=F64))):  # fmt: skip
+    for name, bad in (
+        ("temperature_", torch.tensor(-2.0, dtype=F64)),
+        ("delta_", torch.full((3,), torch.nan, dtype=F64)),
+    ):
         write_checked(tmp_path / "f.calib", tensors | {name: bad}, meta)
         with pytest.raises(FileFormatError, match=r"f\.calib: "):
             posthoc.load(tmp_path / "f.calib", model)

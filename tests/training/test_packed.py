@@ -13,14 +13,21 @@ import pytest
 from calibkit.training import TrainConfig, packed, train
 from calibkit.training.packed import pack_key, train_packed
 
-SHARED = {"data": "digits:train_size=200", "model": "cnn", "epochs": 2, "batch_size": 32,
-          "device": "cpu"}  # fmt: skip
+SHARED = {
+    "data": "digits:train_size=200",
+    "model": "cnn",
+    "epochs": 2,
+    "batch_size": 32,
+    "device": "cpu",
+}
 MEMBERS = [("ce", 1, 0.0), ("focal:gamma=3", 2, 0.0), ("ce", 3, 0.2)]
 
 
 def _configs(**more):
-    return [TrainConfig(loss=loss, seed=seed, mixup=mix, **(SHARED | more))
-            for loss, seed, mix in MEMBERS]  # fmt: skip
+    return [
+        TrainConfig(loss=loss, seed=seed, mixup=mix, **(SHARED | more))
+        for loss, seed, mix in MEMBERS
+    ]
 
 
 def _logits(folder):
@@ -33,8 +40,9 @@ def test_each_member_equals_its_network_trained_alone(tmp_path):
     train_packed(configs, [tmp_path / f"p{i}" for i in range(3)])
     for i, config in enumerate(configs):
         train(config, tmp_path / f"a{i}")
-        for alone, both in zip(_logits(tmp_path / f"a{i}"), _logits(tmp_path / f"p{i}"),
-                                 strict=True):  # fmt: skip
+        for alone, both in zip(
+            _logits(tmp_path / f"a{i}"), _logits(tmp_path / f"p{i}"), strict=True
+        ):
             assert np.abs(alone - both).max() < 1e-4 * max(1.0, np.abs(alone).max())
         h_alone = json.loads((tmp_path / f"a{i}" / "history.json").read_text())
         h_packed = json.loads((tmp_path / f"p{i}" / "history.json").read_text())

@@ -33,8 +33,10 @@ def test_crop_flip_returns_a_flipped_or_plain_crop_of_the_padded_image():
     for b in range(2):
         crops = [
             padded[b, :, i : i + 6, j : j + 6].flip(-1) if f else padded[b, :, i : i + 6, j : j + 6]
-            for i in range(5) for j in range(5) for f in (False, True)
-        ]  # fmt: skip
+            for i in range(5)
+            for j in range(5)
+            for f in (False, True)
+        ]
         assert any(torch.equal(out[b], c) for c in crops)
     again = crop_flip(x, torch.Generator().manual_seed(0), pad=2)
     assert torch.equal(out, again)
@@ -139,12 +141,17 @@ def test_a_run_parses_each_spec_once_and_writes_it_back_as_text(tmp_path, monkey
     config = TrainConfig(loss="focal:gamma=3", epochs=1, extra=["digits"])
     train(config, tmp_path / "r")
     assert {k: v for k, v in parsed.items() if v} == {
-        "digits": 2, "cnn": 1, "focal:gamma=3": 1, "cifar": 1,  # digits: data and extra
-    }  # fmt: skip
+        "digits": 2,
+        "cnn": 1,
+        "focal:gamma=3": 1,
+        "cifar": 1,  # digits: data and extra
+    }
     written = json.loads((tmp_path / "r" / "run.json").read_text())["config"]
     assert (written["loss"], written["extra"], written["schedule"]) == (
-        "focal:gamma=3", ["digits"], "cifar",
-    )  # fmt: skip
+        "focal:gamma=3",
+        ["digits"],
+        "cifar",
+    )
 
 
 def test_a_config_is_checked_once_and_its_device_resolved_once(monkeypatch):

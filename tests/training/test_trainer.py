@@ -46,9 +46,18 @@ def test_same_seed_same_run_other_seed_other_run(tmp_path):
     assert logits["logits_test"].shape == (497, 10)
     record = a.history[-1]
     assert set(record) == {
-        "epoch", "train_loss", "train_acc", "val_acc", "val_ece", "val_nll",
-        "val_optimal_ece", "lr", "train_time", "val_time", "time",
-    }  # fmt: skip
+        "epoch",
+        "train_loss",
+        "train_acc",
+        "val_acc",
+        "val_ece",
+        "val_nll",
+        "val_optimal_ece",
+        "lr",
+        "train_time",
+        "val_time",
+        "time",
+    }
     assert 0 < record["val_time"] <= record["time"] - record["train_time"]
     run = json.loads((tmp_path / "a" / "run.json").read_text())
     assert run["loss"]["parameters"]["gamma"] == 3 and run["mixup"] == 0.2
@@ -68,9 +77,19 @@ def test_recorders_write_the_analysis_arrays(tmp_path):
 
 
 CLI_RUN = [
-    "--data", "gaussian-toy:n_train=2000,n_test=100", "--model", "mlp:hidden=256",
-    "--loss", "bsce-gra", "--epochs", "4", "--batch-size", "16", "--seed", "3",
-]  # fmt: skip
+    "--data",
+    "gaussian-toy:n_train=2000,n_test=100",
+    "--model",
+    "mlp:hidden=256",
+    "--loss",
+    "bsce-gra",
+    "--epochs",
+    "4",
+    "--batch-size",
+    "16",
+    "--seed",
+    "3",
+]
 
 
 def calibkit(*args, **kw):
@@ -111,8 +130,19 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     assert calibkit(*args, "-o", str(one)).wait(timeout=300) == 0
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "calibkit", *args, "-o", str(two)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "calibkit",
+        *args,
+        "-o",
+        str(two),
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("epochs: train accuracy") == 1  # one summary, from the writer
@@ -141,10 +171,24 @@ def test_cifar_files_with_an_extra_split_flow_into_compare(tmp_path):
         assert f["logits_cifar10_1"].shape == (6, 10) and f["labels_val"].shape == (20,)
         assert f["logits_ood_cifar100"].shape == (10, 10) and "labels_ood_cifar100" not in f
     out = subprocess.run(
-        [sys.executable, "-m", "calibkit", "compare", "--file", str(run / "logits.npz"),
-         "--methods", "ts", "--bootstrap", "0", "--json"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "calibkit",
+            "compare",
+            "--file",
+            str(run / "logits.npz"),
+            "--methods",
+            "ts",
+            "--bootstrap",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "ts" in json.loads(out.stdout)["methods"]
 

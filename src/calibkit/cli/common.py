@@ -295,11 +295,10 @@ def evaluate_and_report(
 def _resolve_device(ctx: click.Context, param: click.Parameter, value: str):
     from ..training.config import pick_device
 
-    with options_named():
-        try:
-            return pick_device(value)
-        except ValueError as err:
-            raise click.BadParameter(str(err).removeprefix("device: ")) from None
+    try:
+        return pick_device(value)
+    except ValueError as err:  # worded as every command's --device error, train's too
+        raise click.UsageError(f"--device: {str(err).removeprefix('device: ')}", ctx) from None
 
 
 def device_choice(default: str):
