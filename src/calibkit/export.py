@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ._docs import documented
 from .io import atomic_write
 from .posthoc.base import Calibrator, Method
 from .posthoc.model import CalibratedModel
@@ -88,6 +89,25 @@ class Graph(nn.Module):
         return out
 
 
+@documented(
+    {},
+    "Path: the file written.",
+    method=(
+        "nn.Module",
+        "A fitted logits calibrator, a ``CalibratedModel`` or a fitted model-level method.",
+    ),
+    path=("str or PathLike", "The ONNX file to write (atomically)."),
+    example=(
+        "array-like, Tensor or None, default None",
+        "One batch (N >= 2, ...) of inputs in "
+        "the network's dtype; None: zero logits, for a logits calibrator.",
+    ),
+    output=("str, default 'logits'", "What the graph returns: 'logits' or 'probs'."),
+    check=("bool, default True", "Run the file in onnxruntime on ``example`` and compare."),
+    optimize=("bool, default True", "Run onnxscript's graph optimiser (constant folding)."),
+    rtol=("float, default 1e-4", "Relative tolerance of the check."),
+    atol=("float, default 1e-5", "Absolute tolerance of the check."),
+)
 def to_onnx(
     method: nn.Module,
     path: str | os.PathLike,
@@ -136,6 +156,12 @@ def to_onnx(
     return Path(path)
 
 
+@documented(
+    {},
+    "ndarray: the graph's output.",
+    path=("str or PathLike", "An ONNX file written by :func:`to_onnx`."),
+    inputs=("array-like or Tensor, shape (N, ...)", "One batch of inputs."),
+)
 def run_onnx(path: str | os.PathLike, inputs: Any) -> np.ndarray:
     """Run an exported graph in onnxruntime on ``inputs`` (N, ...); returns its output."""
     _require_onnx(True)

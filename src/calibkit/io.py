@@ -36,6 +36,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from ._docs import Described, documented
+
 __all__ = [
     "LABEL_NAMES",
     "SCORE_EXTENSIONS",
@@ -56,6 +58,11 @@ __all__ = [
     "write_section",
     "write_text",
 ]
+
+#: the parameters the score readers share, described once for their docstrings
+_FILE_PARAMETERS: dict[str, Described] = {
+    "path": ("str or PathLike", "A scores file: .npz, .npy, .csv, .parquet, .pt or .pth."),
+}
 
 SCORE_EXTENSIONS = (".npz", ".npy", ".csv", ".parquet", ".pt", ".pth")
 
@@ -299,6 +306,21 @@ def table_columns(
     return label_col, classes
 
 
+@documented(
+    _FILE_PARAMETERS,
+    "tuple: (scores (N, K) ndarray, labels (N,) ndarray or None).",
+    labels_path=(
+        "str, PathLike or None, default None",
+        "A .npy of labels beside a .npy of scores.",
+    ),
+    logits_key=("str, default 'logits'", "The scores' array in an .npz or .pt file."),
+    labels_key=("str, default 'labels'", "The labels' array, or a table's label column."),
+    need_labels=("bool, default True", "False: a file without labels gives (scores, None)."),
+    scores_option=(
+        "str, default '--logits-key'",
+        "The option an error names for a missing scores array.",
+    ),
+)
 def load_scores(
     path: str | os.PathLike,
     labels_path: str | os.PathLike | None = None,
@@ -365,6 +387,13 @@ def split_keys(
     return {"logits_key": logits_key, "labels_key": labels_key}
 
 
+@documented(
+    _FILE_PARAMETERS,
+    "tuple: (scores (N, K) ndarray, labels (N,) ndarray).",
+    split=("str", "'val' or 'test' (keys ``logits_val`` / ``labels_val``, ...)."),
+    logits_key=("str or None, default None", "The scores' array; None: the split's."),
+    labels_key=("str or None, default None", "The labels' array; None: the split's."),
+)
 def load_split(
     path: str | os.PathLike,
     split: str,

@@ -19,12 +19,31 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ._docs import documented
 from .io import atomic_write
 from .metrics.evaluate import EvaluationResult
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 
 
+@documented(
+    {},
+    "Figure: the matplotlib figure.",
+    result=(
+        "EvaluationResult, or array-like scores",
+        "An :func:`~calibkit.metrics.evaluate` "
+        "result, or scores (N, K) to evaluate with ``labels``.",
+    ),
+    labels=("array-like or None, default None", "The labels of ``result`` given as scores."),
+    title=("str or None, default None", "The title; None: the ECE and sample count."),
+    path=("str, PathLike or None, default None", "Save the figure there (.png, .svg, .pdf)."),
+    ax=("pair of Axes or None, default None", "(top, bottom) axes to draw into."),
+    evaluate_options=(
+        "keyword arguments",
+        "Options of :func:`~calibkit.metrics.evaluate` for "
+        "scores given directly (``probs``, ``n_bins``, ``bootstrap``).",
+    ),
+)
 def reliability_diagram(
     result: EvaluationResult | Any,
     labels: Any = None,

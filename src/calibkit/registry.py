@@ -37,9 +37,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry", "Spec", "SpecError", "T", "parse_spec", "split_specs"]
+__all__ = ["SPEC_PARAMETERS", "Registry", "Spec", "SpecError", "T", "parse_spec", "split_specs"]
 
 T = TypeVar("T")
+
+#: the parameters of every family's ``create``, described once for its docstring
+SPEC_PARAMETERS: dict[str, tuple[str, str]] = {
+    "spec": (
+        "str or Spec",
+        "``name:key=value,...`` (:mod:`calibkit.registry`'s grammar); a checked spec is trusted.",
+    ),
+    "overrides": ("keyword arguments", "Settings that win over the spec's."),
+}
 
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 

@@ -22,11 +22,12 @@ import torch
 from torch import nn
 
 from . import data, posthoc
+from ._docs import documented
 from .io import atomic_write, read_arrays, save_npz, write_text
 from .posthoc.anomalies import check_fit
 from .posthoc.base import Evidence
 from .registry import Spec
-from .training.config import pick_device
+from .training.config import RUN_PARAMETERS, pick_device
 from .training.trainer import (
     TrainConfig,
     TrainingError,
@@ -53,6 +54,12 @@ def _read_run(path: Path) -> dict[str, Any]:
         raise TrainingError(f"{info}: not valid JSON ({err})") from None
 
 
+@documented(
+    RUN_PARAMETERS,
+    "tuple: (TrainConfig, DataBundle, nn.Module, dict): the configuration, the data, the "
+    "model with its trained weights (a calibrated run's: the calibrated network) and "
+    "run.json.",
+)
 def load_run(
     path: str | os.PathLike, device: str | torch.device = "auto"
 ) -> tuple[TrainConfig, data.DataBundle, nn.Module, dict]:
@@ -86,6 +93,10 @@ def load_run(
     return config, bundle, model.eval(), info
 
 
+@documented(
+    RUN_PARAMETERS,
+    "tuple: (Evidence, dict): what the run offers a calibration method, and its run.json.",
+)
 def run_evidence(
     path: str | os.PathLike, device: str | torch.device = "auto"
 ) -> tuple[Evidence, dict]:
@@ -116,6 +127,15 @@ def run_evidence(
     return evidence, info
 
 
+@documented(
+    RUN_PARAMETERS,
+    "Method: the fitted method.",
+    out=("str or PathLike", "The calibrated run's folder (never the source's)."),
+    progress=(
+        "callable or None, default None",
+        "``progress(step, steps, record)`` after each epoch, for methods that train for epochs.",
+    ),
+)
 def calibrate_run(
     source: str | os.PathLike,
     method: str | Spec,
@@ -178,6 +198,7 @@ def calibrate_run(
     return cal
 
 
+@documented(RUN_PARAMETERS, "Path: the run's folder.")
 def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     """A run folder for ``config.checkpoint``'s pretrained network, without training: its
     logits of every split but train, its weights and a ``run.json`` naming the checkpoint.
@@ -198,6 +219,9 @@ def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     return Path(out)
 
 
+@documented(
+    RUN_PARAMETERS, "TrainResult or None: the trained run's result; None for a given network."
+)
 def stage_one(
     config: TrainConfig,
     out: str | os.PathLike,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry
+from .._docs import documented
+from ..registry import SPEC_PARAMETERS, Registry
 from .base import (
     DataBundle,
     DataFileError,
@@ -98,11 +99,13 @@ def _cifar100_c(
     return cifar_c(root=root, classes=100, corruption=corruption, severity=severity)
 
 
+@documented({}, "list of str: the names, sorted.")
 def names() -> list[str]:
     """Names of every registered dataset."""
     return REGISTRY.names()
 
 
+@documented(SPEC_PARAMETERS, "DataBundle: the dataset's splits, classes and input shape.")
 def create(spec: str, **overrides: Any) -> DataBundle:
     """A dataset from a spec such as ``"digits"`` or ``"cifar10:root=~/data"``."""
     return REGISTRY.create(spec, **overrides)

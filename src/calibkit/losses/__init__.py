@@ -11,7 +11,8 @@ True
 
 from __future__ import annotations
 
-from ..registry import Registry
+from .._docs import documented
+from ..registry import SPEC_PARAMETERS, Registry
 from .base import Loss
 from .regularised import (
     MMCE,
@@ -56,11 +57,13 @@ for _cls in (
     REGISTRY.register(_cls.name)(_cls)
 
 
+@documented({}, "list of str: the names, sorted.")
 def names() -> list[str]:
     """Names of every registered loss."""
     return REGISTRY.names()
 
 
+@documented(SPEC_PARAMETERS, "Loss: the loss, ready to train with.")
 def create(spec: str, **overrides) -> Loss:
     """A loss from a spec such as ``"ce"``, ``"focal:gamma=3"`` or ``"bsce-gra:gamma=2,norm=2"``."""
     return REGISTRY.create(spec, **overrides)

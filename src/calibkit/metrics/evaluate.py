@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._docs import documented
 from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BinScheme
@@ -31,6 +32,7 @@ from .functional import undefined_auroc_message
 from .inputs import prepare, prepare_scores
 from .intervals import check_interval, describe
 from .ood import ood_score as score_of
+from .parameters import METRIC_PARAMETERS
 from .resample import (
     bootstrap_intervals,
     bootstrap_vectors,
@@ -143,6 +145,24 @@ def check_ci(ci: float) -> float:
     return float(ci)
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "EvaluationResult: every metric's value (fractions; nats for NLL and entropy), the "
+    "reliability bins, and with bootstrap the intervals, bias estimates and notes.",
+    ood_scores=(
+        "array-like, Tensor or None, default None",
+        "Scores of out-of-distribution samples (M, K): adds OOD AUROC, FPR95 and AUPR-In.",
+    ),
+    ood_score=METRIC_PARAMETERS["score"],
+    optimal=("bool, default True", "Compute optimal ECE (a scan of 1,000 temperatures)."),
+    bootstrap=("int, default 0", "Number of bootstrap resamples (0: no intervals)."),
+    interval=(
+        "str, default 'auto'",
+        "'auto' (each metric's own), 'percentile', 'basic', "
+        "'bca' or 'two-pivot' (:mod:`calibkit.metrics.intervals`).",
+    ),
+    progress=("callable or None, default None", "Called with k after each chunk of k resamples."),
+)
 @sized_by_first_argument
 def evaluate(
     scores: Any,

@@ -34,11 +34,13 @@ import torch
 from torch import Tensor
 
 from .._checks import check_choice, check_n_bins
+from .._docs import documented
 from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .pairs import joint_cell_gaps, prepare_pair
+from .parameters import METRIC_PARAMETERS
 from .resample import metric_vectors
 from .smooth import smooth_ece_batch
 from .temperatures import best_temperature, check_grid
@@ -93,6 +95,10 @@ def _value(p: Prepared, scheme: BinScheme, name: str) -> float:
 _NO_BINS = BinScheme.make(15, "calibkit", torch.float64)
 
 
+#: the Parameters and Returns sections of a metric that is one number
+_FRACTION = documented(METRIC_PARAMETERS, "float: the metric's value (a fraction; nats for NLL).")
+
+
 def _sample_metric(name: str, about: str) -> Callable[..., float]:
     """The functional form of the table's row ``name`` for a metric with no settings but
     the inputs' (``probs``, ``validate``); ``about``: its docstring."""
@@ -104,7 +110,7 @@ def _sample_metric(name: str, about: str) -> Callable[..., float]:
 
     metric.__name__ = metric.__qualname__ = name
     metric.__doc__ = about
-    return metric
+    return _FRACTION(metric)
 
 
 def _pair_metric(name: str, about: str, *, binned: bool) -> Callable[..., float]:
@@ -140,7 +146,7 @@ def _pair_metric(name: str, about: str, *, binned: bool) -> Callable[..., float]
     chosen = metric if binned else unbinned
     chosen.__name__ = chosen.__qualname__ = name
     chosen.__doc__ = about
-    return chosen
+    return _FRACTION(chosen)
 
 
 accuracy = _sample_metric(
@@ -177,6 +183,7 @@ ks_error = _pair_metric(
 )
 
 
+@_FRACTION
 @sized_by_first_argument
 def ece(
     scores: Any,
@@ -200,6 +207,7 @@ def ece(
     return _value(p, _scheme(p, n_bins, binning), "debiased_ece" if debias else "ece")
 
 
+@_FRACTION
 @sized_by_first_argument
 def rms_ce(
     scores: Any,
@@ -221,6 +229,7 @@ def rms_ce(
     return _value(p, _scheme(p, n_bins, binning), "debiased_rms_ce" if debias else "rms_ce")
 
 
+@_FRACTION
 @sized_by_first_argument
 def aece(
     scores: Any,
@@ -241,6 +250,15 @@ def aece(
     return _value(p, _scheme(p, n_bins, "calibkit"), "aece")  # M bins of equal mass
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "float: the mean over classes (the sum with binning='kull').",
+    cells=(
+        "str, default 'marginal'",
+        "'marginal' (each class's bins) or 'joint' (the joint bins of all K probabilities).",
+    ),
+    power=("int, default 1", "1 for |acc − conf|, 2 for (acc − conf)² without a root."),
+)
 @sized_by_first_argument
 def classwise_ece(
     scores: Any,
@@ -331,6 +349,11 @@ def nll_clip_eps(clip: str | float) -> float:
     )
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "float: the mean NLL in nats.",
+    clip=("str, float or None, default None", "Clip p_y to [ε, 1 − ε] first: ε, or 'sklearn-1.2'."),
+)
 @sized_by_first_argument
 def nll(
     scores: Any,
@@ -367,6 +390,14 @@ def nll(
     return _f(st.mean_stat(-logp, None, p.n))
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "float: the mean entropy in nats.",
+    labels=(
+        "array-like or None, default None",
+        "Not used; accepted so every metric takes (scores, labels).",
+    ),
+)
 @sized_by_first_argument
 def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
     """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used)."""
@@ -376,6 +407,7 @@ def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
     return _value(prepare(scores, labels, probs=probs), _NO_BINS, "entropy")
 
 
+@_FRACTION
 @sized_by_first_argument
 def refinement_auroc(
     scores: Any, labels: Any, *, probs: bool = False, validate: bool = True
@@ -403,6 +435,10 @@ def undefined_auroc_message(n: int, n_correct: int) -> str:
 _DECOMPOSITION = ("mean_confidence", "gap", "overconfident", "underconfident")
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "dict: mean_confidence, accuracy, gap, overconfident and underconfident (fractions).",
+)
 @sized_by_first_argument
 def ece_decomposition(
     scores: Any,
@@ -429,6 +465,14 @@ def ece_decomposition(
     }
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "float: the smooth ECE (a fraction).",
+    sigma=(
+        "float or None, default None",
+        "The kernel's bandwidth in (0, 1]; None: the fixed point.",
+    ),
+)
 @sized_by_first_argument
 def smooth_ece(
     scores: Any,
@@ -452,6 +496,15 @@ def smooth_ece(
     return _f(smooth_ece_batch(*p.cal_pair, sigma=sigma)[0])
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "float or (float, float): the lowest ECE, and with return_temperature its temperature.",
+    grid=(
+        "array-like or None, default None",
+        "Temperatures to search (> 0); None: 0.01, 0.02, ..., 10.",
+    ),
+    return_temperature=("bool, default False", "Also return the temperature that reaches it."),
+)
 @sized_by_first_argument
 def optimal_ece(
     scores: Any,

@@ -31,11 +31,13 @@ import torch
 from torch import Tensor
 
 from .._checks import check_choice, check_n_bins, check_positive_int
+from .._docs import documented
 from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .bins import Bins, bins_of
 from .evaluate import METRICS
 from .inputs import BINARY_MODES, Runs, prepare
+from .parameters import METRIC_PARAMETERS
 from .smooth import smooth_ece_batch
 from .table import COMPUTED, Memo
 
@@ -87,12 +89,19 @@ class _MeterStatistics(Memo):
 
 
 class CalibrationMeter:
-    """Accumulate calibration statistics over batches; see the module docstring.
+    """Accumulate calibration statistics over batches; see the module docstring."""
 
-    Parameters are those of :func:`calibkit.metrics.evaluate`; ``n_classes`` may be left out
-    and is then taken from the first batch.
-    """
-
+    @documented(
+        METRIC_PARAMETERS,
+        "None: the meter is ready for :meth:`update`.",
+        n_classes=("int or None, default None", "K (2 or more); None: from the first batch."),
+        keep_samples=(
+            "bool, default True",
+            "Keep each sample's confidence and outcome, which "
+            "the rank-based metrics (AECE, KS, smooth ECE, AUROC, AURC) need; False "
+            "keeps only bin and running sums (memory independent of N).",
+        ),
+    )
     def __init__(
         self,
         n_classes: int | None = None,
@@ -103,6 +112,7 @@ class CalibrationMeter:
         binary: str = "top-label",
         keep_samples: bool = True,
     ) -> None:
+        """A meter with no sample yet; each setting is checked here."""
         self.n_bins = check_n_bins(n_bins)
         self.binning = check_choice(binning, "binning", BINNINGS)
         self.binary = check_choice(binary, "binary", BINARY_MODES)
@@ -145,6 +155,7 @@ class CalibrationMeter:
             self.classwise = torch.zeros(3, k, s, dtype=torch.float64, device=device)
             self.scalars = self.scalars.to(device)
 
+    @documented(METRIC_PARAMETERS, "CalibrationMeter: this meter.")
     def update(self, scores: Any, labels: Any) -> CalibrationMeter:
         """Add a batch: ``scores`` (B, K) logits (probabilities if ``probs``), ``labels`` (B,)."""
         p = prepare(scores, labels, probs=self.probs, binary=self.binary)
@@ -161,6 +172,11 @@ class CalibrationMeter:
             self._samples.append((conf, outcome, p.confidence.double(), p.correct))
         return self
 
+    @documented(
+        {},
+        "CalibrationMeter: this meter.",
+        other=("CalibrationMeter", "A meter of the same settings."),
+    )
     def merge(self, other: CalibrationMeter) -> CalibrationMeter:
         """Add another meter's samples to this one (same settings) and return self."""
         mine = (self.n_bins, self.binning, self.probs, self.binary, self.keep_samples)
@@ -179,6 +195,14 @@ class CalibrationMeter:
 
     # ----------------------------------------------------------------- distributed
 
+    @documented(
+        {},
+        "CalibrationMeter: this meter, holding every rank's samples.",
+        group=(
+            "ProcessGroup or None, default None",
+            "The torch.distributed group; None: the default one.",
+        ),
+    )
     def sync(self, group: Any = None) -> CalibrationMeter:
         """Reduce the state over all ranks of ``group`` so that every rank holds the total.
 
@@ -227,6 +251,7 @@ class CalibrationMeter:
             return (empty, empty.bool(), empty, empty.bool())
         return tuple(torch.cat(parts) for parts in zip(*self._samples, strict=True))
 
+    @documented({}, "dict: each metric's value by name (fractions; nats for NLL and entropy).")
     def compute(self) -> dict[str, float]:
         """Every metric of :func:`evaluate` except optimal ECE (rank-based ones need samples)."""
         if self.n == 0:

@@ -10,8 +10,10 @@ import torch
 from torch import Tensor
 
 from .._checks import check_choice
+from .._docs import documented
 from . import stats as st
 from .inputs import Prepared, Runs, prepare_scores
+from .parameters import METRIC_PARAMETERS
 
 __all__ = ["OOD_SCORES", "ood_aupr", "ood_auroc", "ood_fpr95", "ood_score"]
 
@@ -25,10 +27,26 @@ def _msp(scores: Any, probs: bool, name: str) -> Tensor:
     return Prepared(s, torch.zeros(len(s), dtype=torch.long, device=s.device), probs).confidence
 
 
+#: the Parameters and Returns sections of the OOD metrics
+_OOD = documented(
+    METRIC_PARAMETERS,
+    "float: the metric (a fraction).",
+    scores=(
+        "array-like or Tensor, shape (N, K)",
+        "Scores of the in-distribution samples "
+        "(logits, or probabilities with ``probs=True``); no labels are needed.",
+    ),
+)
+
 #: in-distribution scores for OOD detection (higher: more in-distribution)
 OOD_SCORES = ("msp", "max-logit", "energy", "entropy")
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "Tensor: (N,) float64, higher meaning more in-distribution.",
+    name=("str, default 'scores'", "What an error message calls ``scores``."),
+)
 def ood_score(scores: Any, *, score: str = "msp", probs: bool = False, name: str = "scores"):
     """(N,) float64 in-distribution score of each row, higher meaning more in-distribution:
     ``msp`` the maximum softmax probability (Hendrycks & Gimpel 2017); ``max-logit`` the
@@ -57,6 +75,7 @@ def _ood_runs(scores: Any, ood_scores: Any, probs: bool, score: str) -> Runs:
     return Runs.from_values(torch.cat([s_in, s_out]), is_in)
 
 
+@_OOD
 def ood_auroc(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = "msp") -> float:
     """AUROC of an in-distribution score (:func:`ood_score`; default the maximum softmax
     probability, MaC-Cal Table 2), in-distribution positive.
@@ -68,6 +87,7 @@ def ood_auroc(scores: Any, ood_scores: Any, *, probs: bool = False, score: str =
     return _f(st.auroc_from_runs(*st.run_sums(runs, None)))
 
 
+@_OOD
 def ood_aupr(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = "msp") -> float:
     """AUPR-In: average precision of an in-distribution score (:func:`ood_score`) with the
     in-distribution samples positive (scikit-learn's ``average_precision_score``; tied
@@ -76,6 +96,7 @@ def ood_aupr(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = 
     return _f(st.aupr_from_runs(*st.run_sums(runs, None)))
 
 
+@_OOD
 def ood_fpr95(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = "msp") -> float:
     """False-positive rate on OOD samples at 95 % true-positive rate on in-distribution ones.
 

@@ -21,10 +21,12 @@ import torch
 from torch import Tensor
 
 from .._checks import check_positive_int
+from .._docs import documented
 from ..threads import sized_by_first_argument
 from .binning import BinScheme
 from .evaluate import check_ci
 from .inputs import prepare
+from .parameters import METRIC_PARAMETERS
 from .resample import (  # the evaluation's own steps, shared with the paired comparison
     bootstrap_vectors,
     check_metric_names,
@@ -95,6 +97,14 @@ class PairedComparison:
         return self.table()
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "PairedComparison: each metric of a and of b, their difference b − a with its interval "
+    "and p-value.",
+    scores_a=("array-like or Tensor, shape (N, K)", "The first calibration's scores."),
+    scores_b=("array-like or Tensor, shape (N, K)", "The second's, of the same samples."),
+    settings=("keyword arguments", "Those of :func:`compare_nested`."),
+)
 def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -> PairedComparison:
     """Compare two calibrations (for example before and after a calibrator) of the same samples.
 
@@ -113,6 +123,16 @@ def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -
     return compare_nested([(scores_a, scores_b, labels)], **settings)
 
 
+@documented(
+    METRIC_PARAMETERS,
+    "PairedComparison: each metric of a and of b (means over the groups), the mean "
+    "difference b − a with its interval and p-value.",
+    groups=(
+        "sequence of (scores_a, scores_b, labels)",
+        "One per seed: the two methods' scores of the same test rows, and their labels.",
+    ),
+    bootstrap=("int, default 1000", "Number of bootstrap resamples."),
+)
 @sized_by_first_argument
 def compare_nested(
     groups: Sequence[tuple[Any, Any, Any]],

@@ -15,7 +15,8 @@ import math
 import os
 
 from .._checks import check_positive_int
-from ..registry import Registry
+from .._docs import documented
+from ..registry import SPEC_PARAMETERS, Registry
 from .base import Classifier
 from .checkpoint import CheckpointError, load_checkpoint, read_state_dict
 from .others import cnn, densenet121, mlp, vgg16
@@ -80,11 +81,17 @@ def _cnn(*, num_classes: int = 10, input_shape: Shape = (1, 8, 8)) -> Classifier
     return cnn(num_classes, _channels(input_shape))
 
 
+@documented({}, "list of str: the names, sorted.")
 def names() -> list[str]:
     """Names of every registered model."""
     return REGISTRY.names()
 
 
+@documented(
+    SPEC_PARAMETERS,
+    "Classifier: the model (``forward_features``, a head, ``num_classes``).",
+    checkpoint=("str, PathLike or None, default None", "Weights to load (torch or safetensors)."),
+)
 def create(spec: str, checkpoint: str | os.PathLike | None = None, **overrides) -> Classifier:
     """A model from a spec such as ``"resnet110"`` or ``"mlp:hidden=512"``, with the weights
     of ``checkpoint`` loaded when one is given (see :func:`load_checkpoint`). A model too

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from .._docs import documented
 from ..registry import Registry, Spec
 from .affine import (
     DirichletL2,
@@ -18,7 +19,7 @@ from .affine import (
     VectorScaling,
 )
 from .anomalies import CalibrationWarning
-from .base import Calibrator, Evidence, FitReport, Method, NotFittedError
+from .base import POSTHOC_PARAMETERS, Calibrator, Evidence, FitReport, Method, NotFittedError
 from .binning import (
     BetaCalibration,
     HistogramBinning,
@@ -70,12 +71,14 @@ for _name, *_others in (
     REGISTRY.alias(_name, *_others)
 
 
+@documented(POSTHOC_PARAMETERS, "list of str: the names, sorted.")
 def names(level: str | None = None) -> list[str]:
     """Names of every registered calibration method (``level``: only ``"logits"`` or
     ``"model"`` ones)."""
     return [n for n in REGISTRY.names() if level in (None, REGISTRY.factory(n).level)]
 
 
+@documented(POSTHOC_PARAMETERS, "Method: the method, unfitted.")
 def create(spec: str | Spec, **overrides) -> Method:
     """A method from a spec such as ``"ts"`` or ``"dir-odir:folds=5,average_folds=true"``.
     Its settings are checked once, here or where the spec was checked, and the method
@@ -87,6 +90,7 @@ def create(spec: str | Spec, **overrides) -> Method:
     return method
 
 
+@documented(POSTHOC_PARAMETERS, "Method: the fitted method, ready to apply.")
 def load(path, model=None) -> Method:
     """Read a file written by ``save``; a model-level method needs its ``model``."""
     return Method.load(path, model)

@@ -34,8 +34,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .._docs import Described, documented
 from ..io import FileFormatError
 from ..metrics.inputs import prepare_scores
+from ..registry import SPEC_PARAMETERS
 from ..threads import for_work, size_of
 from .anomalies import check_calibration_split
 from .checks import check_fit_data, next_up
@@ -48,7 +50,15 @@ from .files import (
     write_checked,
 )
 
-__all__ = ["Calibrator", "Evidence", "FitDivergedError", "FitReport", "Method", "NotFittedError"]
+__all__ = [
+    "POSTHOC_PARAMETERS",
+    "Calibrator",
+    "Evidence",
+    "FitDivergedError",
+    "FitReport",
+    "Method",
+    "NotFittedError",
+]
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -57,6 +67,27 @@ class NotFittedError(ValueError, AttributeError):
 
 class FitDivergedError(ValueError):
     """A fit ran away (non-finite, an insane parameter, a rising objective); one line."""
+
+
+#: the parameters of the calibration API, described once for its docstrings
+POSTHOC_PARAMETERS: dict[str, Described] = {
+    "logits": (
+        "array-like or Tensor, shape (N, K)",
+        "Logits of N samples over K classes: NumPy, or PyTorch on any device (the result "
+        "is computed there).",
+    ),
+    "labels": ("array-like or Tensor of int, shape (N,)", "The true class of each row."),
+    "path": ("str or Path", "The calibrator's file (safetensors with JSON metadata)."),
+    "model": (
+        "nn.Module or None, default None",
+        "The network a model-level method calibrates (Neural Clamping, MaC-Cal); "
+        "not copied, never changed.",
+    ),
+    "inputs": ("Tensor, shape (N, *input shape)", "The calibration split's inputs."),
+    "data": ("keyword arguments", "Properties of the data a method may use (``input_range``)."),
+    **SPEC_PARAMETERS,
+    "level": ("str or None, default None", "Only 'logits' or only 'model' methods; None: all."),
+}
 
 
 @dataclass
@@ -308,6 +339,7 @@ class Method(nn.Module):
 
     # ------------------------------------------------------------------ files
 
+    @documented(POSTHOC_PARAMETERS, "Path: the file written.")
     def save(self, path: str | Path) -> Path:
         """Write the fitted method to ``path`` (safetensors with JSON metadata: the method,
         its settings, non-tensor results, the fit report), atomically. A model-level
@@ -327,6 +359,7 @@ class Method(nn.Module):
         return write_checked(path, tensors, meta)
 
     @classmethod
+    @documented(POSTHOC_PARAMETERS, "Method: the fitted method, ready to apply.")
     def load(cls, path: str | Path, model: nn.Module | None = None) -> Method:
         """Read a file written by :meth:`save`; refuses corrupted or altered files. A
         model-level method needs the ``model`` it was fitted on."""
@@ -384,6 +417,10 @@ class Calibrator(Method):
 
     # ------------------------------------------------------------------ contract
 
+    @documented(
+        POSTHOC_PARAMETERS,
+        "Calibrator: this calibrator, fitted (``fit_report_`` says what the fit did).",
+    )
     def fit(self, logits: Any, labels: Any) -> Calibrator:
         """Fit on a calibration split: ``logits`` (N, K), integer ``labels`` (N,)."""
         self.checked()
@@ -409,6 +446,10 @@ class Calibrator(Method):
     def apply_on(self, evidence: Evidence) -> dict[str, Tensor]:
         return {k: self(z) for k, z in evidence.logits.items()}
 
+    @documented(
+        POSTHOC_PARAMETERS,
+        "Tensor: (N, K) calibrated logits (or log-probabilities, see ``output``).",
+    )
     def forward(self, logits: Tensor) -> Tensor:
         """Calibrated logits (or log-probabilities) for ``logits`` (N, K), in their dtype
         (float64 for other dtypes). Computed in float64; where rounding to float32 ties the
@@ -431,6 +472,9 @@ class Calibrator(Method):
         bumped = torch.where(lost, next_up(low.amax(1, keepdim=True)), low.gather(1, pred))
         return low.scatter(1, pred, bumped)
 
+    @documented(
+        POSTHOC_PARAMETERS, "Tensor or ndarray: (N, K) float64 probabilities, rows summing to one."
+    )
     def predict_proba(self, logits: Any) -> Tensor | np.ndarray:
         """Calibrated float64 probabilities (N, K); rows sum to one. A NumPy array for a
         NumPy input (as scikit-learn's ``predict_proba``), a tensor otherwise."""

@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from .base import Evidence, FitReport, Method
+from .._docs import documented
+from .base import POSTHOC_PARAMETERS, Evidence, FitReport, Method
 
 __all__ = ["ModelCalibrator"]
 
@@ -23,6 +24,11 @@ class ModelCalibrator(Method):
 
     level: ClassVar[str] = "model"
 
+    @documented(
+        POSTHOC_PARAMETERS,
+        "ModelCalibrator: this method, fitted on ``model``.",
+        model=("nn.Module", "The network to calibrate (not copied, never changed)."),
+    )
     def fit(self, model: nn.Module, inputs: Tensor, labels: Tensor, **data: Any) -> ModelCalibrator:
         """Fit on calibration ``inputs`` (N, *input shape) and ``labels`` (N,) of ``model``;
         ``data`` holds properties of the data a method may use (``input_range``)."""

@@ -8,13 +8,43 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._docs import Described
 from ..registry import Spec, SpecError, parse_spec
 
 if TYPE_CHECKING:  # the registries and torch are imported where a config is checked or run:
     import torch  # the CLI builds its options from the fields without importing PyTorch
     from torch import nn
 
-__all__ = ["RANGES", "TrainConfig", "TrainResult", "TrainingError", "pick_device"]
+__all__ = ["RANGES", "RUN_PARAMETERS", "TrainConfig", "TrainResult", "TrainingError", "pick_device"]
+
+
+#: the parameters of the training and run API, described once for its docstrings
+RUN_PARAMETERS: dict[str, Described] = {
+    "config": ("TrainConfig", "What the run trains: data, model, loss, schedule, seed, device."),
+    "configs": (
+        "sequence of TrainConfig",
+        "The members, sharing every setting but loss, seed and mixup.",
+    ),
+    "out": (
+        "str or PathLike",
+        "The run's folder (created; a run there is resumed with ``resume``).",
+    ),
+    "outs": ("sequence of str or PathLike", "One run folder per member."),
+    "resume": ("bool, default False", "Finish the run in ``out`` from its last checkpoint."),
+    "progress": (
+        "callable or None, default None",
+        "``progress(step, total_steps, record)``, "
+        "after every step (``record`` None) and every epoch (its history entry).",
+    ),
+    "given": ("bool", "The network is given (``config.checkpoint``): evaluate it, do not train."),
+    "path": ("str or PathLike", "A finished run's folder."),
+    "source": ("str or PathLike", "The finished run to calibrate."),
+    "method": ("str or Spec", "The calibration method's spec (``calibkit methods``)."),
+    "device": (
+        "str or torch.device, default 'auto'",
+        "Where to compute: 'auto' (CUDA where available), 'cpu', 'cuda', 'cuda:N' or 'mps'.",
+    ),
+}
 
 
 class TrainingError(ValueError):

@@ -34,10 +34,11 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from .._docs import documented
 from ..data.augment import augmentation
 from . import schedule as schedules
 from .checkpoints import resume_state, save_checkpoint
-from .config import TrainConfig, TrainingError, TrainResult
+from .config import RUN_PARAMETERS, TrainConfig, TrainingError, TrainResult
 from .recorders import EpochTotals
 from .trainer import (
     CHECKPOINT,
@@ -76,6 +77,7 @@ def _optimizer(params, config: TrainConfig) -> torch.optim.SGD:
     )
 
 
+@documented(RUN_PARAMETERS, "list of TrainResult: one per member, in order.")
 def train_packed(
     configs: Sequence[TrainConfig],
     outs: Sequence[str | os.PathLike],

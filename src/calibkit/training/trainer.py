@@ -41,6 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import __version__, data, losses, models
+from .._docs import documented
 from ..data.augment import augmentation
 from ..io import atomic_write, save_npz, write_text
 from ..metrics import evaluate
@@ -48,7 +49,7 @@ from ..registry import parse_spec
 from . import schedule as schedules
 from .augment import mixup
 from .checkpoints import resume_state, save_checkpoint
-from .config import TrainConfig, TrainingError, TrainResult
+from .config import RUN_PARAMETERS, TrainConfig, TrainingError, TrainResult
 from .recorders import EpochTotals, LearnedEpochs, grad_norms
 
 __all__ = [
@@ -260,6 +261,7 @@ def _data(config: TrainConfig, need_train: bool) -> data.DataBundle:
     return bundle
 
 
+@documented(RUN_PARAMETERS, "TrainResult: the run's folder, per-epoch history and final model.")
 def train(
     config: TrainConfig,
     out: str | os.PathLike,

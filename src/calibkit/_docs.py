@@ -1,0 +1,78 @@
+"""The Parameters and Returns sections of public docstrings (NumPy style), built from a
+function's signature: a description shared by many functions (``scores``, ``labels``,
+``n_bins``) is written once, in its family's table, and appended to each function's own
+text, so an API reference lists every parameter and no text is copied from one function
+to another.
+
+>>> @documented({"x": ("float", "A number.")}, "float: twice ``x``.")
+... def double(x):
+...     '''Twice a number.'''
+...     return 2 * x
+>>> print(inspect.getdoc(double))
+Twice a number.
+<BLANKLINE>
+Parameters
+----------
+x : float
+    A number.
+<BLANKLINE>
+Returns
+-------
+float
+    Twice ``x``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+__all__ = ["Described", "documented"]
+
+F = TypeVar("F", bound=Callable)
+#: a parameter's (type, description), as the Parameters section prints it
+Described = tuple[str, str]
+
+
+def documented(shared: Mapping[str, Described], returns: str, **own: Described) -> Callable[[F], F]:
+    """Append Parameters (every parameter of the function's signature, described by ``own``
+    or else by ``shared``) and Returns (``returns``: "type: what") to the docstring. A
+    parameter described nowhere raises ``KeyError`` when the module is imported."""
+
+    def deco(fn: F) -> F:
+        names = [p for p in inspect.signature(fn).parameters if p not in ("self", "cls")]
+        missing = [n for n in names if n not in own and n not in shared]
+        if missing:
+            raise KeyError(f"{fn.__qualname__}: no description of {', '.join(missing)}")
+        body = [ln for ln in (fn.__doc__ or "").splitlines()[1:] if ln.strip()]
+        pad = min((ln[: len(ln) - len(ln.lstrip())] for ln in body), key=len, default=" " * 4)
+        lines = ["", f"{pad}Parameters", f"{pad}----------"]
+        for name in names:
+            kind, text = own.get(name) or shared[name]
+            lines += [f"{pad}{name} : {kind}", *_wrapped(text, pad)]
+        kind, _, what = returns.partition(": ")
+        what = what[:1].upper() + what[1:]
+        lines += ["", f"{pad}Returns", f"{pad}-------", f"{pad}{kind}", *_wrapped(what, pad)]
+        doc = (fn.__doc__ or "").rstrip().splitlines()
+        at = _examples_start(doc)
+        head = doc[:at]
+        while head and not head[-1].strip():
+            head.pop()
+        fn.__doc__ = "\n".join([*head, *lines, "", *doc[at:]]).rstrip() + "\n"
+        return fn
+
+    return deco
+
+
+def _examples_start(doc: list[str]) -> int:
+    """Where a docstring's examples start (NumPy's layout puts Parameters and Returns
+    before them); its length where it has none."""
+    starts = (i for i, ln in enumerate(doc) if ln.strip() == "Examples" or ln.strip()[:3] == ">>>")
+    return next(starts, len(doc))
+
+
+def _wrapped(text: str, pad: str) -> list[str]:
+    """A description's lines, indented under its name and wrapped at 88 columns."""
+    return textwrap.wrap(text, 88, initial_indent=pad + "    ", subsequent_indent=pad + "    ")
