@@ -222,3 +222,22 @@ def test_an_unwritable_doc_is_refused_before_the_sweep(tmp_path):
     )
     assert res.exit_code == 2 and "cannot write to" in res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_every_preset_that_ships_is_a_valid_spec():
+    """A preset is one YAML file (docs/architecture.md, "Adding a preset"): each one that
+    ships loads and checks like a user's spec, and its name is its file's."""
+    from calibkit.bench.spec import PRESETS
+
+    from ..conftest import shared
+
+    shared("cifar10-jpeg")  # several presets name ../shared/data, checked as they load
+    found = sorted(PRESETS.glob("*.yaml"))
+    assert len(found) >= 7
+    for path in found:
+        assert f"name: {path.stem}" in path.read_text(), path.name
+        if "root=~/" in path.read_text():  # the user's own data: refused in one line here
+            with pytest.raises(SpecError, match=r"root: ~/\S+ does not exist"):
+                load_spec(path.stem)
+            continue
+        assert load_spec(path.stem).runs, path.name
