@@ -150,7 +150,7 @@ def test_a_bad_checkpoint_is_refused_on_resume(tmp_path, capsys, checkpoint, mat
 
 
 def test_a_temporary_name_never_reaches_an_error(tmp_path, monkeypatch):
-    from calibkit.io import save_npz
+    from calibkit.outputs import save_npz
 
     def failing_savez(path, **_):
         raise OSError(28, "No space left on device", path)
@@ -223,7 +223,7 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path):
     import os
     import stat
 
-    from calibkit.io import write_text
+    from calibkit.outputs import write_text
 
     path = write_text(tmp_path / "private.md", "one")
     os.chmod(path, 0o600)

@@ -97,7 +97,8 @@ def test_misleading_messages_now_name_the_cause(tmp_path, capsys):
     import numpy as np
 
     from calibkit import posthoc
-    from calibkit.io import atomic_write, load_scores, load_split
+    from calibkit.io import load_scores, load_split
+    from calibkit.outputs import atomic_write
 
     z = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
     y = np.arange(40) % 3

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from ._docs import documented
-from .io import atomic_write
+from .outputs import atomic_write
 from .posthoc.base import Calibrator, Method
 from .posthoc.model import CalibratedModel
 

@@ -20,8 +20,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ._docs import documented
-from .io import atomic_write
 from .metrics.evaluate import EvaluationResult
+from .outputs import atomic_write
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 

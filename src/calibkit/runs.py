@@ -23,7 +23,8 @@ from torch import nn
 
 from . import data, posthoc
 from ._docs import documented
-from .io import atomic_write, read_arrays, save_npz, write_text
+from .io import read_arrays
+from .outputs import atomic_write, save_npz, write_text
 from .posthoc.anomalies import check_fit
 from .posthoc.base import Evidence
 from .registry import Spec

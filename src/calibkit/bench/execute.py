@@ -18,11 +18,12 @@ import numpy as np
 import torch
 
 from .. import posthoc
-from ..io import file_lock, load_split, write_text
+from ..io import load_split
 from ..metrics import EvaluationResult, evaluate
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.resample import bootstrap_replicates
 from ..metrics.table import HARNESS
+from ..outputs import file_lock, write_text
 from ..posthoc.anomalies import CalibrationWarning, check_method, checked_elsewhere
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..io import file_lock, write_text
+from ..outputs import file_lock, write_text
 from ..training.config import pick_device
 from ..training.packed import pack_key, train_packed
 from ..training.throughput import training_rate

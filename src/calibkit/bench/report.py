@@ -42,9 +42,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..io import write_files
 from ..metrics import table as metric_table
 from ..metrics.table import mean_std, spread
+from ..outputs import write_files
 from .figures import build_figures
 from .given import given_sections
 from .results import Results, compare

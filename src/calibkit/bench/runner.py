@@ -36,7 +36,7 @@ import torch
 
 from .. import data
 from ..allocator import retain_freed_memory
-from ..io import file_lock
+from ..outputs import file_lock
 from .execute import execute
 from .pack import label, packs, train_pack, trains_on_cuda
 from .runspec import BenchSpec, RunSpec

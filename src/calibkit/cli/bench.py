@@ -92,7 +92,7 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
     from ..bench.runner import run_bench
     from ..bench.spec import load_spec
     from ..bench.store import Store
-    from ..io import check_output, check_writable
+    from ..outputs import check_output, check_writable
 
     sources = [spec] if spec and Path(spec).exists() else []
     check_output(out, sources, option="-o")
@@ -145,7 +145,7 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
         Store(store).set_meta("verdicts", summary["verdicts"])
     if summary and doc:
         from ..bench.study import study_markdown
-        from ..io import write_section
+        from ..outputs import write_section
 
         write_section(doc, plan.name, study_markdown(store))
     report = str(Path(out) / "report.html") if summary else None
@@ -304,7 +304,7 @@ def report(db, out, as_json) -> None:
       calibkit report results.sqlite -o report/ --json   # counts, verdicts, headline table
     """
     from ..bench.report import write_report
-    from ..io import check_output
+    from ..outputs import check_output
 
     check_output(out, [db])
     info = write_report(db, out)

@@ -59,7 +59,7 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
       calibkit fit --method ts --val run.npz -o ts.calib
       calibkit fit --method dir-odir:folds=5 --val resnet110_cifar10.npz -o dir.calib
     """
-    from ..io import check_output
+    from ..outputs import check_output
     from ..posthoc.on_files import fit_file
 
     check_output(output, [val])
@@ -135,7 +135,7 @@ def apply(
         raise click.UsageError("give FILE and -o to apply the calibrator, or --onnx to export it")
     if (file is None) != (output is None):
         raise click.UsageError("FILE and -o go together: the logits to read and the .npz to write")
-    from ..io import check_output
+    from ..outputs import check_output
 
     check_output(output, [calibrator, file])
     check_output(onnx_path, [calibrator, file, output], option="--onnx")
@@ -273,7 +273,7 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
           --data "folder:root=cifar10-jpeg,mean=[0.485,0.456,0.406],std=[0.229,0.224,0.225]" -o nc
     """
     from .. import posthoc
-    from ..io import check_output
+    from ..outputs import check_output
 
     spec = posthoc.REGISTRY.check(method)  # a bad spec fails before anything is read
     if output is None and run_dir is not None:

@@ -474,7 +474,7 @@ def metric_rows(before, after) -> list[tuple[str, str, str]]:
 
 def data_roots(*specs) -> list[str]:
     """The folders that dataset specs read (their ``root`` settings): inputs that an output
-    may not replace (:func:`calibkit.io.check_output`). Text is parsed; a parsed
+    may not replace (:func:`calibkit.outputs.check_output`). Text is parsed; a parsed
     :class:`~calibkit.registry.Spec` is read as it is."""
     from ..registry import parse_spec
 

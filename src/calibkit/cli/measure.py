@@ -87,7 +87,8 @@ def evaluate(
       calibkit evaluate ../shared/data/logits/resnet110_cifar10.npz --split val
       calibkit evaluate cifar.npz --logits-key logits_test --labels-key labels_test
     """
-    from ..io import check_output, load_scores, load_split
+    from ..io import load_scores, load_split
+    from ..outputs import check_output
 
     check_output(plot, [file, labels_file, ood], option="--plot")
     if labels_file is None:
@@ -145,7 +146,7 @@ def demo(output, seed, bootstrap, as_json) -> None:
       calibkit evaluate calibkit-demo/digits_logits.npz --bootstrap 200
     """
     from ..demo import digits_logits
-    from ..io import check_output, check_writable, save_npz
+    from ..outputs import check_output, check_writable, save_npz
 
     out = check_writable(check_output(output))  # before a minute of training, not after
     if not as_json:

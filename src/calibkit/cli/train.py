@@ -100,7 +100,7 @@ def train(stage2, output, resume, as_json, **settings) -> None:
       torchrun --nproc-per-node 2 -m calibkit train ...   # data-parallel (gloo on CPU)
     """
     from .. import posthoc
-    from ..io import check_output, check_writable
+    from ..outputs import check_output, check_writable
     from ..runs import stage_one
 
     spec = posthoc.REGISTRY.check(stage2) if stage2 else None  # before any training

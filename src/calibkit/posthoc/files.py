@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..io import FileFormatError, atomic_write
+from ..io import FileFormatError
+from ..outputs import atomic_write
 
 __all__ = [
     "FORMAT_VERSION",

@@ -12,8 +12,9 @@ from typing import Any, NamedTuple
 import torch
 
 from .._checks import as_labels
-from ..io import load_scores, load_split, save_npz, split_keys
+from ..io import load_scores, load_split, split_keys
 from ..metrics import evaluate
+from ..outputs import save_npz
 from . import create
 from .base import Method
 

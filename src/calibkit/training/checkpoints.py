@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..io import atomic_write
+from ..outputs import atomic_write
 from .config import TrainConfig, TrainingError
 from .recorders import LearnedEpochs
 

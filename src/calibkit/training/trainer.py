@@ -43,8 +43,8 @@ from torch import Tensor, nn
 from .. import __version__, data, losses, models
 from .._docs import documented
 from ..data.augment import augmentation
-from ..io import atomic_write, save_npz, write_text
 from ..metrics import evaluate
+from ..outputs import atomic_write, save_npz, write_text
 from ..registry import parse_spec
 from . import schedule as schedules
 from .augment import mixup
