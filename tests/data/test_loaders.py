@@ -263,6 +263,23 @@ def test_folder_train_size_subsets_the_training_split_after_the_validation_hold_
         data.create("folder", root=str(tmp_path), val_size=6, train_size=25)
 
 
+def test_the_training_images_are_measured_once_per_process(tmp_path, monkeypatch):
+    """A sweep builds a folder dataset at least twice per run (stage 1, its evaluation): the
+    normalisation of one list of training images is measured once, lazily read or in memory,
+    and equals a fresh measurement; another list is measured anew."""
+    import calibkit.data.folders as folders
+
+    _train_test_tree(tmp_path)
+    calls = []
+    real = folders.channel_stats
+    monkeypatch.setattr(folders, "channel_stats", lambda split: calls.append(1) or real(split))
+    first = data.create("folder", root=str(tmp_path), val_size=6)
+    again = data.create("folder", root=str(tmp_path), val_size=6, in_memory=True)
+    assert len(calls) == 1 and first.mean == again.mean == real(again.train)[0]
+    other = data.create("folder", root=str(tmp_path), val_size=6, train_size=10)
+    assert len(calls) == 2 and other.mean != first.mean
+
+
 def test_folder_augmentation_is_named_or_none(tmp_path):
     _train_test_tree(tmp_path)
     assert data.create("folder", root=str(tmp_path), val_size=6).augment == "crop-flip"
