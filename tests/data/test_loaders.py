@@ -280,6 +280,25 @@ def test_the_training_images_are_measured_once_per_process(tmp_path, monkeypatch
     assert len(calls) == 2 and other.mean != first.mean
 
 
+def test_a_datasets_decoded_splits_are_all_kept_for_the_next_build(tmp_path, monkeypatch):
+    """Every split of an in-memory tree is a decoded set (train, validation, test: three);
+    a second build in the process (a run's evaluation after its stage 1, the next run of a
+    worker) decodes none of them again. (Two kept sets re-decoded one in every build.)"""
+    import calibkit.data.base as base
+
+    _train_test_tree(tmp_path)
+    read = []
+    real = base.LazyImages.read
+    monkeypatch.setattr(base.LazyImages, "read", lambda self, i: read.append(i) or real(self, i))
+    first = data.create("folder", root=str(tmp_path), val_size=6, in_memory=True)
+    assert len(read) == 40 and first.train is not None and first.val is not None
+    again = data.create("folder", root=str(tmp_path), val_size=6, in_memory=True)
+    assert len(read) == 40 and torch.equal(again.test.x, first.test.x)
+    monkeypatch.setattr(base, "DECODED_BYTES", 1)  # over budget: only the newest set stays
+    data.create("folder", root=str(tmp_path), val_size=5, in_memory=True)
+    assert len(base._DECODED) == 1
+
+
 def test_folder_augmentation_is_named_or_none(tmp_path):
     _train_test_tree(tmp_path)
     assert data.create("folder", root=str(tmp_path), val_size=6).augment == "crop-flip"

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "DECODED_KEPT",
+    "DECODED_BYTES",
     "DataBundle",
     "DataFileError",
     "LazyImages",
@@ -77,9 +77,10 @@ class LazyImages:
 
     def load(self) -> Tensor:
         """Every image decoded into one uint8 (N, 3, H, W) tensor (for sets that fit in memory),
-        on up to 8 threads (decoding releases the GIL). The last :data:`DECODED_KEPT` sets
-        decoded in this process are kept: the runs of a sweep that one worker executes read the
-        same 60,000 CIFAR images once, not once per run (17 s per decode on one core here)."""
+        on up to 8 threads (decoding releases the GIL). The sets decoded in this process are
+        kept, the latest first, up to :data:`DECODED_BYTES` in all: the runs of a sweep that
+        one worker executes read the same 60,000 CIFAR images once, not once per run (17 s
+        per decode on one core here)."""
         key = (tuple(self.paths), self.size)
         if key in _DECODED:
             return _DECODED[key]
@@ -89,14 +90,16 @@ class LazyImages:
         parts = torch.arange(len(self)).tensor_split(threads)
         with ThreadPoolExecutor(threads) as pool:
             out = torch.cat(list(pool.map(self.__getitem__, parts)))
-        while len(_DECODED) >= DECODED_KEPT:
-            _DECODED.pop(next(iter(_DECODED)))
         _DECODED[key] = out
+        while sum(t.nbytes for t in _DECODED.values()) > DECODED_BYTES and len(_DECODED) > 1:
+            _DECODED.pop(next(iter(_DECODED)))  # the oldest; the set just decoded stays
         return out
 
 
-#: decoded image sets kept per process (see :meth:`LazyImages.load`)
-DECODED_KEPT = 2
+#: bytes of decoded image sets kept per process (see :meth:`LazyImages.load`): every split
+#: of a dataset is a set (CIFAR's train, validation and test splits are three, 184 MB in
+#: all; keeping two sets re-decoded one of them in every run's every build)
+DECODED_BYTES = 2 * 2**30
 _DECODED: dict[tuple, Tensor] = {}
 
 
