@@ -75,7 +75,8 @@ def _count_everything() -> None:
         return settings(cls, **s)
 
     def check_counted(self):
-        trusted = self.__dict__.get("_checked") == self._values()
+        values = getattr(self, "_values", None)  # (a version before the memo has none)
+        trusted = values is not None and self.__dict__.get("_checked") == values()
         COUNTS["TrainConfig.check " + ("trusted" if trusted else "checking")] += 1
         return check(self)
 
