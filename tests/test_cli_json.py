@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from calibkit import schemas
-from calibkit.cli.common import strict_json
+from calibkit.cli.output import strict_json
 from tests.bench.test_runner_report import SPEC
 from tests.conftest import make_logits
 from tests.test_cli import run_ok

@@ -1,8 +1,9 @@
 """The ``calibkit`` command (also ``python -m calibkit``): one module per command group,
 each a thin layer over library functions.
 
-* :mod:`.common`: the group, one-line errors (exit code 2, no traceback), progress bars,
-  shared options, options made from configuration dataclasses;
+* :mod:`.common`: the group, one-line errors (exit code 2, no traceback), the version;
+* :mod:`.options`, :mod:`.output`, :mod:`.pretrained`, :mod:`.progress`: the shared
+  options, what commands print, a pretrained network given by options, progress lines;
 * :mod:`.measure`: ``evaluate``, ``demo``;
 * :mod:`.calibrate`: ``fit``, ``apply``, ``methods``, ``calibrate``;
 * :mod:`.compare`: ``compare``;

@@ -11,7 +11,10 @@ from typing import Any
 
 import click
 
-from .common import CONTEXT, cli, console, echo_json, json_option, progress
+from .common import CONTEXT, cli
+from .options import json_option
+from .output import console, echo_json
+from .progress import progress
 
 __all__ = ["bench", "report"]
 

@@ -13,21 +13,17 @@ import click
 if TYPE_CHECKING:
     import torch
 
-from .common import (
-    CONTEXT,
-    cli,
-    console,
+from .common import CONTEXT, cli
+from .options import (
     data_roots,
     device_choice,
     device_option,
-    echo_json,
     json_option,
     key_options,
-    pretrained_options,
-    pretrained_or_run,
-    print_before_after,
     split_option,
 )
+from .output import console, echo_json, print_before_after
+from .pretrained import pretrained_options, pretrained_or_run
 from .progress import progress
 
 __all__ = ["apply", "calibrate", "calibrate_and_print", "fit", "methods"]

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import click
 
-from .common import (
-    CONTEXT,
-    bootstrap_option,
-    cli,
-    console,
-    device_option,
-    echo_json,
-    json_option,
-    on_device,
-    progress,
-)
+from .common import CONTEXT, cli
+from .options import bootstrap_option, device_option, json_option, on_device
+from .output import console, echo_json
+from .progress import progress
 
 __all__ = ["column_groups", "compare"]
 

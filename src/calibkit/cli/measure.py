@@ -6,20 +6,18 @@ from pathlib import Path
 
 import click
 
-from .common import (
-    CONTEXT,
+from .common import CONTEXT, cli
+from .options import (
     SEED,
     bootstrap_option,
-    cli,
-    console,
     device_option,
-    evaluate_and_report,
     json_option,
     key_options,
     metric_options,
     on_device,
     split_option,
 )
+from .output import console, evaluate_and_report
 
 __all__ = ["demo", "evaluate"]
 

@@ -13,16 +13,10 @@ import click
 
 from ..training.config import TrainConfig
 from .calibrate import calibrate_and_print
-from .common import (
-    CONTEXT,
-    cli,
-    console,
-    data_roots,
-    echo_json,
-    json_option,
-    options_named,
-    pretrained_with_progress,
-)
+from .common import CONTEXT, cli, options_named
+from .options import data_roots, json_option
+from .output import console, echo_json
+from .pretrained import pretrained_with_progress
 from .progress import progress
 
 __all__ = ["config_of", "options_from", "train"]
