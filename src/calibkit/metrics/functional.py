@@ -67,9 +67,6 @@ __all__ = [
     "undefined_auroc_message",
 ]
 
-#: Temperatures searched by :func:`optimal_ece` by default: 0.01, 0.02, ..., 10
-#: (the TS-grid of the Rethinking paper, whose §5.1 defines optimal ECE).
-
 
 def _scheme(p: Prepared, n_bins: int, binning: str) -> BinScheme:
     return BinScheme.make(n_bins, binning, p.dtype)
@@ -113,42 +110,6 @@ def _sample_metric(name: str, about: str) -> Callable[..., float]:
     return _FRACTION(metric)
 
 
-def _pair_metric(name: str, about: str, *, binned: bool) -> Callable[..., float]:
-    """The functional form of the table's row ``name`` for a metric of the calibration pair
-    (``binary`` picks it), with ``n_bins`` and ``binning`` where it is ``binned``."""
-
-    @sized_by_first_argument
-    def metric(
-        scores: Any,
-        labels: Any,
-        *,
-        probs: bool = False,
-        n_bins: int = 15,
-        binning: str = "calibkit",
-        binary: str = "top-label",
-        validate: bool = True,
-    ) -> float:
-        p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-        return _value(p, _scheme(p, n_bins, binning), name)
-
-    @sized_by_first_argument
-    def unbinned(
-        scores: Any,
-        labels: Any,
-        *,
-        probs: bool = False,
-        binary: str = "top-label",
-        validate: bool = True,
-    ) -> float:
-        p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-        return _value(p, _NO_BINS, name)
-
-    chosen = metric if binned else unbinned
-    chosen.__name__ = chosen.__qualname__ = name
-    chosen.__doc__ = about
-    return _FRACTION(chosen)
-
-
 accuracy = _sample_metric(
     "accuracy", "Fraction of samples whose argmax (ties: lowest index) equals the label."
 )
@@ -167,20 +128,42 @@ aurc = _sample_metric(
     optimum), one that carries no information r.""",
 )
 
-mce = _pair_metric(
-    "mce", "Maximum calibration error: max over non-empty bins of |acc − conf|.", binned=True
-)
 
-ks_error = _pair_metric(
-    "ks_error",
+@_FRACTION
+@sized_by_first_argument
+def mce(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+    validate: bool = True,
+) -> float:
+    """Maximum calibration error: max over non-empty bins of |acc − conf|."""
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    return _value(p, _scheme(p, n_bins, binning), "mce")
+
+
+@_FRACTION
+@sized_by_first_argument
+def ks_error(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    binary: str = "top-label",
+    validate: bool = True,
+) -> float:
     """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
 
     max_t |(1/N) Σ_{i: c_i <= t} (a_i − c_i)|, taken at the ends of runs of tied
     confidences so that the result does not depend on the order of tied samples (Gupta
     et al.'s code takes it after every sorted sample; without ties the two agree).
-    """,
-    binned=False,
-)
+    """
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    return _value(p, _NO_BINS, "ks_error")
 
 
 @_FRACTION
