@@ -175,3 +175,18 @@ def test_compare_names_what_a_method_does_by_design():
         "nll (nats)",
         "brier (×100)",
     ]
+
+
+def test_a_spec_that_sets_its_seed_is_fitted_once():
+    """compare seeds a method as the bench does: a spec's own seed wins, so a method whose
+    spec sets its seed is fitted once, not once per compare seed with the same draws."""
+    from calibkit.posthoc.compare import compare_methods
+    from tests.conftest import make_logits
+
+    z, y = make_logits(600, 3, 0)
+    val, test = (z[:300], y[:300]), (z[300:], y[300:])
+    out = compare_methods(
+        val, test, ["scaling-binning", "scaling-binning:seed=4"], seeds=3, bootstrap=0
+    )
+    assert len(out["methods"]["scaling-binning"]["fit"]) == 3
+    assert len(out["methods"]["scaling-binning:seed=4"]["fit"]) == 1

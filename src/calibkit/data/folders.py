@@ -166,9 +166,10 @@ def folder(
                 f"holds {len(train)}"
                 + (f" after {n_val} are held out for validation" if val_from == "train" else "")
             )
-        listed, (train, val) = train, (_decoded(train, in_memory), _decoded(val, in_memory))
+        listed = train.x  # the files, which key the measured normalisation
+        train, val = _decoded(train, in_memory), _decoded(val, in_memory)
         if mean is None:  # of the images trained on
-            mean, std = _training_stats(listed.x, train)
+            mean, std = _training_stats(listed, train)
     else:
         if train_size is not None:
             raise ValueError(f"train_size: {base} has no train/ folder to take images from")

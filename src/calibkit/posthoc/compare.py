@@ -208,7 +208,9 @@ def _compare(pairs, methods, every_seed: bool, bootstrap: int, n_bins: int, prog
     for spec, method in checked.items():
         if progress:
             progress(spec)
-        random = method is not None and "seed" in REGISTRY.parameters(method.name)
+        # fitted once per seed where it takes a seed and the spec leaves it to compare
+        random = method is not None and "seed" not in method.kwargs
+        random = random and "seed" in REGISTRY.parameters(method.name)
         runs = pairs if every_seed or random else pairs[:1]
         values, first, fits, found = [], None, [], []
         for s, (z_val, y_val), (z_test, y_test) in runs:
