@@ -46,7 +46,8 @@ def documented(shared: Mapping[str, Described], returns: str, **own: Described) 
         missing = [n for n in names if n not in own and n not in shared]
         if missing:
             raise KeyError(f"{fn.__qualname__}: no description of {', '.join(missing)}")
-        body = [ln for ln in (fn.__doc__ or "").splitlines()[1:] if ln.strip()]
+        doc = (fn.__doc__ or "").rstrip().splitlines()
+        body = [ln for ln in doc[1:] if ln.strip()]  # its indentation is the sections'
         pad = min((ln[: len(ln) - len(ln.lstrip())] for ln in body), key=len, default=" " * 4)
         lines = ["", f"{pad}Parameters", f"{pad}----------"]
         for name in names:
@@ -55,7 +56,6 @@ def documented(shared: Mapping[str, Described], returns: str, **own: Described) 
         kind, _, what = returns.partition(": ")
         what = what[:1].upper() + what[1:]
         lines += ["", f"{pad}Returns", f"{pad}-------", f"{pad}{kind}", *_wrapped(what, pad)]
-        doc = (fn.__doc__ or "").rstrip().splitlines()
         at = _examples_start(doc)
         head = doc[:at]
         while head and not head[-1].strip():
