@@ -130,7 +130,7 @@ class Store:
                 # a second sweep) sees no store or the whole store, never tables without the
                 # application_id. IMMEDIATE takes the write lock at once, waiting (the busy
                 # timeout) for a writer that holds it, rather than failing on upgrading a read
-                # lock. New, or schema 1 (which lacked the anomalies table).
+                # lock. New, or schema 1 (no anomalies table) or 2 (no specs table).
                 con.isolation_level = None  # the transaction below is the only one
                 con.execute("BEGIN IMMEDIATE")
                 try:
