@@ -109,12 +109,13 @@ def test_several_files_are_written_all_or_none(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cio.os, "fdopen", full)
     with pytest.raises(OSError) as err:
-        cio.write_files(files)
+        cio.write_files(files, out)
     assert err.value.filename == str(out / "report.html") and err.value.errno == errno.ENOSPC
     assert not out.exists()  # nothing written, the folders made removed again
     monkeypatch.undo()
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep" / "report.md").write_text("old")
-    cio.write_files({tmp_path / "keep" / "report.md": "new", tmp_path / "keep" / "b.md": "b"})
+    keep = tmp_path / "keep"
+    cio.write_files({keep / "report.md": "new", keep / "b.md": "b"}, keep)
     assert (tmp_path / "keep" / "report.md").read_text() == "new"
     assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["b.md", "report.md"]

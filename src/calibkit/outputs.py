@@ -1,7 +1,13 @@
 """Writing outputs without losing an input: every file calibkit writes is written
 atomically (a temporary file beside it, then a rename: a killed process leaves the old file
 or none), an output folder that is or holds an input is refused before anything is written
-(:func:`check_output`), and a run folder is held by a lock while it is written."""
+(:func:`check_output`), and a run folder is held by a lock while it is written.
+
+A folder may be shared with someone hostile (a group-writable ``/tmp`` subfolder): calibkit
+never writes through a symbolic link it did not make. A file it writes, a lock it takes and
+every folder below the output folder the user named (:func:`inside`) is refused, naming the
+link, where a link stands; a lock file is opened with ``O_NOFOLLOW`` and must be a plain
+file of one link. The folder the user named may itself be a link: that one the user made."""
 
 from __future__ import annotations
 
@@ -19,10 +25,13 @@ from typing import IO, Any
 import numpy as np
 
 __all__ = [
+    "LinkRefused",
     "atomic_write",
     "check_output",
     "check_writable",
     "file_lock",
+    "inside",
+    "refuse_link",
     "save_npz",
     "write_files",
     "write_section",
@@ -44,9 +53,43 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Path:
-    """Call ``write(tmp_path)`` and move the result onto ``path`` only once it is complete."""
+class LinkRefused(ValueError):
+    """A symbolic link stands where calibkit would write (one-line message naming it)."""
+
+
+def refuse_link(path: str | os.PathLike) -> Path:
+    """``path``, refused with :class:`LinkRefused` where it is a symbolic link (dangling or
+    not): calibkit writes neither through nor over a link it did not make."""
     path = Path(path)
+    if path.is_symlink():
+        raise LinkRefused(
+            f"{path} is a symbolic link (to {os.readlink(path)}): calibkit does not write "
+            "through links it did not make; remove it or choose another folder (nothing was "
+            "written)"
+        )
+    return path
+
+
+def inside(root: str | os.PathLike, *parts: str | os.PathLike) -> Path:
+    """``root/parts…``, where none of the parts that exist below ``root`` is a symbolic link
+    (:class:`LinkRefused` otherwise): the path calibkit writes to inside an output folder the
+    user named (``root`` itself may be a link the user made).
+
+    >>> inside("out", "figures", "a.png")
+    PosixPath('out/figures/a.png')
+    """
+    path = Path(root)
+    for part in Path(*parts).parts if parts else ():
+        if part in ("..", "/"):
+            raise ValueError(f"{root}: {Path(*parts)} leaves the output folder")
+        path = refuse_link(path / part)
+    return path
+
+
+def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Path:
+    """Call ``write(tmp_path)`` and move the result onto ``path`` only once it is complete.
+    A symbolic link at ``path`` is refused (:func:`refuse_link`), not replaced."""
+    path = refuse_link(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -86,11 +129,15 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
     return path
 
 
-def write_files(files: dict[Path, bytes | str]) -> None:
-    """Write several files as one: each to a hidden temporary file beside it first, and
-    only when every one is written are they all moved into place. A failure (a full disk)
-    leaves none of them changed and no temporary file, and names the file that failed;
-    folders this call created are removed again."""
+def write_files(files: dict[Path, bytes | str], root: str | os.PathLike) -> None:
+    """Write several files, each a path inside the folder ``root`` (:func:`inside`), as
+    one: each to a hidden temporary file beside it first, and only when every one is
+    written are they all moved into place. A failure (a full disk) leaves none of them
+    changed and no temporary file, and names the file that failed; folders this call
+    created are removed again. A symbolic link below ``root`` is refused before anything
+    is written."""
+    for path in files:
+        inside(root, Path(path).relative_to(root))
     made: list[Path] = []
     written: list[tuple[str, Path]] = []
     at = next(iter(files), Path("."))
@@ -222,13 +269,27 @@ def write_section(path: str | os.PathLike, name: str, text: str) -> Path:
 @contextmanager
 def file_lock(path: str | os.PathLike, *, wait: bool = True) -> Iterator[IO[str]]:
     """Hold an exclusive ``flock`` on ``path`` (created, with its folder) for the block and
-    yield the open file (``a+``: its text is kept). With ``wait=False`` a lock another
+    yield the open file (its text is kept; never through a symbolic link, nor into a file
+    with another name: a hard link). With ``wait=False`` a lock another
     process holds raises :class:`BlockingIOError` at once instead of waiting."""
     import fcntl
 
-    path = Path(path)
+    path = refuse_link(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    try:  # never through a link planted after the check above
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            refuse_link(path)
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise LinkRefused(
+            f"{path}: the lock file is not a plain file of its own (a hard link or a special "
+            "file); remove it (nothing was written)"
+        )
+    with os.fdopen(fd, "r+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         try:
             yield handle

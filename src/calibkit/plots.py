@@ -178,8 +178,9 @@ def draw_reliability(
     top.set_ylim(0, 1)
     top.set_ylabel("accuracy")
     head = title or "Reliability diagram"
-    top.set_title(
-        f"{head}\nECE = {100 * ece:.2f} % ({n_bins} bins), accuracy = {100 * accuracy:.2f} %"
+    top.set_title(  # a title is shown as written, never parsed as mathtext
+        f"{head}\nECE = {100 * ece:.2f} % ({n_bins} bins), accuracy = {100 * accuracy:.2f} %",
+        parse_math=False,
     )
     top.legend(loc="upper left", fontsize=8)
     bottom.bar(lo, count, width=width, align="edge", color="0.5", edgecolor="white")

@@ -23,7 +23,7 @@ from ..metrics import EvaluationResult, evaluate
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.resample import bootstrap_replicates
 from ..metrics.table import HARNESS
-from ..outputs import file_lock, write_text
+from ..outputs import file_lock, inside, write_text
 from ..posthoc.anomalies import CalibrationWarning, check_method, checked_elsewhere
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
@@ -122,8 +122,8 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
         throughput: dict[str, Any] = {}
         artefacts = {"logits": run.logits}
     else:
-        stage1 = root / "train" / run.training_key
-        out = root / "runs" / run.key if run.stage2 else stage1
+        stage1 = inside(root, "train", run.training_key)  # no link planted in the folder
+        out = inside(root, "runs", run.key) if run.stage2 else stage1
         rate = stage1 / "throughput.json"  # measured by the process that trains the network
         with file_lock(stage1.with_suffix(".lock")):
             if not (stage1 / "run.json").exists():

@@ -19,12 +19,18 @@ __all__ = ["GRADIENT_LOSSES", "band", "build_figures", "pool_bins"]
 
 
 def build_figures(res: Results) -> dict[str, bytes]:
-    """PNG bytes of every figure the store has data for."""
+    """PNG bytes of every figure the store has data for. Text is drawn as written: names
+    from the store are never read as mathtext (``$\\foo$`` in a name is shown, not parsed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    with plt.rc_context({"text.parse_math": False}):
+        return _draw(res, plt)
+
+
+def _draw(res: Results, plt) -> dict[str, bytes]:
     figures: dict[str, bytes] = {}
 
     def save(name: str, fig) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..outputs import file_lock, write_text
+from ..outputs import file_lock, inside, write_text
 from ..training.config import pick_device
 from ..training.packed import pack_key, train_packed
 from ..training.throughput import training_rate
@@ -68,7 +68,7 @@ def train_pack(
     """Train the stage-1 networks of ``runs`` as one packed run into their training folders,
     holding each folder's lock (taken in a fixed order: no deadlock with a worker that trains
     one of them alone), and write each one's ``throughput.json`` (the pack's images/s)."""
-    folders = [root / "train" / r.training_key for r in runs]
+    folders = [inside(root, "train", r.training_key) for r in runs]
     with ExitStack() as locks:
         for folder in sorted(folders):
             locks.enter_context(file_lock(folder.with_suffix(".lock")))

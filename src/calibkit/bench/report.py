@@ -35,16 +35,16 @@ BSCE-GRA (BSCE-GRA Fig. 4) and MaC-Cal's q_t (Fig. 8).
 from __future__ import annotations
 
 import base64
-import html
 import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..escape import Strong, html_text, md_text
 from ..metrics import table as metric_table
 from ..metrics.table import mean_std, spread
-from ..outputs import write_files
+from ..outputs import inside, write_files
 from .figures import build_figures
 from .given import given_sections
 from .results import Results, compare
@@ -102,7 +102,7 @@ def _table(
                     text += " †"
             if flag is not None and vals[r] and flag(r, column):
                 text += " ⚠"
-            body[i].append(f"**{text}**" if r == best and vals[r] else text)
+            body[i].append(Strong(f"**{text}**") if r == best and vals[r] else text)
     return [header, *body]
 
 
@@ -233,20 +233,35 @@ def anchor(title: str) -> str:
     return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
 
 
+def _bold(text: str) -> tuple[str, bool]:
+    """A cell's text and whether it is bold: only a :class:`~calibkit.escape.Strong` cell
+    (a best value, a verdict that holds) is; any other, a name that reads ``**x**``
+    included, is text as written."""
+    return (text[2:-2], True) if isinstance(text, Strong) else (text, False)
+
+
 def markdown_table(table: list[list[str]]) -> str:
+    """``table`` (header row first) as a Markdown table; every cell escaped
+    (:func:`calibkit.escape.md_text`), so a name can add no cell, row or markup."""
+
+    def cell(text: str) -> str:
+        inner, bold = _bold(text)
+        return f"**{md_text(inner)}**" if bold else md_text(inner)
+
     head, *body = table
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
+    lines = ["| " + " | ".join(map(cell, head)) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in body]
     return "\n".join(lines)
 
 
 def html_table(table: list[list[str]]) -> str:
+    """``table`` (header row first) as an HTML table, every cell escaped."""
     head, *body = table
 
     def cell(text: str, tag: str) -> str:
-        bold = text.startswith("**") and text.endswith("**")
-        inner = html.escape(text.strip("*"))
-        number = NUMBER.match(text.strip("*")) is not None  # numbers right, words left
+        inner, bold = _bold(text)
+        number = NUMBER.match(inner) is not None  # numbers right, words left
+        inner = html_text(inner)
         return f"<{tag}{' class=n' * number}>{'<b>' + inner + '</b>' if bold else inner}</{tag}>"
 
     rows = ["<tr>" + "".join(cell(h, "th") for h in head) + "</tr>"]
@@ -272,6 +287,7 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"cannot write the report to {out}: it is a file, not a folder")
+    inside(out, "figures")  # a link planted there: refused before any work
     verdicts = verdict_table(res)
     anomalies = anomaly_table(res)
     tables = build_tables(res)
@@ -321,20 +337,20 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
         ]
     )
     titles = [title for title, _, _ in sections] + ["Figures"]
-    md = ["# Calibration benchmark", "", intro, ""]
-    md += [f"- [{t}](#{anchor(t)})" for t in titles] + [""]
+    md = ["# Calibration benchmark", "", md_text(intro), ""]
+    md += [f"- [{md_text(t)}](#{anchor(t)})" for t in titles] + [""]
     page = [
         "<!doctype html><html><head><meta charset='utf-8'><title>Calibration benchmark</title>"
         f"<style>{CSS}</style></head><body><h1>Calibration benchmark</h1>"
-        f"<p>{html.escape(intro)}</p><nav><b>Contents</b><ol>"
-        + "".join(f"<li><a href='#{anchor(t)}'>{html.escape(t)}</a></li>" for t in titles)
+        f"<p>{html_text(intro)}</p><nav><b>Contents</b><ol>"
+        + "".join(f"<li><a href='#{anchor(t)}'>{html_text(t)}</a></li>" for t in titles)
         + "</ol></nav>"
     ]
     for title, text, table in sections:
-        md += [f"## {title}", ""] + ([text, ""] if text else [])
+        md += [f"## {md_text(title)}", ""] + ([md_text(text), ""] if text else [])
         page.append(
-            f"<h2 id='{anchor(title)}'>{html.escape(title)}</h2>"
-            + (f"<p>{html.escape(text)}</p>" if text else "")
+            f"<h2 id='{anchor(title)}'>{html_text(title)}</h2>"
+            + (f"<p>{html_text(text)}</p>" if text else "")
         )
         if table is not None:
             md += [markdown_table(table), ""]
@@ -356,15 +372,15 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     for name, png in figures.items():
         file = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-") + ".png"
         files[out / "figures" / file] = png
-        md.append(f"![{name}](figures/{file})")
+        md.append(f"![{md_text(name)}](figures/{file})")
         b64 = base64.b64encode(png).decode()
         page.append(
-            f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{b64}'></figure>"
+            f"<figure><img alt='{html_text(name)}' src='data:image/png;base64,{b64}'></figure>"
         )
     page.append("</body></html>")
     files[out / "report.md"] = "\n".join(md) + "\n"
     files[out / "report.html"] = "\n".join(page)
-    write_files(files)  # all or none: a full disk leaves no partial report
+    write_files(files, out)  # all or none: a full disk leaves no partial report
     kinds: dict[str, int] = defaultdict(int)
     for a in res.anomalies:
         kinds[a[3]] += 1

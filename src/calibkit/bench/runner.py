@@ -36,7 +36,7 @@ import torch
 
 from .. import data
 from ..allocator import retain_freed_memory
-from ..outputs import file_lock
+from ..outputs import file_lock, inside
 from .execute import execute
 from .pack import label, packs, train_pack, trains_on_cuda
 from .runspec import BenchSpec, RunSpec
@@ -176,6 +176,8 @@ def run_bench(
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
+    for folder in ("train", "runs"):  # a link planted there: refused before any run
+        inside(out, folder)
     store = Path(db) if db is not None else out / "results.sqlite"
     with folder_lock(out), folder_lock(store, "store", store.with_name(store.name + ".lock")):
         return _sweep(spec, out, ray, workers, address, db, threads, progress, pack)

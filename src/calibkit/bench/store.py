@@ -25,6 +25,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from ..outputs import LinkRefused, refuse_link
+
 __all__ = [
     "ALL",
     "APPLICATION_ID",
@@ -114,6 +116,10 @@ class Store:
                 raise StoreError(f"{self.path}: no such results store")
             self._check_schema()
             return
+        try:
+            refuse_link(self.path)  # SQLite would follow it and write where it points
+        except LinkRefused as err:
+            raise StoreError(str(err)) from None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from scipy import stats
 
+from ..escape import md_text
 from ..metrics.table import info
 from .given import given_by, given_sections
 from .report import anomaly_table, markdown_table
@@ -204,27 +205,27 @@ def study_markdown(db: str | Path) -> str:
         title = f"{res.short(column[0])} / {column[1]}"
         mine = [r[:2] + r[3:] for r in verdicts if r[2] in (title, "dataset / model")]
         md += [
-            f"### Verdicts ({title})",
+            f"### Verdicts ({md_text(title)})",
             "",
             markdown_table(mine),
             "",
-            f"### Calibratability ({title}; Rethinking Table 2)",
+            f"### Calibratability ({md_text(title)}; Rethinking Table 2)",
             "",
             "Mean over seeds [95 % t-interval]; ECE and classwise ECE in %, NLL in nats.",
             "",
             markdown_table(calibratability_table(res, column)),
             "",
-            f"### Refinement ({title}; Dark Side)",
+            f"### Refinement ({md_text(title)}; Dark Side)",
             "",
             markdown_table(refinement_table(res, column)),
             "",
-            f"### Every network ({title})",
+            f"### Every network ({md_text(title)})",
             "",
             markdown_table(network_table(res, column)),
             "",
         ]
     for title, table in given_sections(res):
-        md += [f"### {title}", "", markdown_table(table), ""]
+        md += [f"### {md_text(title)}", "", markdown_table(table), ""]
     if trained:
         md += ["### Training rate", "", markdown_table(rate_table(store, res)), ""]
     anomalies = anomaly_table(res)

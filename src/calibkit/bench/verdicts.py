@@ -41,6 +41,7 @@ import numpy as np
 from scipy import stats
 
 from .. import posthoc
+from ..escape import Strong
 from ..posthoc.anomalies import SANE_TEMPERATURE
 from .store import ALL
 
@@ -225,7 +226,7 @@ def _network_row(res: Results, claim: NetworkClaim, columns: list, label: str) -
         claim.text,
         where,
         "none",
-        f"**{result}**" if result == "holds" else result,
+        Strong(f"**{result}**") if result == "holds" else result,
         detail,
     ]
 
@@ -435,7 +436,7 @@ def verdict_table(res: Results) -> list[list[str]]:
                     claim.text,
                     f"{res.short(column[0])} / {column[1]}",
                     premise,
-                    f"**{result}**" if result == "holds" else result,
+                    Strong(f"**{result}**") if result == "holds" else result,
                     detail,
                 ]
             )

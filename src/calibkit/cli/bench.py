@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ..escape import term_text
 from .common import CONTEXT, cli
 from .options import json_option
 from .output import console, echo_json
@@ -201,7 +202,6 @@ def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
             f"{model}: {row['networks']:.0f} networks, {row['gflop']:.3g} GFLOP of training, "
             f"{row['images_per_s']:.0f} training images/s measured here on the {where} "
             f"({threads} thread(s){packed}): {_duration(row['seconds'])} of one worker",
-            markup=False,
         )
     days = est["seconds"] / 86400
     out.print(
@@ -209,7 +209,6 @@ def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
         + (f" ({days:.1f} days)" if days >= 1 else "")
         + f" of training on {workers} worker(s) on this {where}; post-hoc fits and measuring "
         "come on top",
-        markup=False,
     )
 
 
@@ -257,29 +256,27 @@ def _print_bench_summary(summary, counts, store, report, failed, seconds) -> Non
         for h in head:
             table.add_column(h, justify="left" if h == "method" else "right")
         for row in rows:
-            table.add_row(*[c.replace("**", "*") for c in row])
+            table.add_row(*[term_text(c.replace("**", "*")) for c in row])
         out.print(table)
         verdicts = summary["verdicts"][1:]
         for paper, claim, column, premise, verdict, numbers in verdicts:
             shown = "" if premise == "none" else f"premise {premise}; "
             out.print(
-                f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {shown}{numbers}",
-                markup=False,
+                term_text(
+                    f"{verdict.strip('*'):>27}  {paper}: {claim} ({column}); {shown}{numbers}"
+                ),
                 highlight=False,
             )
         kinds = summary["anomalies"]
         if kinds:
             listed = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-            out.print(
-                f"anomalies flagged: {listed} (see the report's Anomalies section)", markup=False
-            )
+            out.print(f"anomalies flagged: {listed} (see the report's Anomalies section)")
         else:
             out.print("anomalies flagged: none")
     where = f"report {report} and report.md" if report else "no report (no finished run)"
     out.print(
         f"{counts['done']} runs done, {counts['skipped']} already in the store, "
-        f"{counts['failed']} failed; store {store}; {where}",
-        markup=False,
+        f"{counts['failed']} failed; store {term_text(store)}; {term_text(where)}",
     )
     phases = ", ".join(
         f"{k.replace('_', ' ')} {_duration(v)}" for k, v in seconds["phases"].items()
@@ -288,10 +285,9 @@ def _print_bench_summary(summary, counts, store, report, failed, seconds) -> Non
         f"time: {_duration(seconds['wall'])} wall (sweep {_duration(seconds['sweep'])} on "
         f"{seconds['workers']} workers, report {_duration(seconds['report'])})"
         + (f"; summed over runs: {phases}" if phases else ""),
-        markup=False,
     )
     for r in failed:
-        out.print(f"failed: {r['method']} seed {r['seed']}: {r['error']}", markup=False)
+        out.print(term_text(f"failed: {r['method']} seed {r['seed']}: {r['error']}"))
 
 
 @cli.command(context_settings=CONTEXT)

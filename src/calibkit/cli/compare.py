@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..escape import term_text
 from .common import CONTEXT, cli
 from .options import bootstrap_option, device_option, json_option, on_device
 from .output import console, echo_json
@@ -159,7 +160,7 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         for c in group:
             table.add_column(heads[c], justify="right")
         for m, row in cells.items():
-            table.add_row(m, *[row[c] for c in group])
+            table.add_row(term_text(m), *[row[c] for c in group])
         out.print(table)
     if bootstrap:
         out.print("intervals: use --json (95 % bootstrap intervals for every cell)")
@@ -169,13 +170,14 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     )
     flagged = anomaly_lines(results)
     if flagged:
-        out.print(f"[bold red]flagged[/] ({len(flagged)}): checks as in bench (docs/bench.md)")
+        out.print("flagged", style="bold red", end="")
+        out.print(f" ({len(flagged)}): checks as in bench (docs/bench.md)")
         for line in flagged:
-            out.print(f"  {line}", markup=False)
+            out.print(f"  {term_text(line)}")
     for line in expected_lines(results):
-        out.print(f"note: {line}", markup=False)
+        out.print(f"note: {term_text(line)}")
     if found["note"]:
-        out.print(found["note"], markup=False)
+        out.print(term_text(found["note"]))
 
 
 def column_groups(

@@ -26,13 +26,16 @@ __all__ = [
 
 
 def console():
+    """The console commands print to: rich's markup off (a name or path with ``[red]`` or
+    ``[/]`` in it is printed as written; styles are given as ``style=``), no highlighting,
+    200 columns where it is not a terminal."""
     from rich.console import Console
 
-    console = Console(stderr=False, highlight=False)
+    console = Console(stderr=False, highlight=False, markup=False)
     if not console.is_terminal:  # piped or captured: do not wrap wide tables at 80 columns
         told = os.environ.get("COLUMNS", "")  # unless told a width
         width = int(told) if told.isdigit() and int(told) > 0 else 200
-        console = Console(stderr=False, highlight=False, width=width)
+        console = Console(stderr=False, highlight=False, markup=False, width=width)
     return console
 
 
