@@ -105,3 +105,26 @@ def test_lightning_callback_refuses_softmax_outputs(tmp_path, probs_labels):
     with pytest.raises(ValueError, match="look like probabilities"):
         trainer.fit(Softmax(), train, val)
     assert L is not None
+
+
+HALF = [torch.float16, torch.bfloat16, torch.float32]
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_precision_softmax_is_refused_at_every_entry_point(dtype, real_logits):
+    """Issue 54 §1: a float16 or bfloat16 softmax (Lightning's and torchmetrics' usual
+    mixed precision) is refused like a float32 one: before the fix the refusal used float32's
+    tolerance and ECE read the float16 probabilities as logits, 0.7067 for 0.0475."""
+    from calibkit.adapters.torchmetrics import MulticlassCalibrationError
+
+    z, y = torch.as_tensor(real_logits[2]), torch.as_tensor(real_logits[3]).long()
+    p = torch.softmax(z, 1).to(dtype)
+    _refused(lambda: M.ece(p, y))
+    _refused(lambda: evaluate(p, y, optimal=False))
+    _refused(lambda: CalibrationMeter().update(p, y))
+    _refused(lambda: MulticlassCalibrationError(num_classes=10)(p, y))
+    _refused(lambda: posthoc.create("ts").fit(p, y))
+    if dtype == torch.float16:  # NumPy has float16 (not bfloat16): the same from an array
+        _refused(lambda: M.ece(p.numpy(), y.numpy()))
+    # told they are probabilities, they give the logits' ECE within half precision
+    assert M.ece(p, y, probs=True) == pytest.approx(M.ece(z, y), abs=2e-3)

@@ -158,15 +158,19 @@ def _rows_are_probabilities(t: Tensor, tol: float) -> bool:
     return in_range and bool(((t.sum(1, dtype=torch.float64) - 1).abs() <= tol).all())
 
 
-def refuse_probabilities(s: Tensor, name: str = "scores") -> None:
+def refuse_probabilities(
+    s: Tensor, name: str = "scores", given: torch.dtype | None = None
+) -> None:
     """Raise a one-line ``ValueError`` when ``s`` (N, K), K >= 2, given where logits are
-    expected, has every row in [0, 1] summing to 1 (within the tolerance of its dtype, see
-    :data:`PROB_SUM_TOL`): probabilities read as logits give silently wrong numbers (ECE 0.69
-    where the truth is 0.05), so every entry point refuses them instead of guessing. The
-    first rows are read first, so valid logits cost almost nothing to tell apart."""
+    expected, has every row in [0, 1] summing to 1 (within the tolerance of the dtype the
+    user ``given``, default ``s``'s own, see :data:`PROB_SUM_TOL`: a float16 or bfloat16
+    softmax upcast to float32 still sums to 1 only within half precision's rounding):
+    probabilities read as logits give silently wrong numbers (ECE 0.69 where the truth is
+    0.05), so every entry point refuses them instead of guessing. The first rows are read
+    first, so valid logits cost almost nothing to tell apart."""
     if s.ndim != 2 or s.shape[1] < 2 or s.shape[0] == 0:
         return
-    tol = prob_sum_tolerance(s.dtype, s.shape[1])
+    tol = prob_sum_tolerance(given or s.dtype, s.shape[1])
     if not _rows_are_probabilities(s[:_PROBE_ROWS], tol):
         return
     if s.shape[0] > _PROBE_ROWS and not _rows_are_probabilities(s, tol):

@@ -262,3 +262,21 @@ def test_the_training_rate_reference_is_measured_on_the_gpu():
     from calibkit.training.throughput import matmul_gflops
 
     assert matmul_gflops(CUDA, repeats=2) > 10 * matmul_gflops("cpu", repeats=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_precision_probabilities_on_cuda_are_refused(zy, dtype):
+    """Issue 54 §1 on the GPU: a half-precision softmax made on CUDA is refused, not read as
+    logits, by the functions, the meter and the torchmetrics adapter."""
+    from calibkit.adapters.torchmetrics import MulticlassCalibrationError
+    from calibkit.metrics import CalibrationMeter
+
+    z, y = (t.to(CUDA) for t in zy)
+    p = torch.softmax(z, 1).to(dtype)
+    for call in (
+        lambda: M.ece(p, y),
+        lambda: CalibrationMeter().update(p, y),
+        lambda: MulticlassCalibrationError(num_classes=10).to(CUDA)(p, y),
+    ):
+        with pytest.raises(ValueError, match="look like probabilities"):
+            call()

@@ -72,7 +72,7 @@ def prepare_scores(
     if probs:
         check_probabilities(s, name, given)
     else:
-        refuse_probabilities(s, name)
+        refuse_probabilities(s, name, given)
     return s
 
 
