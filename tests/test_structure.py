@@ -181,7 +181,7 @@ API = [
     *(f"calibkit.metrics:CalibrationMeter.{n}" for n in ("__init__", "update", "merge", "sync")),
     "calibkit.metrics:CalibrationMeter.compute",
     "calibkit.training:train",
-    "calibkit.training.packed:train_packed",
+    "calibkit.training.trainer:train_packed",
     *(f"calibkit.runs:{n}" for n in ("stage_one", "calibrate_run", "load_run", "run_evidence")),
     "calibkit.runs:pretrained_run",
     "calibkit.export:to_onnx",

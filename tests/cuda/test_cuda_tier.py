@@ -148,7 +148,7 @@ def test_one_epoch_of_training_on_cuda_is_close_to_the_cpu(tmp_path):
 
 def test_packed_members_on_cuda_match_networks_trained_alone(tmp_path):
     from calibkit.training import TrainConfig, train
-    from calibkit.training.packed import train_packed
+    from calibkit.training.trainer import train_packed
 
     configs = [
         TrainConfig(

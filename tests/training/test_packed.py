@@ -10,8 +10,9 @@ import json
 import numpy as np
 import pytest
 
-from calibkit.training import TrainConfig, packed, train
-from calibkit.training.packed import pack_key, train_packed
+from calibkit.training import TrainConfig, train, trainer
+from calibkit.training.packed import pack_key
+from calibkit.training.trainer import train_packed
 
 SHARED = {
     "data": "digits:train_size=200",
@@ -60,7 +61,7 @@ def test_a_killed_packed_run_resumes_to_the_same_networks(tmp_path, monkeypatch,
     whole = [tmp_path / f"w{i}" for i in range(3)]
     train_packed(configs, whole)
     calls = {"save": 0, "replace": 0}
-    real_save, real_replace = packed.save_checkpoint, packed.os.replace
+    real_save, real_replace = trainer.save_checkpoint, trainer.os.replace
 
     def save(*args, **kwargs):  # epoch 2's second member: killed while writing
         calls["save"] += 1
@@ -78,8 +79,8 @@ def test_a_killed_packed_run_resumes_to_the_same_networks(tmp_path, monkeypatch,
         if kill == "between epochs" and record is not None and record["epoch"] == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(packed, "save_checkpoint", save)
-    monkeypatch.setattr(packed.os, "replace", replace)
+    monkeypatch.setattr(trainer, "save_checkpoint", save)
+    monkeypatch.setattr(trainer.os, "replace", replace)
     parts = [tmp_path / f"k{i}" for i in range(3)]
     with pytest.raises(KeyboardInterrupt):
         train_packed(configs, parts, progress=stop_after_two)

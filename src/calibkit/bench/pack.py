@@ -1,6 +1,6 @@
 """Packed stage 1 for a sweep: the networks of runs that share a model, its data and its
 schedule (a sweep's losses × seeds) are trained together in one process
-(:func:`calibkit.training.packed.train_packed`), before the runs themselves, which then
+(:func:`calibkit.training.trainer.train_packed`), before the runs themselves, which then
 find their stage-1 networks trained (``root/train/<training key>``, as a run trained alone
 leaves it) and go straight to stage 2, the post-hoc methods and the measurements.
 
@@ -21,8 +21,9 @@ import torch
 
 from ..outputs import file_lock, inside, write_text
 from ..training.config import pick_device
-from ..training.packed import pack_key, train_packed
+from ..training.packed import pack_key
 from ..training.throughput import training_rate
+from ..training.trainer import train_packed
 from .runspec import RunSpec
 
 __all__ = ["MAX_MEMBERS", "label", "packs", "train_pack", "trains_on_cuda"]

@@ -1,63 +1,39 @@
-"""Train several networks at once: the members of a packed run share a model, its data and
-its schedule, and may differ in loss, seed and mixup (a sweep's losses × seeds).
+"""The engine of a pack: several networks of one architecture stepped as one.
 
 Small networks leave a GPU idle: one ResNet-20 step at batch 128 is bound by kernel
-launches, not arithmetic (docs/training.md, "Packed training"). A packed run stacks its
-members' parameters and buffers (``torch.func.stack_module_state``) and runs one forward and
-one backward pass for all of them with ``torch.func.vmap``, which turns each convolution into
+launches, not arithmetic (docs/training.md, "Packed training"). A pack stacks its members'
+parameters and buffers (``torch.func.stack_module_state``) and runs one forward and one
+backward pass for all of them with ``torch.func.vmap``, which turns each convolution into
 one grouped convolution over the members (the computation of Packed-Ensembles, Laurent et
 al. 2023, with independent members). One SGD optimiser steps the stacked parameters; SGD
 with momentum and weight decay acts element by element, so each member's slice moves as its
 own optimiser would move it, and the summed loss gives each member the gradient of its own
 loss alone.
 
-Each member keeps everything that makes it itself: its initialisation (``torch.manual_seed
-(seed)`` as :func:`~calibkit.training.train` does), its order of samples, augmentation and
-mixup draws (:class:`~calibkit.training.trainer.EpochDraws`, seeded as alone), its loss, its
-history, its checkpoint after every epoch and its run folder, written as a run trained alone
-writes them (``run.json`` adds ``"packed"``: the members' number and the shared step time).
-A member equals the same network trained alone within float tolerance (tested on CPU): the
-grouped convolution sums in another order. Killed, a packed run resumes from its members'
-checkpoints like any run.
+The loop that drives it is the trainer's one loop (:func:`calibkit.training.trainer.
+train_packed`; a network trained alone is a pack of one, stepped without vmap). Each
+member keeps everything that makes it itself there: its initialisation, its order of
+samples, augmentation and mixup draws, its loss, its history, its checkpoint and its run
+folder. A member equals the same network trained alone within float tolerance (tested on
+CPU): the grouped convolution sums in another order.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .._docs import documented
-from ..data.augment import augmentation
-from . import schedule as schedules
-from .checkpoints import resume_state, save_checkpoint
-from .config import RUN_PARAMETERS, TrainConfig, TrainingError, TrainResult
-from .recorders import EpochTotals
-from .trainer import (
-    CHECKPOINT,
-    EpochDraws,
-    autocast,
-    build,
-    epoch_record,
-    finish_run,
-    provenance,
-    set_epoch_lr,
-    step_inputs,
-)
+from .config import TrainConfig
 
-__all__ = ["MEMBER_FIELDS", "NEXT", "pack_key", "stacked", "train_packed"]
+__all__ = ["MEMBER_FIELDS", "Pack", "pack_key", "stacked"]
 
 #: what the members of one packed run may set differently; every other setting is shared
 MEMBER_FIELDS = ("loss", "seed", "mixup")
-#: an epoch's checkpoint of a member before every member's is written (see :func:`_settle`)
-NEXT = CHECKPOINT + ".next"
 
 
 def pack_key(config: TrainConfig) -> str | None:
@@ -71,105 +47,29 @@ def pack_key(config: TrainConfig) -> str | None:
     return json.dumps(shared, sort_keys=True)
 
 
-def _optimizer(params, config: TrainConfig) -> torch.optim.SGD:
-    return torch.optim.SGD(
-        params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
-    )
+class Pack:
+    """Members' networks stepped as one: ``forward(xs)`` takes one input batch per member
+    to their logits (members, batch, K), ``opt`` steps every member's stacked parameters,
+    and ``settle()`` copies each member's slice back into its own network and optimiser
+    (for its validation pass, checkpoint and run folder). ``member_opts``: the members'
+    own SGD optimisers, whose settings and momentum (after a resume) the pack takes."""
 
+    def __init__(self, nets: Sequence[nn.Module], member_opts: Sequence[torch.optim.Optimizer]):
+        self.nets, self.member_opts = list(nets), list(member_opts)
+        self.params, self.buffers, self._forward = stacked(self.nets)
+        settings = {k: member_opts[0].defaults[k] for k in ("lr", "momentum", "weight_decay")}
+        self.opt = torch.optim.SGD(self.params.values(), **settings)
+        _stack_momentum(self.opt, self.params, self.nets, self.member_opts)
 
-@documented(RUN_PARAMETERS, "list of TrainResult: one per member, in order.")
-def train_packed(
-    configs: Sequence[TrainConfig],
-    outs: Sequence[str | os.PathLike],
-    *,
-    resume: bool = False,
-    progress: Callable[[int, int, dict[str, float] | None], None] | None = None,
-) -> list[TrainResult]:
-    """Train the networks ``configs`` together, member m into ``outs[m]`` (see the module
-    docstring); they must share every setting but loss, seed and mixup (:func:`pack_key`).
-    ``progress(step, total_steps, record)`` as :func:`~calibkit.training.train` takes it,
-    with every member's epoch record in turn. Returns one result per member."""
-    if len(configs) != len(outs) or not configs:
-        raise ValueError("train_packed: give one output folder per configuration (at least one)")
-    keys = {pack_key(c) for c in configs}
-    if None in keys or len(keys) != 1:
-        raise ValueError(
-            "train_packed: members must share every setting but "
-            f"{', '.join(MEMBER_FIELDS)}, and train without pretrained weights or recorders"
-        )
-    first, outs = configs[0], [Path(o) for o in outs]
-    device = first.torch_device
-    bundle = None
-    nets: list[nn.Module] = []
-    loss_fns = []
-    for config in configs:
-        bundle, net, loss_fn = build(config, bundle=bundle)
-        nets.append(net.to(device))
-        loss_fns.append(loss_fn)
-    if bundle is None or bundle.train is None or bundle.val is None:
-        raise TrainingError(f"data: '{first.data}' needs a training and a validation split")
-    member_opts = [_optimizer(net.parameters(), c) for net, c in zip(nets, configs, strict=True)]
-    start, histories = _start(configs, outs, nets, member_opts, resume)
-    params, buffers, forward = stacked(nets)
-    opt = _optimizer(params.values(), first)
-    _stack_momentum(opt, params, nets, member_opts)
-    train_split = bundle.train.to(device)
-    n, size = len(train_split), first.batch_size
-    steps_per_epoch = -(-n // size)
-    total = steps_per_epoch * first.epochs
-    schedule = schedules.create(first.schedule)
-    augment = augmentation(bundle.augment)
-    for epoch in range(start, first.epochs):
-        began = time.perf_counter()
-        lr = set_epoch_lr(opt, schedule, first, epoch)
-        draws = [EpochDraws(c, epoch, n, train_split.y.device) for c in configs]
-        totals = [EpochTotals(device) for _ in configs]
-        for step in range(steps_per_epoch):
-            idx = [d.order[step * size : (step + 1) * size] for d in draws]
-            batch = [
-                step_inputs(c, bundle, train_split, i, device, augment, d)
-                for c, i, d in zip(configs, idx, draws, strict=True)
-            ]
-            with autocast(device):
-                logits = forward(params, buffers, torch.stack([b[0] for b in batch]))
-            terms = [
-                f.compute(z.float(), b[1]) for f, z, b in zip(loss_fns, logits, batch, strict=True)
-            ]
-            opt.zero_grad(set_to_none=True)
-            torch.stack(terms).sum().backward()
-            opt.step()
-            for m, t in enumerate(totals):
-                t.add(terms[m], logits[m], batch[m][2], idx[m], epoch + 1)
-            if progress is not None:
-                progress(epoch * steps_per_epoch + step + 1, total, None)
-        sums = [t.totals(epoch + 1) for t in totals]
-        train_time = time.perf_counter() - began  # the packed steps, shared by every member
-        for m, config in enumerate(configs):
-            _unstack(m, nets[m], params, buffers, opt, member_opts[m])
-            record = epoch_record(epoch, sums[m], nets[m], bundle, device)
-            record |= {"lr": lr, "train_time": train_time}
-            record["time"] = time.perf_counter() - began
-            histories[m].append(record)
-            save_checkpoint(
-                outs[m] / NEXT, config, nets[m], member_opts[m], epoch + 1, histories[m], None, {}
-            )
-        for out in outs:  # every member's epoch is written: now it counts
-            os.replace(out / NEXT, out / CHECKPOINT)
-        if progress is not None:
-            for history in histories:
-                progress((epoch + 1) * steps_per_epoch, total, history[-1])
-    results = []
-    for m, config in enumerate(configs):
-        _unstack(m, nets[m], params, buffers, opt, member_opts[m])
-        info = provenance(config, device, bundle.augment, loss_fns[m])
-        info["packed"] = {"members": len(configs), "member": m}
-        finish_run(outs[m], info, nets[m], bundle, device, histories[m], None, {})
-        results.append(
-            TrainResult(
-                outs[m], histories[m], nets[m], tuple(bundle.input_shape), len(bundle.train)
-            )
-        )
-    return results
+    def train(self) -> None:
+        """Nothing to switch: the stacked forward runs the members in training mode."""
+
+    def forward(self, xs: Sequence[Tensor]) -> Tensor:
+        return self._forward(self.params, self.buffers, torch.stack(list(xs)))
+
+    def settle(self) -> None:
+        for m, (net, opt) in enumerate(zip(self.nets, self.member_opts, strict=True)):
+            _unstack(m, net, self.params, self.buffers, self.opt, opt)
 
 
 def stacked(nets: Sequence[nn.Module]):
@@ -192,58 +92,6 @@ def _float_input(module: nn.Module, args: tuple) -> tuple:
     pytorch/pytorch#184890). Float32 is what autocast gives batch norm on CPUs and Apple
     GPUs; the convolutions stay in bf16."""
     return (args[0].float(), *args[1:])
-
-
-def _start(
-    configs: Sequence[TrainConfig],
-    outs: list[Path],
-    nets: list[nn.Module],
-    opts: list[torch.optim.Optimizer],
-    resume: bool,
-) -> tuple[int, list[list[dict[str, float]]]]:
-    """The epoch to start from and each member's history so far (from its checkpoint when
-    resuming; members killed together stopped at the same epoch)."""
-    _settle(outs)
-    if not resume:
-        for out in outs:
-            if (out / CHECKPOINT).exists() or (out / "history.json").exists():
-                raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
-        return 0, [[] for _ in outs]
-    states = [
-        resume_state(out / CHECKPOINT, c, net, opt, None, {})
-        for c, out, net, opt in zip(configs, outs, nets, opts, strict=True)
-    ]
-    epochs = {s for s, _ in states}
-    if len(epochs) != 1:
-        raise TrainingError(
-            f"the members' checkpoints stopped at different epochs ({sorted(epochs)}); "
-            "resume them alone"
-        )
-    return epochs.pop(), [h for _, h in states]
-
-
-def _settle(outs: list[Path]) -> None:
-    """Finish or undo an epoch's checkpoints cut by a kill. Each epoch writes every member's
-    checkpoint to ``NEXT`` first, then renames them all: where some ``NEXT`` files exist,
-    the epoch counts if every other member already holds it (the kill came during the
-    renames), else (during the writes) the ``NEXT`` files are dropped and every member
-    resumes from the epoch before."""
-    pending = [out for out in outs if (out / NEXT).exists()]
-    if not pending:
-        return
-    target = _epoch_of(pending[0] / NEXT)
-    complete = all(o in pending or _epoch_of(o / CHECKPOINT) == target for o in outs)
-    for out in pending:
-        if complete:
-            os.replace(out / NEXT, out / CHECKPOINT)
-        else:
-            (out / NEXT).unlink()
-
-
-def _epoch_of(path: Path) -> int | None:
-    if not path.exists():
-        return None
-    return int(torch.load(path, map_location="cpu", weights_only=True)["epoch"])
 
 
 def _stack_momentum(

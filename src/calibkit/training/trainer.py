@@ -32,7 +32,7 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,12 @@ from . import schedule as schedules
 from .augment import mixup
 from .checkpoints import resume_state, save_checkpoint
 from .config import RUN_PARAMETERS, TrainConfig, TrainingError, TrainResult
+from .packed import MEMBER_FIELDS, Pack, pack_key
 from .recorders import EpochTotals, LearnedEpochs, grad_norms
 
 __all__ = [
     "CHECKPOINT",
+    "NEXT",
     "VAL_METRICS",
     "EpochDraws",
     "autocast",
@@ -65,10 +67,13 @@ __all__ = [
     "set_epoch_lr",
     "step_inputs",
     "train",
+    "train_packed",
     "write_run",
 ]
 
 CHECKPOINT = "checkpoint.pt"
+#: an epoch's checkpoint of a member before every member's is written (see :func:`_settle`)
+NEXT = CHECKPOINT + ".next"
 
 
 def _generator(seed: int, epoch: int, stream: int) -> torch.Generator:
@@ -269,91 +274,224 @@ def train(
     resume: bool = False,
     progress: Callable[[int, int, dict[str, float] | None], None] | None = None,
 ) -> TrainResult:
-    """Train a model as ``config`` says, writing the run to ``out`` (see the module docstring).
+    """Train a model as ``config`` says, writing the run to ``out`` (see the module docstring):
+    a pack of one (:func:`train_packed`).
 
     ``progress(step, total_steps, record)`` is called after every step (``record`` None)
     and after every epoch (``record`` that epoch's history entry).
     """
-    out = Path(out)
-    device = config.torch_device  # checks the config (once: a checked one is trusted)
+    return train_packed([config], [out], resume=resume, progress=progress)[0]
+
+
+@documented(RUN_PARAMETERS, "list of TrainResult: one per member, in order.")
+def train_packed(
+    configs: Sequence[TrainConfig],
+    outs: Sequence[str | os.PathLike],
+    *,
+    resume: bool = False,
+    progress: Callable[[int, int, dict[str, float] | None], None] | None = None,
+) -> list[TrainResult]:
+    """The one training loop: train the networks ``configs`` together, member m into
+    ``outs[m]``. Several members must share every setting but loss, seed and mixup
+    (:func:`~calibkit.training.packed.pack_key`) and are stepped as one
+    (:class:`~calibkit.training.packed.Pack`); one member is stepped as its own module (with
+    DistributedDataParallel under torchrun, channels_last on CUDA, and the recorders).
+    Each member keeps its own initialisation, draws, loss, history, checkpoint and run folder,
+    and equals the network trained alone within float tolerance. ``progress(step,
+    total_steps, record)`` as :func:`train` takes it, with every member's epoch record in
+    turn."""
+    if len(configs) != len(outs) or not configs:
+        raise ValueError("train_packed: give one output folder per configuration (at least one)")
+    if len(configs) > 1:
+        keys = {pack_key(c) for c in configs}
+        if None in keys or len(keys) != 1:
+            raise ValueError(
+                "train_packed: members must share every setting but "
+                f"{', '.join(MEMBER_FIELDS)}, and train without pretrained weights or recorders"
+            )
+    first, outs = configs[0], [Path(o) for o in outs]
+    device = first.torch_device  # checks the config (once: a checked one is trusted)
     dist = _Distributed(device)
-    bundle, model, loss_fn = build(config)
-    model.to(device)
-    if device.type == "cuda":
-        model.to(memory_format=torch.channels_last)
-    wrapped: nn.Module = model
-    if dist.world > 1:
-        wrapped = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(
-        model.parameters(),
-        lr=config.lr,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
-    if bundle.train is None or bundle.val is None:
-        raise TrainingError(f"data: '{config.data}' needs a training and a validation split")
+    if dist.world > 1 and len(configs) > 1:
+        raise TrainingError("under torchrun, train one network per run (packs run in one process)")
+    bundle = None
+    nets: list[nn.Module] = []
+    loss_fns: list[losses.Loss] = []
+    for config in configs:
+        bundle, net, loss_fn = build(config, bundle=bundle)
+        nets.append(net.to(device))
+        loss_fns.append(loss_fn)
+    if bundle is None or bundle.train is None or bundle.val is None:
+        raise TrainingError(f"data: '{first.data}' needs a training and a validation split")
+    if len(nets) == 1 and device.type == "cuda":
+        nets[0].to(memory_format=torch.channels_last)
+    opts = [_optimizer(net.parameters(), c) for net, c in zip(nets, configs, strict=True)]
     train_split = bundle.train.to(device)  # stored once where the steps run
-    learned = LearnedEpochs(len(train_split), device) if config.record_learned_epochs else None
+    learned = LearnedEpochs(len(train_split), device) if first.record_learned_epochs else None
     analysis: dict[str, np.ndarray] = {}
-    history: list[dict[str, float]] = []
-    start = 0
-    if resume:
-        start, history = resume_state(out / CHECKPOINT, config, model, opt, learned, analysis)
-    elif (out / CHECKPOINT).exists() or (out / "history.json").exists():
-        raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
-    steps_per_epoch = math.ceil(len(train_split) / config.batch_size)
-    total = steps_per_epoch * config.epochs
-    schedule = schedules.create(config.schedule)  # built once, asked every epoch
+    start, histories = _start(configs, outs, nets, opts, resume, learned, analysis)
+    engine = _Alone(nets[0], opts[0], device, dist) if len(nets) == 1 else Pack(nets, opts)
+    n, size = len(train_split), first.batch_size
+    steps_per_epoch = -(-n // size)
+    total = steps_per_epoch * first.epochs
+    schedule = schedules.create(first.schedule)  # built once, asked every epoch
     augment = augmentation(bundle.augment)
-    for epoch in range(start, config.epochs):
+    for epoch in range(start, first.epochs):
         began = time.perf_counter()
-        lr = set_epoch_lr(opt, schedule, config, epoch)
-        wrapped.train()
-        draws = EpochDraws(config, epoch, len(train_split), train_split.y.device)
-        totals = EpochTotals(device, learned)
-        for step, batch in enumerate(draws.order.split(config.batch_size)):
-            idx = dist.shard(batch)
-            x, target, y = step_inputs(config, bundle, train_split, idx, device, augment, draws)
+        lr = set_epoch_lr(engine.opt, schedule, first, epoch)
+        engine.train()
+        draws = [EpochDraws(c, epoch, n, train_split.y.device) for c in configs]
+        totals = [EpochTotals(device, learned) for _ in configs]
+        for step in range(steps_per_epoch):
+            idx = [dist.shard(d.order[step * size : (step + 1) * size]) for d in draws]
+            batch = [
+                step_inputs(c, bundle, train_split, i, device, augment, d)
+                for c, i, d in zip(configs, idx, draws, strict=True)
+            ]
             with autocast(device):
-                logits = wrapped(_layout(x, device))
-            loss = loss_fn.compute(logits.float(), target)  # labels checked once, in build()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            totals.add(loss, logits, y, idx, epoch + 1)
+                logits = engine.forward([b[0] for b in batch])
+            # labels checked once, in build()
+            terms = [
+                f.compute(z.float(), b[1]) for f, z, b in zip(loss_fns, logits, batch, strict=True)
+            ]
+            engine.opt.zero_grad(set_to_none=True)
+            (terms[0] if len(terms) == 1 else torch.stack(terms).sum()).backward()
+            engine.opt.step()
+            for m, t in enumerate(totals):
+                t.add(terms[m], logits[m], batch[m][2], idx[m], epoch + 1)
             if progress is not None:
                 progress(epoch * steps_per_epoch + step + 1, total, None)
-        sums = totals.totals(epoch + 1)
+        sums = [t.totals(epoch + 1) for t in totals]
         train_time = time.perf_counter() - began  # the steps alone (the sums sync here)
-        sums = dist.total(sums)
+        sums = [dist.total(s) for s in sums]
         if learned is not None:  # each process saw its own shard; the last epochs only grow
             dist.total(learned.last_wrong, op="max")
-        record = epoch_record(epoch, sums, model, bundle, device)
-        if epoch + 1 in config.record_grad_norms:
-            analysis |= _grad_norm_record(model, loss_fn, bundle, device, epoch + 1)
-        record |= {"lr": lr, "train_time": train_time}
-        record["time"] = time.perf_counter() - began
-        history.append(record)
+        engine.settle()
+        for m, config in enumerate(configs):
+            record = epoch_record(epoch, sums[m], nets[m], bundle, device)
+            if epoch + 1 in config.record_grad_norms:
+                analysis |= _grad_norm_record(nets[m], loss_fns[m], bundle, device, epoch + 1)
+            record |= {"lr": lr, "train_time": train_time}
+            record["time"] = time.perf_counter() - began
+            histories[m].append(record)
         if dist.main:
-            save_checkpoint(
-                out / CHECKPOINT, config, model, opt, epoch + 1, history, learned, analysis
-            )
+            _save_epoch(configs, outs, nets, opts, epoch + 1, histories, learned, analysis)
         if progress is not None:
-            progress((epoch + 1) * steps_per_epoch, total, record)
-    if dist.main:
-        finish_run(
-            out,
-            provenance(config, device, bundle.augment, loss_fn),
-            model,
-            bundle,
-            device,
-            history,
-            learned,
-            analysis,
+            for history in histories:
+                progress((epoch + 1) * steps_per_epoch, total, history[-1])
+    results = []
+    for m, config in enumerate(configs):
+        info = provenance(config, device, bundle.augment, loss_fns[m])
+        if len(configs) > 1:
+            info["packed"] = {"members": len(configs), "member": m}
+        if dist.main:
+            finish_run(outs[m], info, nets[m], bundle, device, histories[m], learned, analysis)
+        results.append(
+            TrainResult(
+                outs[m], histories[m], nets[m], tuple(bundle.input_shape), len(bundle.train)
+            )
         )
     if dist.world > 1:
         torch.distributed.barrier()
-    return TrainResult(out, history, model, tuple(bundle.input_shape), len(bundle.train))
+    return results
+
+
+def _optimizer(params, config: TrainConfig) -> torch.optim.SGD:
+    return torch.optim.SGD(
+        params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+    )
+
+
+class _Alone:
+    """A pack of one: the member's own module (DistributedDataParallel under torchrun) and
+    optimiser step it directly, so ``settle()`` has nothing to copy."""
+
+    def __init__(
+        self, net: nn.Module, opt: torch.optim.Optimizer, device: torch.device, dist: _Distributed
+    ) -> None:
+        self.opt, self.device = opt, device
+        self.module = nn.parallel.DistributedDataParallel(net) if dist.world > 1 else net
+
+    def train(self) -> None:
+        self.module.train()
+
+    def forward(self, xs: Sequence[Tensor]) -> Tensor:
+        return self.module(_layout(xs[0], self.device))[None]
+
+    def settle(self) -> None:
+        """The member's network and optimiser are the ones stepped."""
+
+
+def _start(
+    configs: Sequence[TrainConfig],
+    outs: list[Path],
+    nets: list[nn.Module],
+    opts: list[torch.optim.Optimizer],
+    resume: bool,
+    learned: LearnedEpochs | None,
+    analysis: dict[str, np.ndarray],
+) -> tuple[int, list[list[dict[str, float]]]]:
+    """The epoch to start from and each member's history so far (from its checkpoint when
+    resuming; members killed together stopped at the same epoch)."""
+    _settle(outs)
+    if not resume:
+        for out in outs:
+            if (out / CHECKPOINT).exists() or (out / "history.json").exists():
+                raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
+        return 0, [[] for _ in outs]
+    states = [
+        resume_state(out / CHECKPOINT, c, net, opt, learned, analysis)
+        for c, out, net, opt in zip(configs, outs, nets, opts, strict=True)
+    ]
+    epochs = {s for s, _ in states}
+    if len(epochs) != 1:
+        raise TrainingError(
+            f"the members' checkpoints stopped at different epochs ({sorted(epochs)}); "
+            "resume them alone"
+        )
+    return epochs.pop(), [h for _, h in states]
+
+
+def _save_epoch(
+    configs: Sequence[TrainConfig],
+    outs: list[Path],
+    nets: list[nn.Module],
+    opts: list[torch.optim.Optimizer],
+    epoch: int,
+    histories: list[list[dict[str, float]]],
+    learned: LearnedEpochs | None,
+    analysis: dict[str, np.ndarray],
+) -> None:
+    """Every member's checkpoint of ``epoch``: each written to :data:`NEXT` first, then all
+    renamed, so that a kill leaves every member at one epoch (:func:`_settle`)."""
+    for config, out, net, opt, history in zip(configs, outs, nets, opts, histories, strict=True):
+        save_checkpoint(out / NEXT, config, net, opt, epoch, history, learned, analysis)
+    for out in outs:  # every member's epoch is written: now it counts
+        os.replace(out / NEXT, out / CHECKPOINT)
+
+
+def _settle(outs: list[Path]) -> None:
+    """Finish or undo an epoch's checkpoints cut by a kill. Each epoch writes every member's
+    checkpoint to ``NEXT`` first, then renames them all: where some ``NEXT`` files exist,
+    the epoch counts if every other member already holds it (the kill came during the
+    renames), else (during the writes) the ``NEXT`` files are dropped and every member
+    resumes from the epoch before."""
+    pending = [out for out in outs if (out / NEXT).exists()]
+    if not pending:
+        return
+    target = _epoch_of(pending[0] / NEXT)
+    complete = all(o in pending or _epoch_of(o / CHECKPOINT) == target for o in outs)
+    for out in pending:
+        if complete:
+            os.replace(out / NEXT, out / CHECKPOINT)
+        else:
+            (out / NEXT).unlink()
+
+
+def _epoch_of(path: Path) -> int | None:
+    if not path.exists():
+        return None
+    return int(torch.load(path, map_location="cpu", weights_only=True)["epoch"])
 
 
 def _grad_norm_record(
