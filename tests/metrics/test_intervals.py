@@ -258,3 +258,42 @@ def test_paired_test_holds_its_level_and_has_power():
         )
     assert rejects / 60 <= 0.05 + 3.5 * math.sqrt(0.05 * 0.95 / 60)
     assert detects / 60 >= 0.9
+
+
+@pytest.mark.parametrize("method", ["basic", "percentile", "bca", "auto"])
+def test_every_interval_lies_within_its_metrics_range(method):
+    """Issue 55 §2: basic intervals reflect the replicates about the estimate, so an MCE near
+    its greatest value got [0.94, 1.80] from ``compare``. Every metric of the table with a
+    range keeps its interval inside it: an estimate at each end of the range, replicates
+    spread away from it (the case a reflection pushes out), for every method."""
+    from calibkit.metrics.resample import bootstrap_intervals
+    from calibkit.metrics.table import METRICS_TABLE
+
+    spread = torch.linspace(0.0, 0.4, 201, dtype=torch.float64)
+    checked = 0
+    for row in METRICS_TABLE:
+        for end, away in ((row.most, -1.0), (row.least, 1.0)):
+            if end is None:
+                continue
+            estimates = {row.name: end + away * 0.01}
+            replicates = {row.name: end + away * spread}
+            plug_ins = {row.plug_in: end} if row.plug_in else None
+            jack = lambda names, e=end, a=away: {n: e + a * spread[:20] for n in names}  # noqa: E731
+            got, _, _ = bootstrap_intervals(
+                estimates, replicates, 0.95, method, jack=jack, plug_ins=plug_ins
+            )
+            lo, hi = got[row.name]
+            least = -math.inf if row.least is None else row.least
+            most = math.inf if row.most is None else row.most
+            assert least <= lo <= hi <= most, (row.name, method, lo, hi)
+            checked += 1
+    assert checked >= 2 * len(METRICS_TABLE) - 4  # NLL and entropy have no greatest value
+
+
+def test_an_mce_interval_stops_at_one():
+    """The case that was printed: an MCE estimate near 1 whose replicates lie below it."""
+    replicates = torch.linspace(0.2, 0.99, 500, dtype=torch.float64)
+    lo, hi = interval(replicates, 0.99, 0.95, "basic", lower_bound=0.0, upper_bound=1.0)
+    assert 0.0 <= lo <= hi == 1.0
+    unclipped = interval(replicates, 0.99, 0.95, "basic", lower_bound=0.0)
+    assert unclipped[1] > 1.7  # what it gave before the bound

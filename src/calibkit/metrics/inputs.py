@@ -57,7 +57,7 @@ def prepare_scores(
     given = getattr(scores, "dtype", None)  # half precision is upcast: keep what came
     if isinstance(given, np.dtype):
         given = {np.dtype(np.float16): torch.float16}.get(given)
-    given = given if isinstance(given, torch.dtype) else None
+    given = given if isinstance(given, torch.dtype) and given.is_floating_point else None
     s = as_float_scores(scores, name, finite=finite)
     if s.ndim == 0:
         raise ValueError(f"{name}: a single number; expected shape (N, K), or (N,) for binary")

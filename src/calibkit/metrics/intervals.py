@@ -99,12 +99,15 @@ def interval(
     method: str,
     *,
     lower_bound: float | None = None,
+    upper_bound: float | None = None,
     jack: Tensor | None = None,
     plug_in: float | None = None,
 ) -> tuple[float, float]:
     """The ``ci`` interval of one metric by ``method`` (``percentile``, ``basic``, ``bca``)
     from its (B,) ``replicates`` (NaN replicates are dropped) and its ``estimate``;
-    ``lower_bound``: the metric's least possible value (basic intervals are clipped to it);
+    ``lower_bound``, ``upper_bound``: the metric's least and greatest possible values
+    (None: unbounded); basic intervals, which reflect the replicates about the estimate and
+    can leave the range (an MCE of [0.94, 1.80]), are clipped to them;
     ``jack``: delete-a-group jackknife values, for BCa's acceleration (None: â = 0);
     ``plug_in``: the plug-in estimate a debiased ``estimate`` corrects (``two-pivot``)."""
     if method == "two-pivot" and plug_in is None:
@@ -133,4 +136,6 @@ def interval(
         hi = max(hi, estimate - q[0] + plug_in)
     if lower_bound is not None:
         lo, hi = max(lo, lower_bound), max(hi, lower_bound)
+    if upper_bound is not None:
+        lo, hi = min(lo, upper_bound), min(hi, upper_bound)
     return (lo, hi)

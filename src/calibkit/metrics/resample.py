@@ -249,7 +249,14 @@ def bootstrap_intervals(
         # a plug-in metric is its own plug-in: its two-pivot interval is the basic one
         plug_in = plug_ins.get(row.plug_in) if row.plug_in else est
         intervals[m] = interval(
-            rep, est, ci, used[m], lower_bound=row.least, jack=jv.get(m), plug_in=plug_in
+            rep,
+            est,
+            ci,
+            used[m],
+            lower_bound=row.least,
+            upper_bound=row.most,
+            jack=jv.get(m),
+            plug_in=plug_in,
         )
         if m in reaches_zero:
             intervals[m] = (row.least, max(intervals[m][1], est))

@@ -97,7 +97,8 @@ class MetricInfo:
     (ranks or ties), not only bin sums; ``harness``: stored by every bench run;
     ``compare``: a column of ``calibkit compare``; ``interval``: the bootstrap interval
     ``evaluate`` gives it by default (:mod:`calibkit.metrics.intervals`, chosen by the
-    coverage table in docs/metrics.md); ``least``: its least possible value (None: none);
+    coverage table in docs/metrics.md); ``least`` and ``most``: its least and greatest
+    possible values (None: unbounded; every interval is clipped to them);
     ``plug_in``: for a debiased estimate, the plug-in metric it corrects (its ``two-pivot``
     interval needs that estimate too); ``null_test``: 0 at perfect calibration and computed
     from bin sums alone, so :mod:`calibkit.metrics.consistency` tests it and its interval
@@ -113,6 +114,7 @@ class MetricInfo:
     compare: bool = False
     interval: str = "percentile"
     least: float | None = 0.0
+    most: float | None = 1.0
     plug_in: str | None = None
     null_test: bool = False
     #: how a ``percent`` metric's × 100 reads in a heading: "%" for a share, "×100" for a
@@ -213,11 +215,12 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
       compute=lambda s: _classwise_ece(s), harness=True,
       compare=True, interval=BASIC, null_test=True),
     M("nll", "NLL", -1, percent=False, unit="nats", compute=lambda s: s.mean("nll"), harness=True,
-      compare=True),
+      compare=True, most=None),
+    # the sum over classes of squared errors: 2 where all mass sits on a wrong class
     M("brier", "Brier", -1, compute=lambda s: s.mean("brier"), harness=True, compare=True,
-      unit="×100"),
+      unit="×100", most=2.0),
     M("entropy", "Entropy", 0, percent=False, unit="nats", compute=lambda s: s.mean("entropy"),
-      harness=True, compare=True),
+      harness=True, compare=True, most=None),
     M("refinement_auroc", "Refinement AUROC", +1,
       compute=lambda s: st.auroc_from_runs(*s.correct_runs()), samples=True, harness=True),
     M("ks_error", "KS error", -1, compute=_ks, samples=True, interval=BASIC),
@@ -237,7 +240,7 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
       samples=True),
     M("optimal_ece", "Optimal ECE", -1),
     M("mean_confidence", "Mean confidence", 0, compute=lambda s: s.sums()[:, 1].sum(-1) / s.n),
-    M("gap", "Confidence − accuracy", 0, compute=_gap, least=None),
+    M("gap", "Confidence − accuracy", 0, compute=_gap, least=-1.0),
     M("overconfident", "Over-confidence", 0,
       compute=lambda s: st.over_under_from_sums(s.sums(), s.n)[0], interval=BASIC),
     M("underconfident", "Under-confidence", 0,
