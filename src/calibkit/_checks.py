@@ -38,6 +38,12 @@ def to_tensor(x: Any, name: str) -> Tensor:
             raise TypeError(f"{name}: expected numbers, got an array of Python objects")
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"{name}: expected a numeric array, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8:  # torch's int64 would wrap
+            if arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+                raise ValueError(
+                    f"{name}: value {int(arr.max())} does not fit a signed 64-bit integer"
+                )
+            arr = arr.astype(np.int64)
         arr = np.ascontiguousarray(arr).reshape(arr.shape)  # (it makes a 0-d array 1-d)
         return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
     raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(x).__name__}")
@@ -158,9 +164,7 @@ def _rows_are_probabilities(t: Tensor, tol: float) -> bool:
     return in_range and bool(((t.sum(1, dtype=torch.float64) - 1).abs() <= tol).all())
 
 
-def refuse_probabilities(
-    s: Tensor, name: str = "scores", given: torch.dtype | None = None
-) -> None:
+def refuse_probabilities(s: Tensor, name: str = "scores", given: torch.dtype | None = None) -> None:
     """Raise a one-line ``ValueError`` when ``s`` (N, K), K >= 2, given where logits are
     expected, has every row in [0, 1] summing to 1 (within the tolerance of the dtype the
     user ``given``, default ``s``'s own, see :data:`PROB_SUM_TOL`: a float16 or bfloat16

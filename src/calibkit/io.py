@@ -174,12 +174,20 @@ _SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
 def _read_csv(path: Path) -> dict[str, np.ndarray]:
     try:  # utf-8-sig: a byte-order mark (Excel writes one) is not part of the first name
         with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
+            rows = list(csv.reader(f, strict=True))
     except UnicodeDecodeError as err:
         raise FileFormatError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    except csv.Error as err:  # an unclosed quote, a field past csv's size limit
+        raise FileFormatError(f"{path}: not a readable CSV file ({err})") from None
     if not rows:
         raise FileFormatError(f"{path}: empty CSV file")
     header, body = rows[0], [r for r in rows[1:] if r]
+    if all(_is_number(c) for c in header) and header != [str(i) for i in range(len(header))]:
+        raise FileFormatError(
+            f"{path}: the first row holds numbers ({', '.join(header[:3])}, ...), not column "
+            "names: the CSV has no header; add one (the class columns, then 'labels'; "
+            "pandas: to_csv(header=True, index=False)), so that no row is lost"
+        )
     if len(header) == 1:
         for sep, name in _SEPARATORS.items():
             if sep in header[0]:
@@ -253,7 +261,11 @@ _INDEX_NAMES = ("", "index", "__index_level_0__", "level_0", "id")
 
 
 def table_columns(
-    path: Path, header: list[str], labels_key: str, need_labels: bool
+    path: Path,
+    header: list[str],
+    labels_key: str,
+    need_labels: bool,
+    columns: dict[str, np.ndarray] | None = None,
 ) -> tuple[str | None, list[str]]:
     """(label column, class columns in file order) of a CSV or parquet table, by the rule
     the README's file formats give: the label column is ``labels_key`` (default
@@ -262,7 +274,9 @@ def table_columns(
     refused in one line naming the columns: two label-like columns, and a column named like
     a row index (``""``, ``Unnamed: 0``, ``index``, ``__index_level_0__``, ...: pandas
     writes one unless ``index=False``), which would be read as class 0 and shift every
-    class by one."""
+    class by one. With the ``columns``' values, a first class column under any name (a named
+    index: ``rename_axis("sample_id")``) whose values are the row numbers 0..N−1 or 1..N, in
+    any order, is refused too: no class score is that."""
     present = [c for c in LABEL_NAMES if c in header]
     if len(present) > 1 and labels_key in LABEL_NAMES:
         raise FileFormatError(
@@ -287,7 +301,26 @@ def table_columns(
     classes = [c for c in header if c != label_col]
     if not classes:
         raise FileFormatError(f"{path}: no class-score columns besides {label_col!r}")
+    if columns is not None and len(classes) > 1 and _row_numbers(columns[classes[0]]):
+        raise FileFormatError(
+            f"{path}: column {classes[0]!r} holds the row numbers 0..N-1 (or 1..N), so it is a "
+            "row index, not a class score; drop it (pandas: to_csv(index=False) or "
+            "to_parquet(index=False))"
+        )
     return label_col, classes
+
+
+def _row_numbers(values: np.ndarray) -> bool:
+    """Whether ``values`` are the row numbers 0..N−1 or 1..N in some order (N >= 3)."""
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size < 3 or v.dtype.kind not in "iuf":
+        return False
+    if v.dtype.kind == "f" and not np.array_equal(v, np.round(v)):
+        return False
+    ranks = np.sort(v.astype(np.float64))
+    return bool(
+        np.array_equal(ranks, np.arange(v.size)) or np.array_equal(ranks, np.arange(1, v.size + 1))
+    )
 
 
 @documented(
@@ -334,7 +367,17 @@ def load_scores(
     arrays = read_arrays(path)
     if "__columns__" in arrays:
         header = [str(c) for c in arrays.pop("__columns__")]
-        label_col, classes = table_columns(path, header, labels_key, need_labels)
+        if logits_key != "logits":  # a table's scores are its columns, not an array by name
+            raise FileFormatError(
+                f"{path}: a table has no array {logits_key!r}: its class scores are every "
+                f"column but the label column ({', '.join(header)}); drop {scores_option}"
+            )
+        label_col, classes = table_columns(path, header, labels_key, need_labels, arrays)
+        for c in [*classes, *([label_col] if label_col else [])]:
+            if arrays[c].dtype.kind not in "biuf":  # text, dates, decimals: named here
+                raise FileFormatError(
+                    f"{path}: column {c!r} holds {arrays[c].dtype} values, not numbers"
+                )
         labels = None if label_col is None else arrays[label_col]
         return np.stack([arrays[c] for c in classes], 1), labels
     keys = sorted(arrays)

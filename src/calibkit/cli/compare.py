@@ -112,14 +112,14 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         ticks = (lambda _m: tick(1)) if tick else None
         if fraction is None:
             check_distinct_splits(val, test)
-            zv, yv = (on_device(a, device) for a in load_split(val, "val"))
-            zt, yt = (on_device(a, device) for a in load_split(test, "test"))
+            zv, yv = _on_device(load_split(val, "val"), device)
+            zt, yt = _on_device(load_split(test, "test"), device)
             found = compare_methods(
                 (zv, yv), (zt, yt), specs, seeds=seeds, bootstrap=bootstrap, progress=ticks
             )
             title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
         else:
-            z, y = (on_device(a, device) for a in load_split(both, "test"))
+            z, y = _on_device(load_split(both, "test"), device)
             found = compare_resplit(
                 z, y, specs, fraction=fraction, seeds=seeds, bootstrap=bootstrap, progress=ticks
             )
@@ -178,6 +178,12 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         out.print(f"note: {term_text(line)}")
     if found["note"]:
         out.print(term_text(found["note"]))
+
+
+def _on_device(split: tuple, device):
+    """A split's (scores, labels), checked and on ``device``."""
+    scores, labels = split
+    return on_device(scores, device, "scores"), on_device(labels, device, "labels")
 
 
 def column_groups(

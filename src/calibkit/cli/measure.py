@@ -102,8 +102,8 @@ def evaluate(
             scores_option="--ood-key",
         )
     evaluate_and_report(
-        on_device(scores, device),
-        on_device(labels, device),
+        on_device(scores, device, "scores"),
+        on_device(labels, device, "labels"),
         title=Path(file).name,
         probs=probs,
         n_bins=n_bins,
@@ -113,7 +113,7 @@ def evaluate(
         seed=seed,
         ci=ci,
         interval=interval,
-        ood=on_device(ood_scores, device),
+        ood=on_device(ood_scores, device, "ood scores"),
         optimal=not no_optimal,
         smooth=not no_smooth,
         plot=plot,

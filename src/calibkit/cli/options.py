@@ -50,11 +50,13 @@ def device_choice(default: str):
 device_option = device_choice("cpu")
 
 
-def on_device(array: Any, device: Any) -> Any:
-    """A loaded array as a tensor on ``device`` (None stays None)."""
-    import torch
+def on_device(array: Any, device: Any, name: str) -> Any:
+    """A loaded array as a tensor on ``device`` (None stays None), checked by calibkit first
+    (:func:`calibkit._checks.to_tensor`: a column of text or dates, unsigned integers past
+    int64 are named in one line; a read-only array is copied, without torch's warning)."""
+    from .._checks import to_tensor
 
-    return None if array is None else torch.as_tensor(array).to(device)
+    return None if array is None else to_tensor(array, name).to(device)
 
 
 def bootstrap_option(default: int):
