@@ -84,8 +84,11 @@ def test_parameterisations_and_degenerate_labels():
     assert cal.coef_[2, :2].tolist() == [0.0, 0.0]  # constant map at the clipped rate 0
     assert float(torch.sigmoid(cal.coef_[2, 2])) == pytest.approx(1e-12)
     assert cal.invariant_problem() is None
-    cal.coef_[1, 0] = -1.0
+    b1 = float(cal.coef_[1, 1])
+    cal.coef_[1] = torch.tensor([-1.0, b1, (-1.0 - b1) * math.log(2)], dtype=torch.float64)
     assert cal.parameters == "ab" and cal.invariant_problem() is None  # ab: a, b free of sign
+    cal.coef_[1, 2] += 0.5
+    assert "(a − b) ln 2" in cal.invariant_problem()  # but c is the midpoint's
     abm = posthoc.create("beta:mode=one-vs-rest").fit(z, y)
     abm.coef_[0, 1] = -0.1
     assert "negative" in abm.invariant_problem()

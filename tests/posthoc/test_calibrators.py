@@ -489,3 +489,29 @@ def test_fit_report_prints_times_and_numbers_as_people_read_them():
     details = {"t": 0.9666666666666667, "pair": [0.14999999, 2]}
     text = str(FitReport("nll", 0.5, 0.25, 3, True, 404.4761, details))
     assert "6 min 44 s" in text and "t = 0.966667" in text and "pair = [0.15, 2]" in text
+
+
+def test_a_refused_state_changes_nothing(split):
+    """Issue 53 §5: a refused ``load_state_dict`` left T = 1e300 in place (outputs uniform);
+    an unfitted state left a fitted calibrator fitted; a list state gave an AttributeError.
+    Now every load is checked completely first: refused, the model and its calibrator are as
+    they were, the network's weights included."""
+    z, y, zt, _ = split
+    model = posthoc.CalibratedModel(torch.nn.Linear(5, 5).double(), posthoc.create("ts").fit(z, y))
+    before = {k: v.clone() if torch.is_tensor(v) else v for k, v in model.state_dict().items()}
+    outputs = model(zt)
+    forged = dict(before)
+    forged["model.weight"] = torch.zeros(5, 5, dtype=torch.float64)
+    state = dict(before["calibrator._extra_state"])
+    state["tensors"] = {"temperature_": torch.tensor(1e300, dtype=torch.float64)}
+    forged["calibrator._extra_state"] = state
+    with pytest.raises(ValueError, match="ts state does not hold"):
+        model.load_state_dict(forged)
+    assert torch.equal(model(zt), outputs)  # neither the temperature nor the weights moved
+    with pytest.raises(ValueError, match="expected a dict"):
+        model.calibrator.set_extra_state([1, 2])
+    assert torch.equal(model(zt), outputs)
+    model.calibrator.set_extra_state({})  # an unfitted calibrator's state: unfitted
+    assert not model.calibrator.fitted
+    with pytest.raises(posthoc.NotFittedError):
+        model(zt)

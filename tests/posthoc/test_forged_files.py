@@ -126,6 +126,25 @@ FORGERIES = {
     ),
     "n_classes null on vector scaling": ("vector", _meta("n_classes", None)),
     "version a string": ("ts", _meta("version", "1")),
+    # issue 53 §5: the calibrators added last got their invariants
+    "platt slope negated": (
+        "platt",
+        lambda m, t: t.update(coef_=t["coef_"].new_tensor([[-1.0, -1.0, 0.0]])),
+    ),
+    "platt a = b = 1e300": (
+        "platt",
+        lambda m, t: t.update(coef_=t["coef_"].index_fill(1, torch.tensor([0, 1]), 1e300)),
+    ),
+    "beta a = b = 1e300": (
+        "beta",
+        lambda m, t: t.update(coef_=t["coef_"].index_fill(1, torch.tensor([0, 1]), 1e300)),
+    ),
+    "beta abm read as am": ("beta", lambda m, t: m["settings"].update(parameters="am")),
+    "beta ab with another c": (
+        "beta:parameters=ab",
+        lambda m, t: t["coef_"].__setitem__((0, 2), 3.0),
+    ),
+    "beta slope negated": ("beta", lambda m, t: t.update(coef_=-t["coef_"])),
 }
 
 
@@ -148,6 +167,11 @@ def test_a_vector_scaling_file_with_a_negative_weight_is_a_possible_fit(tmp_path
 
 
 GENUINE = [
+    "beta",
+    "beta:parameters=am",
+    "beta:parameters=ab",
+    "beta:mode=one-vs-rest",
+    "platt",
     "ts",
     "ts-grid",
     "ets",
@@ -193,3 +217,31 @@ def test_the_cli_refuses_a_forged_file_with_exit_2(tmp_path, capsys):
     code, _, err = run(argv, capsys)
     assert code == 2 and "temperature" in err and "Traceback" not in err
     assert not (tmp_path / "o.npz").exists()
+
+
+def _logits_methods() -> list[str]:
+    """Every registered calibrator that maps logits (the model-level ones need a network)."""
+    return [n for n in posthoc.REGISTRY.names() if posthoc.REGISTRY.create(n).level != "model"]
+
+
+@pytest.mark.parametrize("name", _logits_methods())
+def test_every_calibrator_refuses_its_own_file_forged_and_loads_it_genuine(tmp_path, name):
+    """The contract every calibrator, a future one included, must keep (issue 53 §5): its
+    genuine file loads and gives the same outputs, and its file with every learned float
+    scaled by 1e300 (finite, of the right shape) is refused in one line: each method states
+    the invariants its fit keeps (``invariant_problem``) or the loaded map's outputs fail."""
+    cal = fitted(name)
+    cal.save(tmp_path / "c.calib")
+    z = torch.from_numpy(make_logits(50, 10, 9)[0]).double()
+    torch.testing.assert_close(posthoc.load(tmp_path / "c.calib")(z), cal(z), rtol=0, atol=0)
+
+    def huge(meta, tensors):
+        floats = [k for k, t in tensors.items() if t.is_floating_point()]
+        assert floats, f"{name} stores no learned float"
+        for k in floats:
+            tensors[k] = tensors[k] * 1e300
+
+    path = forge(tmp_path, name, huge)
+    with pytest.raises(FileFormatError) as err:
+        posthoc.load(path)
+    assert str(err.value).startswith(path) and "\n" not in str(err.value)

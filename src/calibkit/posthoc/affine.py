@@ -65,6 +65,9 @@ SAMPLES_PER_PARAMETER = 10
 #: that edge and the new points are scored, up to this many times; a choice still on an
 #: edge is flagged (``grid-edge``; docs/posthoc.md gives how often it happened).
 GRID_EXTENSIONS = 3
+#: the largest |coefficient| a loaded affine map may hold: past it, the map makes every
+#: output one-hot (a forged 1e300 does), as a fit that has diverged would
+AFFINE_MAX_COEF = 1e6
 
 
 def _folds(y: Tensor, n_folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -307,6 +310,16 @@ class AffineCalibrator(Calibrator):
             return outs[0]
         probs = torch.stack([torch.softmax(o, 1) for o in outs]).mean(0)
         return probs.log()
+
+    def invariant_problem(self) -> str | None:
+        for name in ("weight_", "bias_"):
+            t = getattr(self, name)
+            if t.is_floating_point() and bool((t.abs() > AFFINE_MAX_COEF).any()):
+                return (
+                    f"the affine map's {name.rstrip('_')} has a coefficient beyond "
+                    f"±{AFFINE_MAX_COEF:g} (a fit stops short)"
+                )
+        return None
 
     def learned(self) -> dict[str, Any]:
         return {"lambda": self.lambda_, "mu": self.mu_}

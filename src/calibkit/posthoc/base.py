@@ -289,13 +289,45 @@ class Method(nn.Module):
         }
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_extra_state` saved; the method must be the same, and the
-        restored state passes the checks a loaded file passes."""
-        if not state:
-            return
+        """Restore what :meth:`get_extra_state` saved, all or nothing: the method must be the
+        same and the restored state must pass the checks a loaded file passes; a refused
+        state (one-line ``ValueError``) leaves the calibrator as it was. An empty state (an
+        unfitted calibrator's) leaves it unfitted."""
+        if not isinstance(state, dict):
+            raise ValueError(
+                f"the {self.name} state: expected a dict (get_extra_state's), got "
+                f"{type(state).__name__}"
+            )
+        before, buffers = dict(self.__dict__), dict(self._buffers)
+        try:
+            self._unfit()
+            if state:
+                self._restore_state(state)
+        except Exception as err:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            self._buffers.clear()
+            self._buffers.update(buffers)
+            if isinstance(err, ValueError) and str(err).startswith(f"the {self.name} state"):
+                raise
+            raise ValueError(
+                f"the {self.name} state does not hold: {first_line(err)} (nothing was changed)"
+            ) from None
+
+    def _unfit(self) -> None:
+        """Forget what ``fit`` learned: the learned tensors, values and the fit report."""
+        for k in list(self.state_tensors()):
+            if k in self._buffers:
+                del self._buffers[k]
+            else:
+                self.__dict__.pop(k, None)
+        for k in ("fit_report_", "n_classes_"):
+            self.__dict__.pop(k, None)
+
+    def _restore_state(self, state: dict[str, Any]) -> None:
         if state.get("method") != self.name:
             raise ValueError(
-                f"the state is of calibrator {state.get('method')!r}, not {self.name!r}"
+                f"the {self.name} state is of calibrator {state.get('method')!r}, not {self.name!r}"
             )
         settings = type(self).check_settings(**state["settings"])
         for k, v in settings.items():

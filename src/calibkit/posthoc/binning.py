@@ -337,6 +337,9 @@ class ScalingBinning(_ConfidenceMap):
 BETA_PARAMETERS = ("abm", "am", "ab")
 #: Newton iterations of one beta map; every fit on the shared data converged in under 15
 BETA_MAX_ITER = 100
+#: the largest |a|, |b| or |c| a loaded beta map may hold: a fit past it has diverged
+#: (separable labels), and a forged 1e300 would make every output 0, 1 or NaN
+BETA_MAX_COEF = 1e6
 FLOAT64_EPS = float(torch.finfo(torch.float64).eps)
 
 
@@ -443,6 +446,8 @@ class BetaCalibration(_ConfidenceMap):
         one = torch.ones_like(lp)
         if self.parameters == "am":
             (w, c), it, ok = _logistic_newton(torch.stack([lp + lq, one], 1), t, BETA_MAX_ITER)
+            if w < 0:  # a decreasing map: the best monotone one is the constant base rate
+                return _constant_map(t, float(t.mean())), it, ok
             return torch.stack([w, w, c]), it, ok
         if self.parameters == "ab":
             ln2 = math.log(2.0)
@@ -466,8 +471,16 @@ class BetaCalibration(_ConfidenceMap):
             return "the beta map's coefficients are not rows of (a, b, c)"
         if not bool(torch.isfinite(c).all()):
             return "the beta map's coefficients are not finite"
-        if self.parameters == "abm" and bool((c[:, :2] < 0).any()):
-            return "the beta map has a negative a or b (its fit keeps both >= 0)"
+        if bool((c.abs() > BETA_MAX_COEF).any()):
+            return f"the beta map has a coefficient beyond ±{BETA_MAX_COEF:g} (a fit stops short)"
+        if self.parameters in ("abm", "am") and bool((c[:, :2] < 0).any()):
+            return "the beta map has a negative a or b (its fit keeps both >= 0: a monotone map)"
+        if self.parameters == "am" and not torch.equal(c[:, 0], c[:, 1]):
+            return "the beta map's a and b differ, where parameters='am' fits a = b"
+        constant = (c[:, 0] == 0) & (c[:, 1] == 0)  # a class whose labels are all equal
+        midpoint = torch.isclose(c[:, 2], (c[:, 0] - c[:, 1]) * math.log(2.0), 1e-9, 1e-12)
+        if self.parameters == "ab" and not bool((constant | midpoint).all()):
+            return "the beta map's c is not (a − b) ln 2, where parameters='ab' fits it so"
         return None
 
     def _apply_map(self, column: int, values: Tensor) -> Tensor:
