@@ -48,8 +48,13 @@ class Digits(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
-        if self.style in ("log-only", "log-only-no-forward"):  # the usual step: logs, returns None
-            z = self(x) if self.style == "log-only" else self.net(x)
+        if self.style.startswith("log-only"):  # the usual step: logs, returns None
+            if self.style == "log-only":
+                z = self(x)
+            elif self.style == "log-only-submodule":  # a submodule's forward, not self's
+                z = self.net(x)
+            else:  # no module's forward at all
+                z = torch.nn.functional.linear(x, self.net.weight, self.net.bias)
             self.log("val_loss", torch.nn.functional.cross_entropy(z, y))
             return None
         z = self.net(x)
@@ -98,7 +103,7 @@ def _logged(trainer) -> list[dict[str, float]]:
     return [{k: float(v) for k, v in r.items() if v} for r in rows]
 
 
-@pytest.mark.parametrize("style", ["dict", "pair", "tensor", "log-only"])
+@pytest.mark.parametrize("style", ["dict", "pair", "tensor", "log-only", "log-only-submodule"])
 def test_logs_calibkit_metrics_each_epoch(tmp_path, style):
     torch.manual_seed(0)
     model = Digits(style)
@@ -266,5 +271,61 @@ def test_a_step_without_forward_or_return_is_refused_and_no_logger_writes_no_fil
     assert callback.diagrams == [] and list(tmp_path.iterdir()) == []
     with pytest.raises(ValueError, match="returned nothing and called no forward"):
         _trainer(tmp_path, CalibrationCallback(["ece"])).fit(
-            Digits("log-only-no-forward"), *_loaders()
+            Digits("log-only-functional"), *_loaders()
         )
+
+
+DDP_RUN = """
+import sys
+sys.path.insert(0, sys.argv[2])
+import lightning.pytorch as L
+from lightning.pytorch.callbacks import ModelCheckpoint
+from calibkit.adapters.lightning import CalibrationCallback, PostHocCallback
+from tests.test_adapters_lightning import Digits, _loaders
+
+out = sys.argv[1]
+trainer = L.Trainer(
+    max_epochs=2, accelerator="cpu", devices=2, strategy="ddp", default_root_dir=out,
+    logger=L.loggers.CSVLogger(out),
+    callbacks=[CalibrationCallback(), PostHocCallback("ts"),
+               ModelCheckpoint(dirpath=out + "/checkpoints", save_last=True)],
+    enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=1,
+)
+trainer.fit(Digits("log-only-submodule"), *_loaders())
+"""
+
+
+def test_real_ddp_with_the_default_callbacks_never_hangs(tmp_path):
+    """Issue 54 §4: two processes under ``strategy="ddp"`` with the README's callbacks and
+    their defaults (the diagram on), a ``validation_step`` that returns nothing and calls a
+    submodule, and ``last.ckpt`` as the README writes it. Before, only rank 0 asked for
+    ``trainer.log_dir`` (a broadcast) and every rank waited at the first validation end: the
+    timeout turns a hang into a failure instead of a blocked CI."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "ddp_run.py"
+    script.write_text(DDP_RUN)
+    began = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), str(Path(__file__).resolve().parents[1])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # the ranks in one group: a hang is killed whole
+    )
+    try:
+        _, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the two-process DDP run hung (300 s)")
+    assert proc.returncode == 0, err[-3000:]
+    seconds = time.perf_counter() - began
+    figures = sorted(p.name for p in tmp_path.glob("lightning_logs/version_0/reliability/*.png"))
+    assert figures == ["epoch=000.png", "epoch=001.png"], (figures, seconds)
+    ts = PostHocCallback.from_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert ts.fitted and 0.1 < float(ts.temperature_) < 10

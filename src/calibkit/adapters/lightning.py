@@ -13,9 +13,14 @@ What ``validation_step`` returns is read as the logits (or probabilities, ``prob
 and labels of the batch: a dict with ``"logits"`` and ``"labels"`` (``"probs"`` also names
 the scores), a ``(logits, labels)`` pair, or a tensor of logits with the labels taken from
 the batch (``batch[1]`` or ``batch["labels"]``). A step that returns nothing (the usual one,
-which only calls ``self.log``) is read through a forward hook: the output of the module's
-last ``forward`` call in the step is taken as the logits, with the labels from the batch.
-Anything else: pass ``outputs=``, a function ``(outputs, batch) -> (scores, labels)``.
+which only calls ``self.log``) is read through forward hooks on the module and every
+submodule: the last two-dimensional tensor a ``forward`` returned in the step (``self(x)``,
+or ``self.net(x)``; the outermost call finishes last, a loss module's scalar is passed over)
+is taken as the logits, with the labels from the batch. Anything else: pass ``outputs=``, a
+function ``(outputs, batch) -> (scores, labels)``.
+
+Under DDP every collective is reached on every rank or on none: the diagram's folder
+(``trainer.log_dir``, a broadcast) is asked on every rank, and only rank 0 draws.
 """
 
 from __future__ import annotations
@@ -76,24 +81,26 @@ def scores_and_labels(outputs: Any, batch: Any) -> tuple[Tensor, Tensor]:
 
 
 class LastForward:
-    """The output of a module's last ``forward`` call, kept by a forward hook while
-    attached: what a validation step computed when it returns nothing."""
+    """The last two-dimensional tensor returned by a ``forward`` of a module or any of its
+    submodules, kept by forward hooks while attached: what a validation step computed when
+    it returns nothing (``self(x)`` or ``self.net(x)``)."""
 
     def __init__(self) -> None:
-        self._handle: Any = None
+        self._handles: list[Any] = []
         self._output: Any = None
 
     def attach(self, module: torch.nn.Module) -> None:
         self.detach()
-        self._handle = module.register_forward_hook(self._keep)
+        self._handles = [m.register_forward_hook(self._keep) for m in module.modules()]
 
     def _keep(self, module: Any, args: Any, output: Any) -> None:
-        self._output = output
+        if isinstance(output, Tensor) and output.ndim == 2:
+            self._output = output
 
     def detach(self) -> None:
-        if self._handle is not None:
-            self._handle.remove()
-        self._handle, self._output = None, None
+        for handle in self._handles:
+            handle.remove()
+        self._handles, self._output = [], None
 
     def outputs(self, returned: Any) -> Any:
         """``returned`` where the step returned something, else the last forward output
@@ -202,19 +209,27 @@ class CalibrationCallback(Callback):
             logged = {f"{prefix}{m}{suffix}": values[m] for m in self.metrics}
             pl_module.log_dict(logged, add_dataloader_idx=False)
             has_folder = self.diagram_dir is not None or bool(trainer.loggers)
-            if self.diagram and has_folder and trainer.is_global_zero:
-                self._draw(trainer, meter, prefix, suffix.replace("/", "-"))
+            if self.diagram and has_folder:
+                folder = self._folder(trainer)  # on every rank: log_dir is a collective
+                if trainer.is_global_zero:
+                    self._draw(trainer, meter, prefix, suffix.replace("/", "-"), folder)
 
-    def _draw(self, trainer: Any, meter: CalibrationMeter, prefix: str, suffix: str) -> None:
+    def _folder(self, trainer: Any) -> Path:
+        """Where the diagrams go. ``trainer.log_dir`` broadcasts from rank 0 under DDP, so
+        every rank asks for it; a rank that alone asked would wait for ever."""
+        if self.diagram_dir is not None:
+            return self.diagram_dir
+        return Path(trainer.log_dir or trainer.default_root_dir) / "reliability"
+
+    def _draw(
+        self, trainer: Any, meter: CalibrationMeter, prefix: str, suffix: str, folder: Path
+    ) -> None:
         import matplotlib.pyplot as plt
 
         from ..plots import draw_reliability, save_figure
 
         stem, title = figure_name(trainer)
         fig = draw_reliability(meter.bins(), n_bins=meter.n_bins, title=title + suffix)
-        folder = self.diagram_dir or Path(trainer.log_dir or trainer.default_root_dir)
-        if self.diagram_dir is None:
-            folder = folder / "reliability"
         path = folder / f"{stem}{suffix}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         save_figure(fig, path)
