@@ -9,11 +9,16 @@ run), run in this process, and classed as
 - **traceback**: anything else (an uncaught exception, another exit code, a multi-line
   error);
 - **data loss**: a file the command read was changed or replaced (checked for the cases
-  that name their inputs), whatever the exit code.
+  that name their inputs), whatever the exit code;
+- **misleading**: a clean failure whose line does not name the case's cause (the fourth
+  round's cases say what the message must contain), or an accepted run whose output the
+  case's check finds wrong (a name rendered as markup) — counted as silent.
 
 The third round (issue 41, :func:`third_round`) adds cases by family: an output onto an
 input, table files, forged calibrator files, settings beyond reason, label dtypes, torch
-files, split names, methods, devices and bench specs. ``--round 3`` runs those alone.
+files, split names, methods, devices and bench specs. ``--round 3`` runs those alone. The
+fourth (issue 53, ``bad_inputs_hostile.py``) adds what someone sharing a folder can plant
+and inputs that mean something else: ``--round 4``.
 
     python benchmarks/bad_inputs.py                 # 816 cases, about 35 s on 2 cores
     python benchmarks/bad_inputs.py --json          # every case and its class
@@ -37,6 +42,7 @@ import sys
 import tempfile
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +54,10 @@ from calibkit.cli import main
 from calibkit.training import TrainConfig, train
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the forgeries of the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the fourth round, beside it
 from tests.posthoc.test_forged_files import FORGERIES, forge
+
+from bad_inputs_hostile import fourth_round
 
 
 @dataclass
@@ -59,6 +68,8 @@ class Case:
     what: str
     family: str = "round 2"  # the sweep that added it (round 3: issue 41, by family)
     inputs: tuple[str, ...] = ()  # files whose bytes must survive the command (data loss)
+    cause: str | None = None  # what the one-line error must say (else: misleading)
+    verify: Callable[[], str | None] | None = None  # what an accepted run must have made
 
 
 def _logits(n: int = 300, k: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -585,7 +596,7 @@ def cases(d: Path) -> list[Case]:
         )
     out.append(Case("methods", ["methods", "--json"], True, "methods"))
     out.append(Case("methods", ["methods", "extra"], False, "an argument"))
-    return out + third_round(d)
+    return out + third_round(d) + fourth_round(d, Case)
 
 
 def _tables(d: Path) -> dict[str, bool]:
@@ -942,17 +953,18 @@ def third_round(d: Path) -> list[Case]:
         "neural-clamping:epochs=0",
         "maccal:lr=1e308",
     ):
+        known = method == "sigmoid"  # scikit-learn's name for Platt scaling: an alias now
         case(
             "fit",
             ["fit", "--method", method, "--val", good, "-o", d / "m.calib"],
-            False,
+            known,
             f"--method {method}",
             "methods",
         )
         case(
             "compare",
             ["compare", "--file", good, "--split", "0.5", "--methods", method],
-            False,
+            known,
             f"--methods {method}",
             "methods",
         )
@@ -1080,6 +1092,12 @@ def run_case(case: Case) -> tuple[str, str]:
     cls, said = _run(case)
     if before != _digests(case.inputs):
         return "data loss", f"an input changed ({said})"
+    if cls == "clean" and case.cause is not None and case.cause not in said:
+        return "misleading", f"does not say {case.cause!r}: {said}"
+    if cls == "accepted" and case.verify is not None:
+        problem = case.verify()
+        if problem:
+            return "silent", problem
     return cls, said
 
 
@@ -1103,6 +1121,13 @@ def _run(case: Case) -> tuple[str, str]:
     return "traceback", (lines[-1] if lines else f"exit {code}")
 
 
+def _round(case: Case) -> int:
+    """The round that added ``case``: 2, 3 (issue 41's families) or 4 (issue 53's)."""
+    if case.family == "round 2":
+        return 2
+    return 4 if case.family.startswith("4 ") else 3
+
+
 def main_(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -1110,9 +1135,9 @@ def main_(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--round",
         type=int,
-        choices=(2, 3),
+        choices=(2, 3, 4),
         default=None,
-        help="Run one round's cases (3: issue 41's families).",
+        help="Run one round's cases (3: issue 41's families; 4: issue 53's).",
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -1123,7 +1148,7 @@ def main_(argv: list[str] | None = None) -> dict:
         try:
             todo = [c for c in cases(d) if args.only in (None, c.command)]
             if args.round is not None:
-                todo = [c for c in todo if (c.family == "round 2") == (args.round == 2)]
+                todo = [c for c in todo if _round(c) == args.round]
             if os.access(d / "ro", os.W_OK):  # root writes anywhere: no read-only case here
                 todo = [c for c in todo if not any(str(d / "ro") in a for a in c.argv)]
             results = [(c, *run_case(c)) for c in todo]
@@ -1143,7 +1168,7 @@ def main_(argv: list[str] | None = None) -> dict:
         "problems": [
             {"command": c.command, "what": c.what, "argv": c.argv, "class": cls, "said": said}
             for c, cls, said in results
-            if cls in ("silent", "traceback", "data loss")
+            if cls in ("silent", "traceback", "data loss", "misleading")
         ],
     }
     if args.json:

@@ -119,3 +119,37 @@ def test_several_files_are_written_all_or_none(tmp_path, monkeypatch):
     cio.write_files({keep / "report.md": "new", keep / "b.md": "b"}, keep)
     assert (tmp_path / "keep" / "report.md").read_text() == "new"
     assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["b.md", "report.md"]
+
+
+def test_a_read_only_folder_names_the_users_file_not_the_hidden_one(tmp_path, monkeypatch):
+    """Issue 53: as root the folder's mode does not stop a write, so the refusal of a
+    read-only folder is made by the OS call itself here (mkstemp's PermissionError)."""
+    import tempfile
+
+    from calibkit import outputs
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".t.calib.abc123"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(PermissionError) as err:
+        outputs.write_text(tmp_path / "t.calib", "x")
+    assert err.value.filename == str(tmp_path / "t.calib")
+
+
+def test_an_npz_header_declaring_terabytes_is_refused_before_allocating(tmp_path):
+    """Issue 53 §6: a crafted .npy header inside an .npz declared 4 TB."""
+    import io as bytes_io
+    import zipfile
+
+    from calibkit.io import FileFormatError, load_scores
+
+    buf = bytes_io.BytesIO()
+    header = {"descr": "<f8", "fortran_order": False, "shape": (1_000_000, 500_000)}
+    np.lib.format.write_array_header_1_0(buf, header)
+    buf.write(bytes(64))
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as z:
+        z.writestr("logits.npy", buf.getvalue())
+        z.writestr("labels.npy", buf.getvalue())
+    with pytest.raises(FileFormatError, match=r"declares shape \(1000000, 500000\)"):
+        load_scores(tmp_path / "huge.npz")

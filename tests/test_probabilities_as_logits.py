@@ -76,8 +76,20 @@ def test_torchmetrics_adapters_refuse(probs_labels):
 
 def test_calibrators_refuse_probabilities_for_logits(probs_labels):
     p, y = probs_labels
-    with pytest.raises(ValueError, match="look like probabilities"):
+    with pytest.raises(ValueError, match="look like probabilities") as err:
         posthoc.create("ts").fit(p, y)
+    # a calibrator has no probs setting: the message advises only what exists (issue 54 §5)
+    assert "pass their logarithm (log p) as logits" in str(err.value)
+    assert "probs=True" not in str(err.value)
+
+
+def test_the_cli_advises_only_its_own_options(tmp_path, probs_labels, capsys):
+    """``fit`` has no --probs: its refusal does not advise it (issue 53: it did)."""
+    p, y = probs_labels
+    np.savez(tmp_path / "probs.npz", logits=p.numpy(), labels=y.numpy())
+    argv = ["fit", "--method", "ts", "--val", str(tmp_path / "probs.npz"), "-o", "t.calib"]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "look like probabilities" in err and "--probs" not in err
 
 
 def test_cli_refuses_without_printing_a_table(tmp_path, probs_labels, capsys):
@@ -123,7 +135,8 @@ def test_half_precision_softmax_is_refused_at_every_entry_point(dtype, real_logi
     _refused(lambda: evaluate(p, y, optimal=False))
     _refused(lambda: CalibrationMeter().update(p, y))
     _refused(lambda: MulticlassCalibrationError(num_classes=10)(p, y))
-    _refused(lambda: posthoc.create("ts").fit(p, y))
+    with pytest.raises(ValueError, match="look like probabilities"):
+        posthoc.create("ts").fit(p, y)
     if dtype == torch.float16:  # NumPy has float16 (not bfloat16): the same from an array
         _refused(lambda: M.ece(p.numpy(), y.numpy()))
     # told they are probabilities, they give the logits' ECE within half precision

@@ -42,7 +42,10 @@ def test_a_byte_order_mark_is_dropped(tmp_path, frame):
 @pytest.mark.parametrize(
     ("write", "says"),
     [
-        (lambda df, p: df.to_csv(p / "t.csv"), "an unnamed first column looks like a row index"),
+        (
+            lambda df, p: df.to_csv(p / "t.csv"),
+            r"an unnamed column \(column 1\) looks like a row index",
+        ),
         (lambda df, p: df.rename_axis("index").to_csv(p / "t.csv"), "'index' looks like a row"),
         (lambda df, p: df.to_csv(p / "t.csv", index=False, sep=";"), "separated by semicolons"),
         (lambda df, p: df.to_csv(p / "t.csv", index=False, sep="\t"), "separated by tabs"),

@@ -164,14 +164,17 @@ def _rows_are_probabilities(t: Tensor, tol: float) -> bool:
     return in_range and bool(((t.sum(1, dtype=torch.float64) - 1).abs() <= tol).all())
 
 
-def refuse_probabilities(s: Tensor, name: str = "scores", given: torch.dtype | None = None) -> None:
+def refuse_probabilities(
+    s: Tensor, name: str = "scores", given: torch.dtype | None = None, takes_probs: bool = True
+) -> None:
     """Raise a one-line ``ValueError`` when ``s`` (N, K), K >= 2, given where logits are
     expected, has every row in [0, 1] summing to 1 (within the tolerance of the dtype the
     user ``given``, default ``s``'s own, see :data:`PROB_SUM_TOL`: a float16 or bfloat16
     softmax upcast to float32 still sums to 1 only within half precision's rounding):
     probabilities read as logits give silently wrong numbers (ECE 0.69 where the truth is
-    0.05), so every entry point refuses them instead of guessing. The first rows are read
-    first, so valid logits cost almost nothing to tell apart."""
+    0.05), so every entry point refuses them instead of guessing. The message advises
+    ``probs=True`` only where the caller ``takes_probs`` (a calibrator maps logits alone).
+    The first rows are read first, so valid logits cost almost nothing to tell apart."""
     if s.ndim != 2 or s.shape[1] < 2 or s.shape[0] == 0:
         return
     tol = prob_sum_tolerance(given or s.dtype, s.shape[1])
@@ -179,10 +182,14 @@ def refuse_probabilities(s: Tensor, name: str = "scores", given: torch.dtype | N
         return
     if s.shape[0] > _PROBE_ROWS and not _rows_are_probabilities(s, tol):
         return
+    fix = (
+        "pass probs=True, or their logarithm as logits"
+        if takes_probs
+        else ("pass their logarithm (log p) as logits")
+    )
     raise ValueError(
         f"{name}: every row lies in [0, 1] and sums to 1, so these look like probabilities, "
-        "but logits were expected: pass probs=True (command line: --probs), or their "
-        "logarithm as logits; nothing was computed"
+        f"but logits were expected: {fix}; nothing was computed"
     )
 
 
@@ -209,6 +216,20 @@ def check_n_bins(n_bins: Any) -> int:
     """A number of bins in [1, :data:`MAX_BINS`], or a one-line error."""
     why = " (more bins than samples leave them empty; 10 to 100 are usual)"
     return check_positive_int(n_bins, "n_bins", maximum=MAX_BINS, why=why)
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """``value`` if it is a boolean (Python's or NumPy's), else a one-line ``TypeError``: a
+    string such as ``"false"`` is truthy, and would turn the option on.
+
+    >>> check_flag("false", "debias")
+    Traceback (most recent call last):
+    ...
+    TypeError: debias: expected True or False, got 'false'
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name}: expected True or False, got {value!r}")
+    return bool(value)
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:

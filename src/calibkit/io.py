@@ -21,6 +21,7 @@ No user file is ever unpickled: a file that needs pickle gets an error naming th
 from __future__ import annotations
 
 import csv
+import math
 import os
 import warnings
 import zipfile
@@ -93,8 +94,11 @@ def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     if ext == ".npz":
         _check_magic(path, ext)
         try:
+            _check_npz_sizes(path)
             with np.load(path, allow_pickle=False) as f:
                 return {k: f[k] for k in f.files}
+        except FileFormatError:
+            raise
         except ValueError as e:
             if "pickle" in str(e):
                 raise _pickle_error(path) from None
@@ -112,6 +116,31 @@ def read_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     raise FileFormatError(
         f"{path}: unknown extension {ext!r}; use one of {', '.join(SCORE_EXTENSIONS)}"
     )
+
+
+def _check_npz_sizes(path: Path) -> None:
+    """Refuse, before any allocation, an array whose header declares more bytes than its
+    member of the archive holds (a crafted header can declare terabytes)."""
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with archive.open(info) as member:
+                try:
+                    fmt = np.lib.format
+                    read = {(1, 0): fmt.read_array_header_1_0}.get(
+                        fmt.read_magic(member), fmt.read_array_header_2_0
+                    )
+                    shape, _, dtype = read(member, max_header_size=10_000)
+                except ValueError:
+                    continue  # np.load names what is wrong with it
+                declared = math.prod(shape) * dtype.itemsize
+            if declared > info.file_size:
+                raise FileFormatError(
+                    f"{path}: array {info.filename[:-4]!r} declares shape {shape} "
+                    f"({declared:,} bytes) but holds {info.file_size:,} bytes; the file is "
+                    "damaged or crafted"
+                )
 
 
 def _read_npy(path: Path) -> np.ndarray:
@@ -205,6 +234,12 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
             raise FileFormatError(
                 f"{path}: row {i + 2} has {len(row)} columns, the header {len(header)}"
             )
+    for j, name in enumerate(header):
+        if not name.strip() and all(not row[j].strip() for row in body):
+            raise FileFormatError(
+                f"{path}: an unnamed column (column {j + 1}) holds no values (a comma at the "
+                "end of every line?); remove it"
+            )
     try:
         data = np.array(body, dtype=np.float64)
     except ValueError:
@@ -293,7 +328,7 @@ def table_columns(
         raise _missing_key(path, labels_key, "label column", header, "--labels-key")
     for c in header:
         if c.strip().lower() in _INDEX_NAMES or c.startswith("Unnamed: "):
-            shown = repr(c) if c else "an unnamed first column"
+            shown = repr(c) if c else f"an unnamed column (column {header.index(c) + 1})"
             raise FileFormatError(
                 f"{path}: column {shown} looks like a row index, not a class score; drop "
                 "it (pandas: to_csv(index=False) or to_parquet(index=False))"

@@ -96,9 +96,12 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
         raise NotADirectoryError(
             f"cannot write {path}: a part of {path.parent} is a file, not a folder"
         ) from None
-    fd, tmp = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=suffix or path.suffix
-    )
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=suffix or path.suffix
+        )
+    except OSError as err:  # a read-only folder: name the user's file, not the hidden one
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
     os.close(fd)
     try:
         write(tmp)

@@ -78,12 +78,52 @@ def test_a_spec_expands_to_keyed_runs(tmp_path):
         (("name: tiny", "nam: tiny"), "spec.yaml:1: nam: unknown key"),
         (("[all, 50]", "[all, 1]"), "calibration_sizes[1]: expected 'all' or an integer >= 2"),
         (("seeds: [1, 2]", "seeds: [1, 2"), "not valid YAML"),
+        # issue 53 §6: YAML 1.2, not YAML 1.1's surprises; depth limits
+        (
+            ("seeds: [1, 2]", "seeds: [1:30]"),
+            "seeds[0]: expected an integer seed in [0, 2**63), got '1:30'",
+        ),
+        (
+            ("seeds: [1, 2]", "seeds: [1, 0b11]"),
+            "seeds[1]: expected an integer seed in [0, 2**63), got '0b11'",
+        ),
+        (
+            ("train: {epochs: 2}", "train: {epochs: 2, record_learned_epochs: yes}"),
+            "record_learned_epochs",
+        ),
+        (("seeds: [1, 2]", "seeds: &s [1, *s]"), "nested deeper than 50 levels"),
+        (("seeds: [1, 2]", "seeds: " + "[" * 600 + "]" * 600), "nested too deep"),
+        (("seeds: [1, 2]", "seeds: " + "[" * 3000 + "]" * 3000), "nested too deep"),
     ],
 )
 def test_bad_specs_name_their_place(tmp_path, edit, message):
     with pytest.raises(SpecError) as err:
         load_spec(spec_file(tmp_path, TINY.replace(*edit)))
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_yaml_12_scalars():
+    """The spec is read as YAML 1.2's core schema: ``010`` is ten, ``0o10`` eight, ``0x10``
+    sixteen, ``true`` a boolean and ``yes`` text (refused where a boolean is expected)."""
+    from calibkit.bench.spec import Yaml12
+
+    def read(text):
+        loader = Yaml12(text)
+        return loader.construct_document(loader.get_single_node())
+
+    assert read("[010, 0o10, 0x10, 1_000, 1:30, 1.5e3, .inf, true, yes, on, ~]") == [
+        10,
+        8,
+        16,
+        "1_000",
+        "1:30",
+        1500.0,
+        float("inf"),
+        True,
+        "yes",
+        "on",
+        None,
+    ]
 
 
 def row(key: str) -> dict:

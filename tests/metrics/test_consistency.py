@@ -77,3 +77,31 @@ def test_an_interval_reaches_zero_where_calibration_is_not_rejected():
     assert r.to_dict()["calibration_p"] == r.calibration_p
     assert evaluate(probs, labels, probs=True).calibration_p is None  # no --bootstrap: none
     assert np.isfinite(r.calibration_p["classwise_ece"])
+
+
+def test_too_few_draws_never_start_an_interval_at_zero():
+    """Issue 53 §6: with fewer than 19 draws the test's least p-value, 1/(B + 1), is above
+    0.05, so it can never reject; an ECE of about 50 % got an interval from 0 because of it.
+    Now such intervals stay as the bootstrap gives them, and a note says why."""
+    from calibkit.metrics import evaluate
+
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(300, 10, generator=g, dtype=torch.float64) * 8  # confident, 10 % right
+    y = torch.randint(0, 10, (300,), generator=g)
+    few = evaluate(z, y, bootstrap=10, seed=0)
+    assert few.metrics["ece"] > 0.4 and few.intervals["ece"][0] > 0.3
+    assert any("cannot reject calibration with 10 draws" in n for n in few.notes)
+    enough = evaluate(z, y, bootstrap=19, seed=0)
+    assert not any("cannot reject" in n for n in enough.notes)
+
+
+def test_flags_are_booleans():
+    """Issue 53 §6: ``debias="false"`` turned debiasing on (a non-empty string is true)."""
+    from calibkit.metrics import classwise_ece, ece, rms_ce
+
+    z, y = torch.randn(50, 3, dtype=torch.float64), torch.arange(50) % 3
+    for fn in (ece, rms_ce, classwise_ece):
+        with pytest.raises(TypeError, match="debias: expected True or False, got 'false'"):
+            fn(z, y, debias="false")
+    with pytest.raises(TypeError, match="probs: expected True or False"):
+        ece(z, y, probs="no")

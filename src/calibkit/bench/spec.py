@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import glob
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,57 @@ class _Lines:
 MAX_VALUES = 100_000
 
 
-def _plain(node: yaml.Node, path: str, lines: _Lines) -> Any:
+#: the deepest a spec may nest: a real one nests four or five levels
+MAX_DEPTH = 50
+
+
+class Yaml12(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's core schema for plain scalars: ``true``/``false``
+    are the only booleans (``yes``, ``on``, ``n`` stay text), integers are decimal, ``0o``
+    octal or ``0x`` hexadecimal (``1:30`` is the text "1:30", not YAML 1.1's sexagesimal
+    90; ``010`` is 10, not 8), floats are decimal with an optional exponent, ``.inf`` or
+    ``.nan``. A value that needs another type is then refused by the spec's own checks."""
+
+
+Yaml12.yaml_implicit_resolvers = {
+    first: [
+        (tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in ("bool", "int", "float")
+    ]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+.0123456789",
+    ),
+):
+    Yaml12.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+
+
+def _int12(loader: Yaml12, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    if text[:2] in ("0o", "0x"):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+Yaml12.add_constructor("tag:yaml.org,2002:int", _int12)
+Yaml12.add_constructor(
+    "tag:yaml.org,2002:bool", lambda loader, node: loader.construct_scalar(node).lower() == "true"
+)
+
+
+def _plain(node: yaml.Node, path: str, lines: _Lines, loader: Yaml12, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        raise SpecError(
+            f"{lines.where(path.split('[')[0] or '(top)')}: nested deeper than {MAX_DEPTH} "
+            "levels (a YAML "
+            "alias that contains itself?); write it out"
+        )
     lines.at[path or "(top)"] = node.start_mark.line + 1
     lines.values += 1
     if lines.values > MAX_VALUES:
@@ -122,19 +173,21 @@ def _plain(node: yaml.Node, path: str, lines: _Lines) -> Any:
                 for source in v.value if isinstance(v, yaml.SequenceNode) else [v]:
                     if not isinstance(source, yaml.MappingNode):
                         raise _fail(lines, path or "(top)", "`<<` merges mappings only")
-                    merged = _plain(source, path, lines) | merged
+                    merged = _plain(source, path, lines, loader, depth + 1) | merged
                 continue
-            key = str(yaml.safe_load(yaml.serialize(k)))
+            key = str(loader.construct_object(k, deep=True))
             sub = f"{path}.{key}" if path else key
             lines.at[sub] = k.start_mark.line + 1
             if key in out:
                 raise _fail(lines, sub, "this key is given twice in one mapping")
-            out[key] = _plain(v, sub, lines)
+            out[key] = _plain(v, sub, lines, loader, depth + 1)
             lines.at[sub] = k.start_mark.line + 1
         return merged | out
     if isinstance(node, yaml.SequenceNode):
-        return [_plain(v, f"{path}[{i}]", lines) for i, v in enumerate(node.value)]
-    return yaml.safe_load(yaml.serialize(node))
+        return [
+            _plain(v, f"{path}[{i}]", lines, loader, depth + 1) for i, v in enumerate(node.value)
+        ]
+    return loader.construct_object(node, deep=True)
 
 
 def load_spec(source: str | Path) -> BenchSpec:
@@ -148,7 +201,10 @@ def load_spec(source: str | Path) -> BenchSpec:
     if path.is_dir():
         raise SpecError(f"{path}: is a folder; pass a YAML spec file or a preset name")
     try:
-        node = yaml.compose(path.read_text(encoding="utf-8"))
+        loader = Yaml12(path.read_text(encoding="utf-8"))
+        node = loader.get_single_node()
+    except RecursionError:
+        raise SpecError(f"{path}: nested too deep to read (over {MAX_DEPTH} levels)") from None
     except UnicodeDecodeError as err:
         raise SpecError(f"{path}: not a text file (undecodable byte at {err.start})") from None
     except OSError as err:
@@ -159,7 +215,7 @@ def load_spec(source: str | Path) -> BenchSpec:
         raise SpecError(f"{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
     lines = _Lines(path.name)
     try:
-        raw = _plain(node, "", lines) if node is not None else None
+        raw = _plain(node, "", lines, loader) if node is not None else None
     except yaml.YAMLError as err:  # a value YAML cannot build (an unknown tag, ...)
         raise SpecError(f"{path}: not valid YAML ({getattr(err, 'problem', err)})") from None
     return resolve(raw, lines)

@@ -151,7 +151,8 @@ class Store:
                     )
                     con.execute("COMMIT")
                 except BaseException:
-                    con.execute("ROLLBACK")
+                    if con.in_transaction:  # SQLite ends one itself on a full disk
+                        con.execute("ROLLBACK")
                     raise
         except sqlite3.Error as err:
             raise _explain(err, self.path) from None
@@ -312,7 +313,7 @@ class Store:
     def meta(self, key: str) -> Any:
         """The JSON value recorded under ``key``, or None."""
         rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
-        return json.loads(rows[0][0]) if rows else None
+        return self._json(rows[0][0], f"meta {key!r}") if rows else None
 
     def set_sweep(self, methods: list[str], baseline: str) -> None:
         """Record the sweep's method order and baseline (the report follows them)."""
@@ -334,7 +335,7 @@ class Store:
         out = []
         for r in rows:
             d = dict(zip(cols, r, strict=True))
-            d["spec"] = json.loads(d["spec"])
+            d["spec"] = self._json(d["spec"], f"run {d['key']!r}'s spec", dict)
             out.append(d)
         return out
 
@@ -342,7 +343,7 @@ class Store:
         """Each finished run's provenance (configuration, versions, phases, training rate,
         and what a run given by a logits file read), by run key."""
         rows = self._read("SELECT key, provenance FROM runs WHERE status = 'done'")
-        return {key: json.loads(prov or "{}") or {} for key, prov in rows}
+        return {key: self._json(prov, f"run {key!r}'s provenance", dict, {}) for key, prov in rows}
 
     def phase_seconds(self, keys: Iterable[str]) -> dict[str, float]:
         """Seconds spent in each phase (``provenance["phases"]``), summed over the finished
@@ -356,22 +357,54 @@ class Store:
         return total
 
     def metrics(self) -> list[tuple[str, str, str, int, str, float]]:
-        """(run_key, split, calibrator, cal_size, metric, value) rows."""
-        return self._read("SELECT run_key, split, calibrator, cal_size, metric, value FROM metrics")
+        """(run_key, split, calibrator, cal_size, metric, value) rows; a value that is not a
+        number (a crafted store: SQLite keeps text in any column) is refused in one line."""
+        rows = self._read("SELECT run_key, split, calibrator, cal_size, metric, value FROM metrics")
+        for row in rows:
+            value = row[5]
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise StoreError(
+                    f"{self.path}: metric {row[4]!r} of run {row[0]!r} holds {value!r}, not a "
+                    "number (a damaged or crafted store)"
+                )
+        return rows
+
+    def _json(self, text: Any, what: str, kind: type | None = None, empty: Any = None) -> Any:
+        """``text`` read as JSON (of type ``kind`` where given; ``empty`` where it is NULL
+        or JSON null and ``empty`` is given), or a one-line :class:`StoreError` naming
+        ``what``: a store is a file anyone may have written."""
+        if text is None and empty is not None:
+            return empty
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError, RecursionError):
+            raise StoreError(
+                f"{self.path}: {what} is not valid JSON (a damaged or crafted store)"
+            ) from None
+        if value is None and empty is not None:
+            return empty
+        if kind is not None and not isinstance(value, kind):
+            raise StoreError(
+                f"{self.path}: {what} is {type(value).__name__}, not a {kind.__name__} (a "
+                "damaged or crafted store)"
+            )
+        return value
 
     def history(self, run_key: str, stage: int = 1) -> list[dict]:
         rows = self._read(
             "SELECT record FROM history WHERE run_key = ? AND stage = ? ORDER BY epoch",
             (run_key, stage),
         )
-        return [json.loads(r) for (r,) in rows]
+        return [self._json(r, f"run {run_key!r}'s history", dict) for (r,) in rows]
 
     def curves(self, kind: str) -> list[tuple[str, str, str, Any]]:
         """(run_key, split, calibrator, data) rows of one kind of curve."""
         rows = self._read(
             "SELECT run_key, split, calibrator, data FROM curves WHERE kind = ?", (kind,)
         )
-        return [(k, s, c, json.loads(d)) for k, s, c, d in rows]
+        return [(k, s, c, self._json(d, f"run {k!r}'s {kind} curve")) for k, s, c, d in rows]
 
     def specs(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Every spec text the store holds: {text: (name, settings)}. A store of schema 2
@@ -380,7 +413,10 @@ class Store:
             with closing(self._connect()) as con:
                 return {t: (n, json.loads(v)) for t, n, v in _old_specs(con)}
         rows = self._read("SELECT text, name, settings FROM specs")
-        return {text: (name, json.loads(settings)) for text, name, settings in rows}
+        return {
+            text: (name, self._json(settings, f"spec {text!r}'s settings", dict))
+            for text, name, settings in rows
+        }
 
     def schema_version(self) -> int:
         return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])

@@ -13,7 +13,7 @@ import click
 
 from ..escape import term_text
 from .common import CONTEXT, cli
-from .options import json_option
+from .options import OutputFile, json_option
 from .output import console, echo_json
 from .progress import progress
 
@@ -62,7 +62,7 @@ __all__ = ["bench", "report"]
 @click.option(
     "--doc",
     default=None,
-    type=click.Path(dir_okay=False),
+    type=OutputFile(),
     help="Also write the results into this Markdown file, as the section the spec names "
     "(docs/real.md); text outside calibkit's section markers is kept.",
 )
@@ -96,7 +96,7 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
     from ..bench.runner import run_bench
     from ..bench.spec import load_spec
     from ..bench.store import Store
-    from ..outputs import check_output, check_writable
+    from ..outputs import check_output, check_writable, refuse_link
 
     sources = [spec] if spec and Path(spec).exists() else []
     check_output(out, sources, option="-o")
@@ -104,6 +104,7 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
     check_output(doc, [*sources, db], option="--doc")
     plan = load_spec(spec)
     if doc:  # checked before the sweep, not after hours of it
+        refuse_link(doc)
         check_writable(Path(doc).resolve().parent)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpus = _gpus_used(plan)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 from .common import CONTEXT, cli
 from .options import (
+    OutputFile,
     data_roots,
     device_choice,
     device_option,
@@ -41,7 +42,7 @@ __all__ = ["apply", "calibrate", "calibrate_and_print", "fit", "methods"]
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False),
+    type=OutputFile(),
     help="Calibrator file to write.",
 )
 @device_option
@@ -85,11 +86,11 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @key_options
 @split_option
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help=".npz to write (with FILE).")
+@click.option("-o", "--output", type=OutputFile(), help=".npz to write (with FILE).")
 @click.option(
     "--onnx",
     "onnx_path",
-    type=click.Path(dir_okay=False),
+    type=OutputFile(),
     help="Also write the calibrator (or a run's calibrated network) as an ONNX graph.",
 )
 @click.option(

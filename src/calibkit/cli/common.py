@@ -73,11 +73,22 @@ class CalibkitGroup(click.Group):
             sys.exit(143 if terminated else 130)
         except USER_ERRORS as e:
             msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+            msg = self._flags(msg, given or [])
             click.echo(f"error: {_one_line(msg, newline) or type(e).__name__}", err=True)
             sys.exit(2)
         except OSError as e:
             click.echo(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), err=True)
             sys.exit(2)
+
+    def _flags(self, message: str, given: list[str]) -> str:
+        """A library message in the command line's words: ``probs=True`` becomes
+        ``--probs`` where the command has that option, and is left out where it has none."""
+        if "probs=True" not in message:
+            return message
+        command = self.commands.get(next((a for a in given if not a.startswith("-")), ""))
+        if command is not None and any(p.name == "probs" for p in command.params):
+            return message.replace("probs=True", "--probs")
+        return message.replace("pass probs=True, or their logarithm", "pass their logarithm")
 
 
 def _one_line(message: str, newline_given: bool) -> str:

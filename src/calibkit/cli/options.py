@@ -50,6 +50,24 @@ def device_choice(default: str):
 device_option = device_choice("cpu")
 
 
+class OutputFile(click.Path):
+    """A file a command writes: ``click.Path(dir_okay=False)``, with a symbolic link at the
+    path refused first, naming it (a link planted there, even to a folder, is never
+    written through; :func:`calibkit.outputs.refuse_link`)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from ..outputs import LinkRefused, refuse_link
+
+        try:
+            refuse_link(value)
+        except LinkRefused as err:
+            self.fail(str(err), param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def on_device(array: Any, device: Any, name: str) -> Any:
     """A loaded array as a tensor on ``device`` (None stays None), checked by calibkit first
     (:func:`calibkit._checks.to_tensor`: a column of text or dates, unsigned integers past
@@ -121,7 +139,7 @@ METRIC_OPTIONS = [
     click.option("--no-smooth", is_flag=True, help="Skip smooth ECE."),
     click.option(
         "--plot",
-        type=click.Path(dir_okay=False),
+        type=OutputFile(),
         default=None,
         help="Write a reliability diagram (.png, .svg or .pdf).",
     ),

@@ -267,9 +267,17 @@ def evaluate(
             only=only,
         )[0]
         calibration_p = _calibration_test(p, scheme, metrics, boot, bootstrap, seed)
-        # calibkit's own intervals (auto) start at 0 where the test does not reject
+        # calibkit's own intervals (auto) start at 0 where the test does not reject, and
+        # only where it could: its least p-value is 1 / (draws + 1)
         auto = interval_method == "auto"
-        reached = [m for m, v in calibration_p.items() if auto and v > 1 - ci]
+        can_reject = 1 / (bootstrap + 1) <= 1 - ci
+        reached = [m for m, v in calibration_p.items() if auto and can_reject and v > 1 - ci]
+        if auto and calibration_p and not can_reject:
+            notes.append(
+                f"the consistency test cannot reject calibration with {bootstrap} draws (its "
+                f"least p-value is 1/{bootstrap + 1} > {1 - ci:.2g}; it needs "
+                f"{math.ceil(1 / (1 - ci) - 1 - 1e-9)}), so no interval is started at 0"
+            )
         intervals, bias, more = bootstrap_intervals(
             metrics,
             boot,

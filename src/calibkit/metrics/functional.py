@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_n_bins
+from .._checks import check_choice, check_flag, check_n_bins
 from .._docs import documented
 from ..threads import sized_by_first_argument
 from . import stats as st
@@ -187,7 +187,9 @@ def ece(
     noise (docs/metrics.md, "Debiased binned errors"; the row ``debiased_ece``).
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    return _value(p, _scheme(p, n_bins, binning), "debiased_ece" if debias else "ece")
+    return _value(
+        p, _scheme(p, n_bins, binning), "debiased_ece" if check_flag(debias, "debias") else "ece"
+    )
 
 
 @_FRACTION
@@ -209,7 +211,11 @@ def rms_ce(
     subtracts each bin's sampling variance acc(1 − acc)/(|B_m| − 1) from its squared gap
     before the root (clipped at 0; the row ``debiased_rms_ce``)."""
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
-    return _value(p, _scheme(p, n_bins, binning), "debiased_rms_ce" if debias else "rms_ce")
+    return _value(
+        p,
+        _scheme(p, n_bins, binning),
+        "debiased_rms_ce" if check_flag(debias, "debias") else "rms_ce",
+    )
 
 
 @_FRACTION
@@ -283,7 +289,9 @@ def classwise_ece(
     check_choice(cells, "cells", ("marginal", "joint"))
     check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
     check_choice(power, "power", (1, 2))
-    if debias and (cells != "marginal" or power != 1 or binning == "equal-mass"):
+    if check_flag(debias, "debias") and (
+        cells != "marginal" or power != 1 or binning == "equal-mass"
+    ):
         raise ValueError("debias=True needs equal-width marginal cells and power=1")
     p = prepare(scores, labels, probs=probs, validate=validate)
     if binning == "equal-mass":

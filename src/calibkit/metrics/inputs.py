@@ -26,6 +26,7 @@ from .._checks import (
     as_labels,
     check_choice,
     check_finite,
+    check_flag,
     check_probabilities,
     refuse_probabilities,
     to_float,
@@ -50,10 +51,17 @@ def _as_two_columns(s: Tensor, probs: bool) -> Tensor:
 
 
 def prepare_scores(
-    scores: Any, *, probs: bool, name: str = "scores", finite: bool = True
+    scores: Any,
+    *,
+    probs: bool,
+    name: str = "scores",
+    finite: bool = True,
+    takes_probs: bool = True,
 ) -> Tensor:
     """Validated scores of shape (N, K), K >= 2; a single column is a binary problem.
-    ``finite=False`` leaves the check for NaN and inf to the caller."""
+    ``finite=False`` leaves the check for NaN and inf to the caller; ``takes_probs=False``:
+    the caller has no ``probs`` setting (a refusal does not advise one)."""
+    probs = check_flag(probs, "probs")  # "false" would be truthy
     given = getattr(scores, "dtype", None)  # half precision is upcast: keep what came
     if isinstance(given, np.dtype):
         given = {np.dtype(np.float16): torch.float16}.get(given)
@@ -72,7 +80,7 @@ def prepare_scores(
     if probs:
         check_probabilities(s, name, given)
     else:
-        refuse_probabilities(s, name, given)
+        refuse_probabilities(s, name, given, takes_probs)
     return s
 
 

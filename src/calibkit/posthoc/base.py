@@ -525,7 +525,9 @@ class Calibrator(Method):
 
     def _check_apply(self, logits: Any) -> Tensor:
         self._require_fitted()
-        z = prepare_scores(logits, probs=False, name="logits")  # finite, 2-D; tensors not copied
+        z = prepare_scores(
+            logits, probs=False, name="logits", takes_probs=False
+        )  # finite, 2-D; tensors not copied
         if z.ndim != 2 or z.shape[1] != self.n_classes_:
             got = z.shape[1] if z.ndim == 2 else f"shape {tuple(z.shape)}"
             raise ValueError(

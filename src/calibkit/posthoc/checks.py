@@ -32,7 +32,7 @@ def next_up(x: Tensor) -> Tensor:
 
 def check_fit_data(logits: Any, labels: Any) -> tuple[Tensor, Tensor]:
     """Validated float64 logits (N, K) and labels for fitting; one-line errors otherwise."""
-    z = prepare_scores(logits, probs=False, name="logits")
+    z = prepare_scores(logits, probs=False, name="logits", takes_probs=False)
     y = as_labels(labels, z.shape[1]).to(z.device)
     n, k = z.shape
     if len(y) != n:

@@ -64,7 +64,12 @@ def read_checked(path: str | Path, what: str) -> tuple[dict[str, Any], dict[str,
         raise FileFormatError(f"{path}: not a calibkit {what} file (no calibkit metadata)")
     if _digest(text, tensors) != digest:
         raise FileFormatError(f"{path}: checksum mismatch; the file was altered or damaged")
-    meta = json.loads(text)
+    try:
+        meta = json.loads(text)
+    except (ValueError, RecursionError):
+        raise FileFormatError(
+            f"{path}: the metadata is not valid JSON (or nested too deep)"
+        ) from None
     if not isinstance(meta, dict):
         raise FileFormatError(f"{path}: the metadata is a {type(meta).__name__}, not a mapping")
     version = meta.get("version", 0)

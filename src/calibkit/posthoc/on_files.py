@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .._checks import as_labels
+from .._checks import as_labels, to_tensor
 from ..io import load_scores, load_split, split_keys
 from ..metrics import evaluate
 from ..outputs import save_npz
@@ -50,10 +50,10 @@ def fit_file(
             f"{cal.name} calibrates a network, not logits: use calibkit calibrate "
             f"{method} RUN_DIR (or --model, --checkpoint, --data)"
         )
-    z, y = (
-        torch.as_tensor(a).to(device)
-        for a in load_split(path, "val", logits_key=logits_key, labels_key=labels_key)
-    )
+    scores, labels = load_split(path, "val", logits_key=logits_key, labels_key=labels_key)
+    # calibkit's checks first (a column of text, unsigned labels past int64), then torch
+    z = to_tensor(scores, f"{path}: logits").to(device)
+    y = as_labels(labels, name=f"{path}: labels").to(device)
     cal.fit(z, y)
     written = cal.save(output)
     with warnings.catch_warnings():
@@ -80,7 +80,7 @@ def apply_file(
     the metrics of the split ``before`` and ``after`` calibration."""
     keys = split_keys(path, split, logits_key, labels_key)
     z, labels = load_scores(path, **keys, need_labels=False)
-    out = cal(torch.as_tensor(z).to(device)).cpu()  # checked: finite, classes, non-empty
+    out = cal(to_tensor(z, f"{path}: logits").to(device)).cpu()  # checked by cal: finite, K
     result = {"logits": out.numpy(), "probs": torch.softmax(out.double(), 1).numpy()}
     if labels is not None:
         labels = as_labels(labels, out.shape[1], name=f"{path}: {keys['labels_key']}")
