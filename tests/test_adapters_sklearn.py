@@ -78,16 +78,17 @@ def test_calibrating_a_fitted_overconfident_classifier(digits):
     x, y, tr, cal, te, _ = digits
     nb = GaussianNB().fit(x[tr], y[tr])
     before = log_loss(y[te], np.clip(nb.predict_proba(x[te]), 1e-15, 1), labels=nb.classes_)
-    cc = CalibratedClassifier(nb, method="ts").fit(x[cal], y[cal])
+    cc = CalibratedClassifier(nb, method="ts", cv="prefit").fit(x[cal], y[cal])
     after = log_loss(y[te], cc.predict_proba(x[te]), labels=nb.classes_)
     assert after < 0.5 * before  # naive Bayes is badly over-confident on digits
     assert cc.calibrator_.temperature_ > 1
     assert (cc.predict(x[te]) == nb.predict(x[te])).mean() > 0.99  # TS keeps the argmax
-    lr_cc = CalibratedClassifier(LogisticRegression(max_iter=5000).fit(x[tr], y[tr] % 2), "ts")
+    lr_fit = LogisticRegression(max_iter=5000).fit(x[tr], y[tr] % 2)
+    lr_cc = CalibratedClassifier(lr_fit, "ts", cv="prefit")
     lr_cc.fit(x[cal], y[cal] % 2)  # binary: a 1-D decision_function becomes logits [0, d]
     assert lr_cc.predict_proba(x[te]).shape == (len(te), 2)
     with pytest.raises(ValueError, match="label 10 is not one of the estimator's classes"):
-        CalibratedClassifier(nb).fit(x[cal][:5], np.full(5, 10))
+        CalibratedClassifier(nb, cv="prefit").fit(x[cal][:5], np.full(5, 10))
 
 
 @pytest.mark.parametrize("ensemble", [True, False])
@@ -147,6 +148,6 @@ def test_the_classifier_api_scikit_learn_users_expect():
     clf = LogisticRegression(max_iter=50).fit(X[:300], y[:300])
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        CalibratedClassifier(clf, method="matrix").fit(X[300:400], y[300:400])  # few rows
+        CalibratedClassifier(clf, method="matrix", cv="prefit").fit(X[300:400], y[300:400])
     mine = [w for w in said if "parameters from" in str(w.message)]
     assert mine and all(w.filename == __file__ for w in mine), [w.filename for w in said]

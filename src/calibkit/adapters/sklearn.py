@@ -36,7 +36,14 @@ from sklearn.utils.validation import check_is_fitted
 from .. import metrics, posthoc
 from ..metrics import table
 
-__all__ = ["METRIC_NAMES", "CalibratedClassifier", "CalibratedPair", "estimator", "scorer"]
+__all__ = [
+    "METRIC_NAMES",
+    "SKLEARN_METHODS",
+    "CalibratedClassifier",
+    "CalibratedPair",
+    "estimator",
+    "scorer",
+]
 
 _CLASSES: dict[str, type] = {}
 
@@ -119,30 +126,127 @@ class CalibratedPair(NamedTuple):
     calibrator: Any
 
 
+#: scikit-learn's calibration method names with scikit-learn's meaning: ``sigmoid`` and
+#: ``isotonic`` map each class's raw score one-vs-rest (only the positive class's on two
+#: classes) by calibkit's Platt scaling or isotonic regression and normalise the rows
+#: (:class:`PerClass`); ``temperature`` is calibkit's ``ts``
+SKLEARN_METHODS = {"sigmoid": "platt", "isotonic": "isotonic", "temperature": "ts"}
+
+
+class PerClass:
+    """scikit-learn's one-vs-rest calibration (``method="sigmoid"`` or ``"isotonic"``): class
+    j's raw score f_j (a decision value, or the probability where the estimator has only
+    ``predict_proba``) is mapped against ``y == j``, and the rows normalised (a row of zeros:
+    uniform). On two classes only the second's score is mapped and the first's probability
+    is 1 − p. ``sigmoid`` is Platt's (1999) fit as scikit-learn and LibSVM make it:
+    σ(a f + c) by maximum likelihood against Platt's smoothed targets (N₊ + 1)/(N₊ + 2) and
+    1/(N₋ + 2) (:func:`~calibkit.posthoc.binning.logistic_newton`; calibkit's own ``platt``
+    fits the 0/1 labels of the softmax confidences instead); ``isotonic`` is calibkit's
+    isotonic regression of σ(f_j) (a monotone transform of f_j: the same fit). Fitted by
+    :class:`CalibratedClassifier`; ``maps_`` holds (a, c) or the fitted isotonic method."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    def fit(self, raw: np.ndarray, labels: np.ndarray, n_classes: int) -> PerClass:
+        self.n_classes_ = n_classes
+        self.maps_ = [self._fit_one(raw[:, j], labels == k) for j, k in self._columns(raw)]
+        return self
+
+    def _columns(self, raw: np.ndarray) -> list[tuple[int, int]]:
+        """(column of ``raw``, class) of each map: on two classes the second's alone."""
+        if self.n_classes_ == 2:
+            return [(raw.shape[1] - 1, 1)]
+        return [(k, k) for k in range(self.n_classes_)]
+
+    def _fit_one(self, f: np.ndarray, hit: np.ndarray) -> Any:
+        if self.spec == "isotonic":
+            return posthoc.create("isotonic:mode=one-vs-rest").fit(_pair(f), hit.astype(np.int64))
+        from ..posthoc.binning import logistic_newton
+
+        positives, negatives = int(hit.sum()), int((~hit).sum())
+        t = np.where(hit, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+        x = torch.as_tensor(np.column_stack([f, np.ones_like(f)]), dtype=torch.float64)
+        coef, _, _ = logistic_newton(x, torch.as_tensor(t, dtype=torch.float64), 100)
+        return coef.numpy()
+
+    def predict_proba(self, raw: np.ndarray) -> np.ndarray:
+        mapped = np.column_stack(
+            [
+                self._apply(m, raw[:, j])
+                for m, (j, _) in zip(self.maps_, self._columns(raw), strict=True)
+            ]
+        )
+        if self.n_classes_ == 2:
+            return np.column_stack([1 - mapped[:, 0], mapped[:, 0]])
+        total = mapped.sum(1, keepdims=True)
+        uniform = np.full_like(mapped, 1 / self.n_classes_)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(total > 0, mapped / total, uniform)
+
+    @staticmethod
+    def _apply(fitted: Any, f: np.ndarray) -> np.ndarray:
+        if isinstance(fitted, np.ndarray):  # Platt's (a, c)
+            return 1 / (1 + np.exp(-(fitted[0] * f + fitted[1])))
+        return fitted.predict_proba(torch.as_tensor(_pair(f)))[:, 1].double().numpy()
+
+
+class Uncalibrated:
+    """The scores of a fold whose calibration rows hold one class, as probabilities without
+    calibration: softmax of logits, σ of a single raw decision against 1 − σ, or the
+    estimator's own probabilities (``probabilities``) with their rows normalised."""
+
+    def __init__(self, n_classes: int, probabilities: bool = False) -> None:
+        self.n_classes_, self.probabilities = n_classes, probabilities
+
+    def predict_proba(self, features: np.ndarray) -> np.ndarray:
+        if self.probabilities:
+            return features / features.sum(1, keepdims=True)
+        z = torch.as_tensor(features, dtype=torch.float64)
+        if z.shape[1] == 1:
+            p = torch.sigmoid(z[:, 0])
+            return torch.stack([1 - p, p], 1).numpy()
+        return torch.softmax(z, 1).numpy()
+
+
+def _pair(score: np.ndarray) -> np.ndarray:
+    """One score column as two-column logits [0, f]: softmax's second column is σ(f)."""
+    return np.column_stack([np.zeros_like(score), score]).astype(np.float64)
+
+
 class CalibratedClassifier(ClassifierMixin, BaseEstimator):
-    """A scikit-learn classifier and a calibkit method fitted on its scores, in the two modes
-    of scikit-learn's ``CalibratedClassifierCV``.
+    """A scikit-learn classifier and a calibkit method fitted on its scores, with the
+    parameters and their meanings of scikit-learn's ``CalibratedClassifierCV``.
 
-    * ``cv=None`` (default): ``estimator`` is already fitted and used as it is (never
-      refitted, as ``CalibratedClassifierCV(FrozenEstimator(est))``); ``fit(X, y)`` fits
-      ``method`` on its scores on the calibration data X.
-    * ``cv=5`` (an int or a splitter, as ``CalibratedClassifierCV(cv=5)``): ``fit(X, y)``
-      clones ``estimator`` and cross-validates. With ``ensemble=True`` (the default) each
-      fold's clone is fitted on the other folds and the method on its held-out fold;
-      ``predict_proba`` averages the folds' calibrated probabilities. With
-      ``ensemble=False`` the method is fitted once on the out-of-fold scores of every row
-      (``cross_val_predict``) and the estimator refitted on all of X.
+    * ``cv=None`` (default) is 5-fold cross-validation, as in scikit-learn; an int or a
+      splitter as there. ``fit(X, y)`` clones ``estimator`` and cross-validates. With
+      ``ensemble=True`` (``"auto"``, the default, unless the estimator is a
+      ``FrozenEstimator``) each fold's clone is fitted on the other folds and the method on
+      its held-out fold; ``predict_proba`` averages the folds' calibrated probabilities.
+      With ``ensemble=False`` the method is fitted once on the out-of-fold scores of every
+      row (``cross_val_predict``) and the estimator refitted on all of X.
+    * An estimator that is already fitted is calibrated as it is with
+      ``FrozenEstimator(est)`` (scikit-learn's way) or ``cv="prefit"``: ``fit(X, y)`` fits
+      the method on its scores on the calibration data X.
 
-    The scores are ``decision_function``, or the log of ``predict_proba`` where the
-    estimator has none (``response`` forces one).
+    ``method``: any calibkit logits method's spec (``"ts"``, ``"dir-odir"``), or
+    scikit-learn's names with scikit-learn's meaning (:data:`SKLEARN_METHODS`: ``sigmoid``
+    is one-vs-rest Platt scaling and ``isotonic`` one-vs-rest isotonic regression of the
+    positive class's score on binary problems; on more classes they are refused, naming the
+    difference). The scores are ``decision_function``, or the log of ``predict_proba``
+    where the estimator has none (``response`` forces one).
 
-    ``estimator=None`` is scikit-learn's default, ``LinearSVC(random_state=0)``, cross-
-    validated in 5 folds where ``cv`` is not given (an unfitted estimator cannot be used
-    as it is). ``calibrated_classifiers_`` lists the fitted (estimator, calibrator) pairs as
-    scikit-learn's attribute of that name does; ``predict_log_proba`` and
-    ``decision_function`` (the calibrated log-probabilities) complete the classifier API.
-    What a calibrator's checks warn (:class:`~calibkit.posthoc.anomalies.CalibrationWarning`)
-    points at the caller's ``fit`` line.
+    ``sample_weight`` and other fit parameters go to the estimator's ``fit`` (with
+    scikit-learn's metadata routing where it is enabled); calibkit's methods fit without
+    sample weights, so weights that differ are refused in one line (equal weights are no
+    weights). ``n_jobs``: folds fitted in parallel (joblib). ``estimator=None`` is
+    scikit-learn's default, ``LinearSVC(random_state=0)``. ``calibrated_classifiers_``
+    lists the fitted (estimator, calibrator) pairs as scikit-learn's attribute of that name
+    does; ``predict_log_proba`` and ``decision_function`` (the calibrated log-probabilities;
+    on two classes the log-odds of the second, shape (n,), as scikit-learn's binary
+    classifiers) complete the classifier API. What a calibrator's checks warn
+    (:class:`~calibkit.posthoc.anomalies.CalibrationWarning`) points at the caller's ``fit``
+    line.
     """
 
     def __init__(
@@ -151,10 +255,18 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         method: str = "ts",
         response: str = "auto",
         cv: Any = None,
-        ensemble: bool = True,
+        ensemble: Any = "auto",
+        n_jobs: int | None = None,
     ) -> None:
         self.estimator, self.method, self.response = estimator, method, response
-        self.cv, self.ensemble = cv, ensemble
+        self.cv, self.ensemble, self.n_jobs = cv, ensemble, n_jobs
+
+    def _estimator(self) -> Any:
+        if self.estimator is not None:
+            return self.estimator
+        from sklearn.svm import LinearSVC
+
+        return LinearSVC(random_state=0)
 
     def _response(self, est: Any) -> str:
         use = self.response
@@ -166,70 +278,183 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             use = "decision_function" if hasattr(est, "decision_function") else "predict_proba"
         return use
 
-    def _as_logits(self, out: Any, use: str) -> np.ndarray:
+    def _as_features(self, out: Any, use: str) -> np.ndarray:
+        """A response's output as what the method maps: logits for calibkit's methods (the
+        log of probabilities; a binary decision d as [0, d]), the raw scores (n, 1 or K) for
+        scikit-learn's per-class ``sigmoid`` and ``isotonic`` (:class:`PerClass`)."""
         out = np.asarray(out, dtype=np.float64)
+        if self.method in ("sigmoid", "isotonic"):
+            return out[:, None] if out.ndim == 1 else out
         if use == "predict_proba":
             return np.log(np.clip(out, 1e-300, None))
         return np.column_stack([np.zeros_like(out), out]) if out.ndim == 1 else out
 
     def _scores(self, est: Any, X: Any) -> np.ndarray:
         use = self._response(est)
-        return self._as_logits(getattr(est, use)(X), use)
+        return self._as_features(getattr(est, use)(X), use)
 
-    def fit(self, X: Any, y: Any) -> CalibratedClassifier:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+        """Fit the estimator (unless frozen or prefit) and the method; see the class."""
+        from sklearn.utils import column_or_1d, indexable
+        from sklearn.utils.multiclass import check_classification_targets
+
+        check_classification_targets(y)
+        X, y = indexable(X, y)
+        y = column_or_1d(y, warn=True)
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
-            self._fit(X, np.asarray(y))
+            self._fit(X, y, sample_weight, fit_params)
         for w in said:  # at the caller's line, not calibkit's
             warnings.warn(w.message, w.category, stacklevel=2)
+        first = self.pairs_[0][0]
+        for name in ("n_features_in_", "feature_names_in_"):
+            if hasattr(first, name):
+                setattr(self, name, getattr(first, name))
         return self
 
-    def _fit(self, X: Any, y: np.ndarray) -> None:
-        if self.estimator is None:
-            from sklearn.svm import LinearSVC
+    def _fit(self, X: Any, y: np.ndarray, sample_weight: Any, fit_params: dict) -> None:
+        from sklearn.frozen import FrozenEstimator
 
-            self._fit_cv(X, y, LinearSVC(random_state=0), 5 if self.cv is None else self.cv)
-        elif self.cv is None:
-            check_is_fitted(self.estimator)
-            self.classes_ = np.asarray(self.estimator.classes_)
-            known = np.isin(y, self.classes_)
+        self.classes_ = np.unique(y)
+        self.method_ = self._check_method(len(self.classes_))
+        weights = self._check_weights(sample_weight, X)
+        estimator = self._estimator()
+        routed = self._routed(estimator, weights, fit_params)
+        if self.cv == "prefit" or isinstance(estimator, FrozenEstimator):
+            if self.cv == "prefit":
+                check_is_fitted(estimator)
+            prefit = estimator if self.cv == "prefit" else estimator.estimator
+            known = np.isin(y, prefit.classes_)
             if not known.all():
                 raise ValueError(
                     f"y: label {y[~known][0].item()!r} is not one of the estimator's classes"
                 )
-            self.pairs_ = [(self.estimator, self._calibrate(self._scores(self.estimator, X), y))]
-        else:
-            self._fit_cv(X, y, self.estimator, self.cv)
+            self.classes_ = np.asarray(prefit.classes_)
+            self.pairs_ = [(estimator, self._calibrate(self._scores(estimator, X), y, weights))]
+            return
+        self._fit_cv(X, y, estimator, routed, weights)
 
-    def _calibrate(self, scores: np.ndarray, y: np.ndarray) -> Any:
-        return posthoc.create(self.method).fit(scores, np.searchsorted(self.classes_, y))
+    def _check_method(self, n_classes: int) -> str:
+        """The calibkit spec of ``method`` (scikit-learn's names mapped)."""
+        spec = SKLEARN_METHODS.get(self.method, self.method)
+        if posthoc.REGISTRY.factory(posthoc.REGISTRY.check(spec).name).level != "logits":
+            raise ValueError(f"method: {self.method!r} does not calibrate logits")
+        return spec
 
-    def _fit_cv(self, X: Any, y: np.ndarray, estimator: Any, cv: Any) -> None:
+    def _check_weights(self, sample_weight: Any, X: Any) -> np.ndarray | None:
+        """``sample_weight`` checked (scikit-learn's rules). calibkit's methods take whole
+        weights, as repeated rows (a likelihood fit's exact weighting); others are refused."""
+        if sample_weight is None:
+            return None
+        from sklearn.utils.validation import _check_sample_weight
+
+        weights = _check_sample_weight(sample_weight, X)
+        if not np.array_equal(weights, np.round(weights)):
+            raise ValueError(
+                "sample_weight: calibkit's calibrators take whole-number weights (as repeated "
+                f"rows); got {weights[weights != np.round(weights)][0]:g}; round them, or "
+                "calibrate with scikit-learn's CalibratedClassifierCV"
+            )
+        return weights
+
+    def _routed(self, estimator: Any, weights: Any, fit_params: dict) -> Any:
+        """The fit parameters of the estimator and the splitter (metadata routing)."""
+        from sklearn.utils.metadata_routing import _routing_enabled, process_routing
+
+        if _routing_enabled():
+            extra = {} if weights is None else {"sample_weight": weights}
+            return process_routing(self, "fit", **extra, **fit_params)
+        from sklearn.utils import Bunch
+
+        takes = "sample_weight" in inspect.signature(estimator.fit).parameters
+        fit = dict(fit_params) | (
+            {"sample_weight": weights} if takes and weights is not None else {}
+        )
+        return Bunch(estimator=Bunch(fit=fit), splitter=Bunch(split={}))
+
+    def get_metadata_routing(self) -> Any:
+        """Where fit's metadata goes: the estimator's ``fit`` and the splitter's ``split``."""
+        from sklearn.model_selection import check_cv
+        from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
+
+        return (
+            MetadataRouter(owner=self.__class__.__name__)
+            .add_self_request(self)
+            .add(
+                estimator=self._estimator(),
+                method_mapping=MethodMapping().add(caller="fit", callee="fit"),
+            )
+            .add(
+                splitter=check_cv(None if self.cv == "prefit" else self.cv),
+                method_mapping=MethodMapping().add(caller="fit", callee="split"),
+            )
+        )
+
+    def _calibrate(self, scores: np.ndarray, y: np.ndarray, weights: Any = None) -> Any:
+        """The method fitted on ``scores`` (:meth:`_as_features`) of labels ``y``, each row
+        repeated its whole ``weights`` times (0: left out)."""
+        labels = np.searchsorted(self.classes_, y)
+        if weights is not None:
+            rows = np.repeat(np.arange(len(y)), weights.astype(np.int64))
+            scores, labels = scores[rows], labels[rows]
+            if len(np.unique(labels)) < 2:
+                raise ValueError(
+                    "sample_weight: the rows with a weight hold one class; calibrating needs "
+                    "at least two classes"
+                )
+        if len(np.unique(labels)) < 2:  # a small fold: scikit-learn copes, and so do we
+            warnings.warn(
+                f"the calibration rows of a fold hold one class ({self.classes_[labels[0]]!r}); "
+                "its scores are used uncalibrated (use fewer folds)",
+                posthoc.anomalies.CalibrationWarning,
+                stacklevel=2,
+            )
+            raw_probs = self.method in ("sigmoid", "isotonic") and (
+                self._response(self._estimator()) == "predict_proba"
+            )
+            return Uncalibrated(len(self.classes_), probabilities=raw_probs)
+        if self.method in ("sigmoid", "isotonic"):
+            return PerClass(self.method_).fit(scores, labels, len(self.classes_))
+        return posthoc.create(self.method_).fit(scores, labels)
+
+    def _fit_cv(self, X: Any, y: np.ndarray, estimator: Any, routed: Any, weights: Any) -> None:
+        from joblib import Parallel, delayed
         from sklearn.base import clone
         from sklearn.model_selection import check_cv, cross_val_predict
+
+        folds = check_cv(self.cv, y, classifier=True)
+        fit = routed.estimator.fit
+        if self.ensemble is False:
+            use = self._response(estimator)
+            out = cross_val_predict(
+                clone(estimator), X, y, cv=folds, method=use, n_jobs=self.n_jobs, params=fit
+            )
+            calibrator = self._calibrate(self._as_features(out, use), y, weights)
+            self.pairs_ = [(clone(estimator).fit(X, y, **fit), calibrator)]
+            return
+        if self.ensemble not in (True, "auto"):
+            raise ValueError(f"ensemble: expected True, False or 'auto', got {self.ensemble!r}")
+        splits = list(folds.split(X, y, **routed.splitter.split))
+        self.pairs_ = Parallel(n_jobs=self.n_jobs)(
+            delayed(self._fold)(i, clone(estimator), X, y, train, held, fit, weights)
+            for i, (train, held) in enumerate(splits)
+        )
+
+    def _fold(self, i, est, X, y, train, held, fit, weights):
+        """One fold: the clone fitted on ``train``, the method on its scores on ``held``."""
         from sklearn.utils import _safe_indexing
 
-        self.classes_ = np.unique(y)
-        folds = check_cv(cv, y, classifier=True)
-        if not self.ensemble:
-            use = self._response(estimator)
-            out = cross_val_predict(clone(estimator), X, y, cv=folds, method=use)
-            calibrator = self._calibrate(self._as_logits(out, use), y)
-            self.pairs_ = [(clone(estimator).fit(X, y), calibrator)]
-            return
-        self.pairs_ = []
-        for i, (train, held) in enumerate(folds.split(X, y)):
-            est = clone(estimator).fit(_safe_indexing(X, train), y[train])
-            if len(est.classes_) != len(self.classes_):
-                raise ValueError(
-                    f"cv: fold {i + 1}'s training rows lack class "
-                    f"{np.setdiff1d(self.classes_, est.classes_)[0].item()!r}; use fewer folds "
-                    "or ensemble=False"
-                )
-            held_y = y[held]
-            self.pairs_.append(
-                (est, self._calibrate(self._scores(est, _safe_indexing(X, held)), held_y))
+        params = {k: _safe_indexing(v, train) if _per_sample(v, y) else v for k, v in fit.items()}
+        est.fit(_safe_indexing(X, train), y[train], **params)
+        if len(est.classes_) != len(self.classes_):
+            raise ValueError(
+                f"cv: fold {i + 1}'s training rows lack class "
+                f"{np.setdiff1d(self.classes_, est.classes_)[0].item()!r}; use fewer folds "
+                "or ensemble=False"
             )
+        held_X = _safe_indexing(X, held)
+        held_w = None if weights is None else weights[held]
+        return est, self._calibrate(self._scores(est, held_X), y[held], held_w)
 
     @property
     def calibrator_(self) -> Any:
@@ -246,10 +471,7 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "pairs_")
-        probs = [
-            cal.predict_proba(torch.as_tensor(self._scores(est, X))).numpy()
-            for est, cal in self.pairs_
-        ]
+        probs = [_proba(cal, self._scores(est, X)) for est, cal in self.pairs_]
         return np.mean(probs, axis=0)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
@@ -258,11 +480,37 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             return np.log(self.predict_proba(X))
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Calibrated scores, (n, K): the log-probabilities (argmax as :meth:`predict`)."""
-        return self.predict_log_proba(X)
+        """Calibrated scores: the log-probabilities, (n, K), argmax as :meth:`predict`; on
+        two classes the log-odds of the second, (n,), as scikit-learn's binary classifiers
+        give (so ``roc_auc`` and ``average_precision`` scorers take it)."""
+        logp = self.predict_log_proba(X)
+        if logp.shape[1] == 2:
+            with np.errstate(invalid="ignore"):
+                return logp[:, 1] - logp[:, 0]
+        return logp
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[self.predict_proba(X).argmax(1)]
+        proba = self.predict_proba(X)  # NotFittedError before classes_ is read
+        return self.classes_[proba.argmax(1)]
+
+    def __sklearn_tags__(self) -> Any:
+        from sklearn.utils import get_tags
+
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = get_tags(self._estimator()).input_tags.sparse
+        return tags
+
+
+def _proba(calibrator: Any, features: np.ndarray) -> np.ndarray:
+    """Calibrated probabilities (n, K) from a calibkit method or a :class:`PerClass`."""
+    if isinstance(calibrator, PerClass | Uncalibrated):
+        return calibrator.predict_proba(features)
+    return calibrator.predict_proba(torch.as_tensor(features)).numpy()
+
+
+def _per_sample(value: Any, y: np.ndarray) -> bool:
+    """Whether a fit parameter holds one value per sample (indexed by the folds)."""
+    return hasattr(value, "__len__") and not isinstance(value, str) and len(value) == len(y)
 
 
 #: other libraries' names of calibkit's metrics (scikit-learn's scorers, torchmetrics)

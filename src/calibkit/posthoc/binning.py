@@ -36,6 +36,7 @@ __all__ = [
     "IsotonicCalibration",
     "PlattScaling",
     "ScalingBinning",
+    "logistic_newton",
     "replace_top",
 ]
 
@@ -343,9 +344,10 @@ BETA_MAX_COEF = 1e6
 FLOAT64_EPS = float(torch.finfo(torch.float64).eps)
 
 
-def _logistic_newton(x: Tensor, t: Tensor, max_iter: int) -> tuple[Tensor, int, bool]:
-    """Unpenalised logistic regression of the 0/1 targets ``t`` (N,) on the columns of ``x``
-    (N, d): Newton's method with step halving, in ``x``'s dtype. Returns (weights (d,),
+def logistic_newton(x: Tensor, t: Tensor, max_iter: int) -> tuple[Tensor, int, bool]:
+    """Unpenalised logistic regression of the targets ``t`` (N,) in [0, 1] (0/1 labels, or
+    Platt's smoothed targets) on the columns of ``x`` (N, d): Newton's method with step
+    halving, in ``x``'s dtype. Returns (weights (d,),
     iterations, converged: the largest gradient entry below 1e-10)."""
     w = x.new_zeros(x.shape[1])
 
@@ -445,20 +447,18 @@ class BetaCalibration(_ConfidenceMap):
         lp, lq = _beta_features(conf, self.clip)
         one = torch.ones_like(lp)
         if self.parameters == "am":
-            (w, c), it, ok = _logistic_newton(torch.stack([lp + lq, one], 1), t, BETA_MAX_ITER)
+            (w, c), it, ok = logistic_newton(torch.stack([lp + lq, one], 1), t, BETA_MAX_ITER)
             if w < 0:  # a decreasing map: the best monotone one is the constant base rate
                 return _constant_map(t, float(t.mean())), it, ok
             return torch.stack([w, w, c]), it, ok
         if self.parameters == "ab":
             ln2 = math.log(2.0)
-            (a, b), it, ok = _logistic_newton(
-                torch.stack([lp + ln2, lq - ln2], 1), t, BETA_MAX_ITER
-            )
+            (a, b), it, ok = logistic_newton(torch.stack([lp + ln2, lq - ln2], 1), t, BETA_MAX_ITER)
             return torch.stack([a, b, (a - b) * ln2]), it, ok
-        (a, b, c), it, ok = _logistic_newton(torch.stack([lp, lq, one], 1), t, BETA_MAX_ITER)
+        (a, b, c), it, ok = logistic_newton(torch.stack([lp, lq, one], 1), t, BETA_MAX_ITER)
         if a < 0 or b < 0:  # drop the negative term, refit the other (Kull et al. 2017, §3)
             keep = lq if a < 0 else lp
-            (w, c), more, ok = _logistic_newton(torch.stack([keep, one], 1), t, BETA_MAX_ITER)
+            (w, c), more, ok = logistic_newton(torch.stack([keep, one], 1), t, BETA_MAX_ITER)
             a, b = (a.new_zeros(()), w) if a < 0 else (w, b.new_zeros(()))
             it += more
             if w < 0:  # both at their bound: the best map is the constant base rate
