@@ -27,29 +27,17 @@ import io
 import sqlite3
 import zipfile
 from collections.abc import Callable
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import torch
 from tests.bench.rows import write as write_rows
+from tests.bench.test_hostile_folders import HOSTILE, Page, rendered
 from tests.posthoc.test_forged_files import contents
 
 from calibkit import posthoc
 from calibkit.bench.store import ALL, Store
 from calibkit.posthoc.files import write_checked
-
-#: names as someone hostile writes them
-HOSTILE = {
-    "script": "<script>document.title='pwned'</script>",
-    "img": "<img src=x onerror=alert(1)>",
-    "pipe": "a | 99.99 | b",
-    "newline": "CE\n| forged | 99.99 |",
-    "rich": "[red]CE[/red] [/]",
-    "math": r"$\foo$",
-    "bold": "**0.5**",
-    "escape": "CE\x1b[2J",
-}
 
 
 def fourth_round(d: Path, make: Callable) -> list:
@@ -103,80 +91,43 @@ def fourth_round(d: Path, make: Callable) -> list:
     # symlinks: every place a command writes, pointing at a file, at nothing, at a folder
     for where, target in targets.items():
         guard = [victim, shelter]
-        for name in (".bench.lock", "results.sqlite.lock", "results.sqlite", "train", "runs"):
-            folder = h / f"bench{next(n)}"
-            planted(folder / name, target)
-            case(
+        for command, names, source in (
+            (
                 "bench",
-                ["bench", spec, "-o", folder],
-                False,
-                f"{name} -> {where}",
-                "symlinks",
-                guard,
-                "is a symbolic link",
-            )
-        for name in ("figures", "report.md", "report.html"):
-            folder = h / f"report{next(n)}"
-            planted(folder / name, target)
+                (".bench.lock", "results.sqlite.lock", "results.sqlite", "train", "runs"),
+                spec,
+            ),
+            ("report", ("figures", "report.md", "report.html"), store),
+        ):  # a link below the folder
+            for name in names:
+                folder = h / f"{command}{next(n)}"
+                planted(folder / name, target)
+                case(
+                    command,
+                    [command, source, "-o", folder],
+                    False,
+                    f"{name} -> {where}",
+                    "symlinks",
+                    guard,
+                    "is a symbolic link",
+                )
+        for command, args, suffix in (
+            ("fit", ["--method", "ts", "--val", good, "-o"], ".calib"),
+            ("apply", [ts, good, "-o"], ".npz"),
+            ("apply", [ts, "--onnx"], ".onnx"),
+            ("evaluate", [good, "--plot"], ".png"),
+            ("bench", [spec, "-o", h / f"b{next(n)}", "--doc"], ".md"),
+        ):
+            link = planted(h / f"out{next(n)}{suffix}", target)
             case(
-                "report",
-                ["report", store, "-o", folder],
+                command,
+                [command, *args, link],
                 False,
-                f"{name} -> {where}",
+                f"{args[-1]} -> {where}",
                 "symlinks",
                 guard,
                 "is a symbolic link",
             )
-        link = planted(h / f"out{next(n)}.calib", target)
-        case(
-            "fit",
-            ["fit", "--method", "ts", "--val", good, "-o", link],
-            False,
-            f"-o -> {where}",
-            "symlinks",
-            guard,
-            "is a symbolic link",
-        )
-        link = planted(h / f"out{next(n)}.npz", target)
-        case(
-            "apply",
-            ["apply", ts, good, "-o", link],
-            False,
-            f"-o -> {where}",
-            "symlinks",
-            guard,
-            "is a symbolic link",
-        )
-        link = planted(h / f"out{next(n)}.onnx", target)
-        case(
-            "apply",
-            ["apply", ts, "--onnx", link],
-            False,
-            f"--onnx -> {where}",
-            "symlinks",
-            guard,
-            "is a symbolic link",
-        )
-        link = planted(h / f"plot{next(n)}.png", target)
-        case(
-            "evaluate",
-            ["evaluate", good, "--plot", link],
-            False,
-            f"--plot -> {where}",
-            "symlinks",
-            guard,
-            "is a symbolic link",
-        )
-        link = planted(h / f"doc{next(n)}.md", target)
-        case(
-            "bench",
-            ["bench", spec, "-o", h / f"b{next(n)}", "--doc", link],
-            False,
-            f"--doc -> {where}",
-            "symlinks",
-            guard,
-            "is a symbolic link",
-        )
 
     # names: each hostile text in each place a store keeps one, reported
     for label, name in HOSTILE.items():
@@ -442,44 +393,23 @@ def _store(
     return path
 
 
-class _Elements(HTMLParser):
-    """The elements of a page, and the number of cells of each row of each table."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[str] = []
-        self.tables: list[list[int]] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr" and self.tables:
-            self.tables[-1].append(0)
-        elif tag in ("td", "th") and self.tables and self.tables[-1]:
-            self.tables[-1][-1] += 1
-
-
 def _rendered(folder: Path) -> Callable[[], str | None]:
     """A check of a report: report.md rendered with raw HTML on, and report.html, hold no
     script and no image but the figures, and every table has rows of one width (a name
     adds no cell and no row)."""
 
     def check() -> str | None:
-        from markdown_it import MarkdownIt
-
         md = (folder / "report.md").read_text()
         page = (folder / "report.html").read_text()
-        rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
-        for what, text, figures in (
-            ("report.md", rendered, md.count("](figures/")),
-            ("report.html", page, page.count("data:image/png")),
+        html = Page()
+        html.feed(page)
+        for what, found, figures in (
+            ("report.md", rendered(md), md.count("](figures/")),
+            ("report.html", html, page.count("data:image/png")),
         ):
-            found = _Elements()
-            found.feed(text)
             if "script" in found.tags or found.tags.count("img") != figures:
                 return f"{what}: a name became markup"
-            if any(len(set(rows)) > 1 for rows in found.tables):
+            if any(len({len(row) for row in table}) > 1 for table in found.tables):
                 return f"{what}: a name added or removed a table cell"
         return None
 
@@ -599,4 +529,4 @@ def _declare_terabytes(path: Path) -> None:
         archive.writestr("labels.npy", buf.getvalue())
 
 
-__all__ = ["HOSTILE", "fourth_round"]
+__all__ = ["fourth_round"]

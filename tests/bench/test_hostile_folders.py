@@ -151,25 +151,32 @@ def _hostile_store(path):
     return store
 
 
-class _Tags(HTMLParser):
-    """Every element of a page, and the text of each table row's cells."""
+class Page(HTMLParser):
+    """Every element of a page (``tags``) and its tables: each a list of rows, each row the
+    text of its cells (``tables``; ``rows``: every table's rows, in order)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tags: list[str] = []
-        self.rows: list[list[str]] = []
+        self.tables: list[list[list[str]]] = []
         self._cell: list[str] | None = None
+
+    @property
+    def rows(self) -> list[list[str]]:
+        return [row for table in self.tables for row in table]
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
-        if tag == "tr":
-            self.rows.append([])
-        if tag in ("td", "th"):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
             self._cell = []
 
     def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
+        if tag in ("td", "th") and self._cell is not None and self.tables:
+            self.tables[-1][-1].append("".join(self._cell))
             self._cell = None
 
     def handle_data(self, data):
@@ -177,12 +184,11 @@ class _Tags(HTMLParser):
             self._cell.append(data)
 
 
-def _rendered(markdown: str) -> _Tags:
+def rendered(markdown: str) -> Page:
     """``markdown`` rendered by markdown-it (CommonMark with GitHub's tables, raw HTML on)."""
-    page = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
-    tags = _Tags()
-    tags.feed(page)
-    return tags
+    page = Page()
+    page.feed(MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown))
+    return page
 
 
 def _shown(name: str) -> str:
@@ -197,13 +203,13 @@ def test_hostile_names_render_as_text_in_report_md_and_the_doc_section(tmp_path)
         (tmp_path / "report" / "report.md").read_text(),
         study_markdown(tmp_path / "r.sqlite"),
     ):
-        page = _rendered(markdown)
+        page = rendered(markdown)
         assert "script" not in page.tags and not {"em", "code"} & set(page.tags)
         assert page.tags.count("img") == markdown.count("](figures/")  # only the figures
         cells = {c for row in page.rows for c in row}
         missing = {_shown(n) for n in HOSTILE.values()} - cells
         assert not missing, missing  # every name, whole, in a cell of its own
-    headline = _rendered((tmp_path / "report" / "report.md").read_text()).rows
+    headline = rendered((tmp_path / "report" / "report.md").read_text()).rows
     first = next(i for i, r in enumerate(headline) if r[0] == "method")
     table = headline[first : first + 1 + len(HOSTILE)]
     assert all(len(r) == len(table[0]) for r in table)  # no cell added or lost
@@ -225,7 +231,7 @@ def test_hostile_names_stay_text_in_report_html_in_chromium(tmp_path):
         check=True,
     ).stdout
     assert "pwned" not in dom.split("</title>")[0]  # no script ran
-    tags = _Tags()
+    tags = Page()
     tags.feed(dom)
     assert "script" not in tags.tags and tags.tags.count("img") == dom.count("data:image/png")
     assert html.escape(HOSTILE["script"], quote=False) in dom
