@@ -164,19 +164,15 @@ def test_torchmetrics_names_and_arguments_give_torchmetrics_numbers(norm):
     p = torch.softmax(3 * torch.randn(2000, 5, generator=g), 1)
     y = torch.randint(5, (2000,), generator=g)
     theirs = Theirs(num_classes=5, n_bins=15, norm=norm)
-    ours = MulticlassCalibrationError(
-        num_classes=5, n_bins=15, norm=norm, probs=True, binning="torchmetrics"
-    )
-    generic = CalibrationError(
-        task="multiclass", num_classes=5, norm=norm, probs=True, binning="torchmetrics"
-    )
+    ours = MulticlassCalibrationError(num_classes=5, n_bins=15, norm=norm)
+    generic = CalibrationError(task="multiclass", num_classes=5, norm=norm)
     for m in (theirs, ours, generic):
         m.update(p, y)
     assert float(ours.compute()) == pytest.approx(float(theirs.compute()), abs=1e-6)
     assert float(generic.compute()) == float(ours.compute())
-    with pytest.raises(ValueError, match="task: 'binary' is not taken"):
-        MulticlassCalibrationError(task="binary")
-    with pytest.raises(ValueError, match="3 classes where num_classes=5"):
+    with pytest.raises(ValueError, match="task: expected 'binary' or 'multiclass'"):
+        CalibrationError(task="multilabel")
+    with pytest.raises(ValueError, match=r"3 classes \(axis 1\) where num_classes=5"):
         ours.update(p[:, :3].contiguous(), y % 3)
 
 

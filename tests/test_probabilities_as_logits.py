@@ -126,15 +126,23 @@ HALF = [torch.float16, torch.bfloat16, torch.float32]
 def test_half_precision_softmax_is_refused_at_every_entry_point(dtype, real_logits):
     """Issue 54 §1: a float16 or bfloat16 softmax (Lightning's and torchmetrics' usual
     mixed precision) is refused like a float32 one: before the fix the refusal used float32's
-    tolerance and ECE read the float16 probabilities as logits, 0.7067 for 0.0475."""
-    from calibkit.adapters.torchmetrics import MulticlassCalibrationError
+    tolerance and ECE read the float16 probabilities as logits, 0.7067 for 0.0475.
+    torchmetrics' own names follow torchmetrics' convention (values in [0, 1] are
+    probabilities), so they read them right: as torchmetrics does."""
+    from torchmetrics.classification import MulticlassCalibrationError as Theirs
+
+    from calibkit.adapters.torchmetrics import ECE, MulticlassCalibrationError
 
     z, y = torch.as_tensor(real_logits[2]), torch.as_tensor(real_logits[3]).long()
     p = torch.softmax(z, 1).to(dtype)
     _refused(lambda: M.ece(p, y))
     _refused(lambda: evaluate(p, y, optimal=False))
     _refused(lambda: CalibrationMeter().update(p, y))
-    _refused(lambda: MulticlassCalibrationError(num_classes=10)(p, y))
+    _refused(lambda: ECE()(p, y))
+    right = float(MulticlassCalibrationError(num_classes=10)(p, y))
+    # torchmetrics sums 10,000 float32 confidences in float32: 4e-6 of its own rounding
+    assert right == pytest.approx(float(Theirs(num_classes=10)(p, y)), abs=1e-5)
+    assert right == pytest.approx(M.ece(z, y), abs=3e-3)  # not 0.7
     with pytest.raises(ValueError, match="look like probabilities"):
         posthoc.create("ts").fit(p, y)
     if dtype == torch.float16:  # NumPy has float16 (not bfloat16): the same from an array

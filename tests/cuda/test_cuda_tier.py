@@ -268,7 +268,7 @@ def test_the_training_rate_reference_is_measured_on_the_gpu():
 def test_half_precision_probabilities_on_cuda_are_refused(zy, dtype):
     """Issue 54 §1 on the GPU: a half-precision softmax made on CUDA is refused, not read as
     logits, by the functions, the meter and the torchmetrics adapter."""
-    from calibkit.adapters.torchmetrics import MulticlassCalibrationError
+    from calibkit.adapters.torchmetrics import ECE
     from calibkit.metrics import CalibrationMeter
 
     z, y = (t.to(CUDA) for t in zy)
@@ -276,7 +276,7 @@ def test_half_precision_probabilities_on_cuda_are_refused(zy, dtype):
     for call in (
         lambda: M.ece(p, y),
         lambda: CalibrationMeter().update(p, y),
-        lambda: MulticlassCalibrationError(num_classes=10).to(CUDA)(p, y),
+        lambda: ECE().to(CUDA)(p, y),
     ):
         with pytest.raises(ValueError, match="look like probabilities"):
             call()

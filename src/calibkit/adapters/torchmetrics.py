@@ -45,6 +45,7 @@ __all__ = [
     "ECE",
     "MCE",
     "AdaptiveECE",
+    "BinaryCalibrationError",
     "CalibrationError",
     "MulticlassCalibrationError",
     "RMSCalibrationError",
@@ -193,43 +194,45 @@ class RefinementAUROC(_RankedCalibration):
         return value
 
 
-class MulticlassCalibrationError(_BinnedCalibration):
-    """torchmetrics' name and arguments for calibkit's binned calibration errors:
-    ``MulticlassCalibrationError(num_classes=10, n_bins=15, norm="l1")`` is :class:`ECE`,
-    ``norm="max"`` :class:`MCE`, ``norm="l2"`` :class:`RMSCalibrationError`. ``num_classes``
-    is checked against every batch. Inputs are logits, or probabilities with ``probs=True``
-    (torchmetrics guesses from the values; calibkit refuses probabilities given as logits,
-    docs/metrics.md)."""
+class _TorchmetricsCalibration(_BinnedCalibration):
+    """torchmetrics' calibration errors under their names, arguments and conventions, so
+    that changing only the import gives torchmetrics' numbers: values all in [0, 1] are
+    probabilities, anything else logits (softmax, or sigmoid on binary); ``ignore_index``
+    drops those targets; ``validate_args=False`` skips calibkit's checks of the values;
+    torchmetrics' bins (``binning="torchmetrics"``: [b, b'), a confidence of exactly 1.0 in
+    a bin of its own) with multiclass confidences in float32, as torchmetrics casts them.
+    The state is calibkit's O(bins) float64 bin sums, summed across processes."""
 
     def __init__(
         self,
-        num_classes: int | None = None,
         n_bins: int = 15,
         norm: str = "l1",
-        *,
-        task: str = "multiclass",
-        binning: str = "calibkit",
-        probs: bool = False,
+        ignore_index: int | None = None,
+        validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        if task != "multiclass":
-            raise ValueError(
-                f"task: {task!r} is not taken; binary problems are two-class multiclass "
-                "ones here (scores of shape (N, 2), or (N,) as the logit of class 1)"
-            )
         if norm not in _NORMS:
             raise ValueError(f"norm: expected one of {', '.join(_NORMS)}, got {norm!r}")
-        if num_classes is not None:
-            check_positive_int(num_classes, "num_classes", 2)
-        super().__init__(n_bins=n_bins, binning=binning, probs=probs, **kwargs)
-        self.num_classes, self.norm = num_classes, norm
+        if ignore_index is not None and (
+            isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
+        ):
+            raise ValueError(f"ignore_index: expected None or an integer, got {ignore_index!r}")
+        if not isinstance(validate_args, bool):
+            raise TypeError(f"validate_args: expected True or False, got {validate_args!r}")
+        kwargs.setdefault("binning", "torchmetrics")
+        super().__init__(n_bins=n_bins, probs=True, **kwargs)
+        self.norm, self.ignore_index, self.validate_args = norm, ignore_index, validate_args
 
-    def update(self, preds: Tensor, target: Tensor) -> None:
-        if self.num_classes is not None and preds.shape[-1] != self.num_classes:
-            raise ValueError(
-                f"preds: {preds.shape[-1]} classes where num_classes={self.num_classes}"
-            )
-        super().update(preds, target)
+    def _add(self, probs: Tensor, target: Tensor, binary: str, dtype: torch.dtype) -> None:
+        p = prepare(probs, target, probs=True, binary=binary, validate=self.validate_args)
+        sums = st.topbin_sums(p, BinScheme.make(self.n_bins, self.binning, dtype))
+        self.bins += sums[0].to(self.bins)
+
+    def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        if self.ignore_index is None:
+            return preds, target
+        keep = target != self.ignore_index
+        return preds[keep], target[keep]
 
     def compute(self) -> Tensor:
         sums, n = self._sums()
@@ -240,6 +243,74 @@ class MulticlassCalibrationError(_BinnedCalibration):
         return st.ece_from_sums(sums, n)[0]
 
 
+class MulticlassCalibrationError(_TorchmetricsCalibration):
+    """torchmetrics' ``MulticlassCalibrationError(num_classes, n_bins=15, norm="l1",
+    ignore_index=None, validate_args=True)``: top-label calibration error of ``preds``
+    (N, C, ...) probabilities or logits against ``target`` (N, ...) class indices
+    (:class:`_TorchmetricsCalibration`). ``norm="l1"`` is calibkit's :class:`ECE`, ``"max"``
+    :class:`MCE`, ``"l2"`` :class:`RMSCalibrationError` (without debiasing), each in
+    torchmetrics' bins; ``binning="calibkit"`` gives calibkit's."""
+
+    def __init__(
+        self,
+        num_classes: int | None = None,
+        n_bins: int = 15,
+        norm: str = "l1",
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if num_classes is not None:
+            check_positive_int(num_classes, "num_classes", 2)
+        super().__init__(n_bins, norm, ignore_index, validate_args, **kwargs)
+        self.num_classes = num_classes
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Add a batch: ``preds`` (N, C, ...) probabilities or logits, ``target`` (N, ...)."""
+        preds, target = torch.as_tensor(preds), torch.as_tensor(target)
+        if preds.ndim > 2:  # (N, C, ...) -> (N·..., C), as torchmetrics reads them
+            preds = preds.movedim(1, -1).reshape(-1, preds.shape[1])
+            target = target.reshape(-1)
+        if self.num_classes is not None and preds.ndim == 2 and preds.shape[1] != self.num_classes:
+            raise ValueError(
+                f"preds: {preds.shape[1]} classes (axis 1) where num_classes={self.num_classes}"
+            )
+        preds, target = self._kept(preds, target)
+        if not bool(((preds >= 0) & (preds <= 1)).all()):
+            preds = preds.softmax(1)
+        # torchmetrics bins float32 confidences; half precision stays itself (exact in
+        # float32, and its rows are checked at its own rounding)
+        probs = preds.float() if preds.dtype == torch.float64 else preds
+        self._add(probs, target, "top-label", torch.float32)
+
+
+class BinaryCalibrationError(_TorchmetricsCalibration):
+    """torchmetrics' ``BinaryCalibrationError(n_bins=15, norm="l1", ignore_index=None,
+    validate_args=True)``: calibration of P(class 1) (``preds`` (N, ...), a probability, or
+    a logit where any value lies outside [0, 1]) against the 0/1 ``target`` (N, ...), binned
+    in the predictions' dtype as torchmetrics does (calibkit's ``binary="positive"``)."""
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Add a batch: ``preds`` (N, ...) probabilities or logits of class 1, ``target``."""
+        preds, target = torch.as_tensor(preds).reshape(-1), torch.as_tensor(target).reshape(-1)
+        preds, target = self._kept(preds, target)
+        if not preds.is_floating_point():
+            raise ValueError(f"preds: expected floating scores, got {preds.dtype}")
+        if not bool(((preds >= 0) & (preds <= 1)).all()):
+            preds = preds.sigmoid()
+        self._add(torch.stack([1 - preds, preds], 1), target, "positive", preds.dtype)
+
+
+def CalibrationError(task: str = "multiclass", **kwargs: Any) -> _TorchmetricsCalibration:
+    """torchmetrics' generic name: ``CalibrationError(task="binary")`` is
+    :class:`BinaryCalibrationError`, ``task="multiclass"`` :class:`MulticlassCalibrationError`
+    (``num_classes``, ``n_bins``, ``norm``, ``ignore_index``, ``validate_args`` as there)."""
+    if task == "binary":
+        kwargs.pop("num_classes", None)
+        return BinaryCalibrationError(**kwargs)
+    if task == "multiclass":
+        return MulticlassCalibrationError(**kwargs)
+    raise ValueError(f"task: expected 'binary' or 'multiclass', got {task!r}")
+
+
 _NORMS = ("l1", "l2", "max")
-#: torchmetrics' generic name: ``CalibrationError(task="multiclass", num_classes=10)``
-CalibrationError = MulticlassCalibrationError
