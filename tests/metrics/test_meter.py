@@ -125,3 +125,36 @@ def test_sync_across_two_gloo_processes(tmp_path):
     for rank in range(2):
         got = {k: float(v) for k, v in torch.load(f"{out}.{rank}", weights_only=True).items()}
         _check(got, z, y)
+
+
+def test_the_meter_is_callable_and_round_trips_its_state(tmp_path):
+    """Issue 54 §5: ``meter(scores, labels)`` adds the batch and returns its own metrics (a
+    torchmetrics Metric's forward); ``state_dict`` survives ``torch.save`` and a
+    ``weights_only`` load, and a refused state leaves the meter as it was."""
+    import torch
+
+    from calibkit.metrics import CalibrationMeter, evaluate
+
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(600, 4, generator=g, dtype=torch.float64) * 3
+    y = torch.randint(0, 4, (600,), generator=g)
+    meter = CalibrationMeter()
+    first = meter(z[:300], y[:300])
+    alone = evaluate(z[:300], y[:300], optimal=False).metrics
+    assert first["ece"] == pytest.approx(alone["ece"], abs=1e-12)
+    meter(z[300:], y[300:])
+    whole = meter.compute()
+    assert whole["ece"] == pytest.approx(evaluate(z, y, optimal=False).metrics["ece"], abs=1e-12)
+    torch.save(meter.state_dict(), tmp_path / "meter.pt")
+    back = CalibrationMeter()
+    back.load_state_dict(torch.load(tmp_path / "meter.pt", weights_only=True))
+    assert back.compute() == whole
+    back.update(z[:10], y[:10])  # and it goes on accumulating
+    assert back.n == 610
+    other = CalibrationMeter(n_bins=10)
+    with pytest.raises(ValueError, match="not of a meter with these settings"):
+        other.load_state_dict(meter.state_dict())
+    broken = meter.state_dict() | {"top": torch.zeros(3, 2)}
+    with pytest.raises(ValueError, match="not a meter's state"):
+        back.load_state_dict(broken)
+    assert back.n == 610  # left as it was

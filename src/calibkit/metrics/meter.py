@@ -193,6 +193,67 @@ class CalibrationMeter:
         self._samples.extend(other._samples)
         return self
 
+    def settings(self) -> dict[str, Any]:
+        """What the meter was made with (``CalibrationMeter(**settings)`` makes its twin)."""
+        return {
+            "n_classes": self._init_classes,
+            "n_bins": self.n_bins,
+            "binning": self.binning,
+            "probs": self.probs,
+            "binary": self.binary,
+            "keep_samples": self.keep_samples,
+        }
+
+    def __call__(self, scores: Any, labels: Any) -> dict[str, float]:
+        """Add a batch, as :meth:`update`, and return the metrics of that batch alone (as a
+        torchmetrics ``Metric``'s ``forward`` does); :meth:`compute` gives every batch's."""
+        batch = CalibrationMeter(**self.settings()).update(scores, labels)
+        self.merge(batch)
+        return batch.compute()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The meter's state as plain values and tensors (``torch.save`` it; it loads with
+        ``weights_only=True``); :meth:`load_state_dict` restores it."""
+        conf, outcome, top_conf, correct = self._concat_samples()
+        return {
+            "settings": self.settings(),
+            "n_classes": self.n_classes,
+            "n": self.n,
+            "dtype": None if self.dtype is None else str(self.dtype).removeprefix("torch."),
+            "top": self.top,
+            "classwise": self.classwise,
+            "scalars": self.scalars,
+            "samples": [conf, outcome, top_conf, correct] if self.keep_samples else [],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output, all or nothing: a state of other settings,
+        shapes or types is refused in one line and the meter is left as it was."""
+        if not isinstance(state, dict) or state.get("settings") != self.settings():
+            raise ValueError(
+                "load_state_dict: the state is not of a meter with these settings "
+                f"({self.settings()})"
+            )
+        twin = CalibrationMeter(**self.settings())
+        try:
+            n, k = int(state["n"]), state["n_classes"]
+            if n:
+                twin._ensure_state(k, getattr(torch, state["dtype"]), state["top"].device)
+                for name in ("top", "classwise", "scalars"):
+                    value = state[name]
+                    if getattr(twin, name).shape != value.shape:
+                        raise ValueError(f"{name} has shape {tuple(value.shape)}")
+                    setattr(twin, name, value.to(torch.float64).clone())
+                if self.keep_samples:
+                    conf, outcome, top_conf, correct = state["samples"]
+                    if not len(conf) == len(outcome) == len(top_conf) == len(correct) == n:
+                        raise ValueError(f"the kept samples are not {n} long")
+                    twin._samples = [(conf, outcome.bool(), top_conf, correct.bool())]
+            twin.n = n
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise ValueError(f"load_state_dict: not a meter's state ({err})") from None
+        self.__dict__.update(twin.__dict__)
+
     # ----------------------------------------------------------------- distributed
 
     @documented(
