@@ -297,3 +297,14 @@ def test_an_mce_interval_stops_at_one():
     assert 0.0 <= lo <= hi == 1.0
     unclipped = interval(replicates, 0.99, 0.95, "basic", lower_bound=0.0)
     assert unclipped[1] > 1.7  # what it gave before the bound
+
+
+def test_a_note_tells_an_estimate_from_the_bound_it_lies_beyond():
+    """Issue 55 §6: "0.43 [0.40, 0.43] %" read as inside; the note prints the digits that
+    tell them apart."""
+    from calibkit.metrics.resample import bootstrap_intervals
+
+    replicates = {"ece": torch.linspace(0.0040, 0.004299, 100, dtype=torch.float64)}
+    _, _, notes = bootstrap_intervals({"ece": 0.0043}, replicates, 0.95, "percentile")
+    (note,) = notes
+    assert "ece 0.430 [0.401, 0.429] %" in note, note

@@ -267,9 +267,11 @@ def bootstrap_intervals(
             row = info(m)  # in the unit a table prints (% for an error), as the rows are
             scale = 100 if row.percent else 1
             unit = f" {row.shown_unit}" if row.shown_unit else ""
+            d = _telling_digits(row, est, lo, hi)
             outside.append(
-                f"{m} {row.display(est)} [{row.display(lo)}, {row.display(hi)}]{unit}, bias "
-                f"{bias[m] * scale:+.3f}, bias-corrected {row.display(est - bias[m])}"
+                f"{m} {row.format(est, d)} [{row.format(lo, d)}, {row.format(hi, d)}]{unit}, "
+                f"bias {bias[m] * scale:+.{d + 1}f}, bias-corrected "
+                f"{row.format(est - bias[m], d)}"
             )
     notes = []
     if outside:
@@ -280,6 +282,17 @@ def bootstrap_intervals(
             + "; ".join(outside)
         )
     return intervals, bias, notes
+
+
+def _telling_digits(row: Any, est: float, lo: float, hi: float) -> int:
+    """The fewest decimals (from the table's own, 2 or 4) at which an estimate outside its
+    interval does not print as one of its bounds ("0.43 [0.40, 0.43]" read as inside)."""
+    first = 2 if row.percent else 4
+    for digits in range(first, first + 5):
+        shown = row.format(est, digits)
+        if shown not in (row.format(lo, digits), row.format(hi, digits)):
+            return digits
+    return first + 5
 
 
 def percentile_interval(v: Tensor, ci: float) -> tuple[float, float]:
