@@ -80,3 +80,19 @@ def test_one_worker_reports_each_epoch_of_a_run(tmp_path):
     )
     assert "CE seed 1: training, epoch 1, step 7/14" in seen
     assert "CE seed 1: training, epoch 2, step 14/14" in seen
+
+
+def test_pack_on_ray_is_refused_not_ignored(tmp_path, capsys):
+    """Issue 52 §8: ``--pack`` was ignored on Ray without a word; now it is refused in one
+    line, before anything is written (the CLI names its flags)."""
+    from tests.test_cli import run
+
+    with pytest.raises(ValueError, match="pack=True needs engine='local'"):
+        run_bench(resolve(RAW), tmp_path / "out", engine="ray", pack=True)
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "spec.yaml").write_text(json.dumps(RAW))  # JSON is YAML
+    code, _, err = run(
+        ["bench", str(tmp_path / "spec.yaml"), "--engine", "ray", "--pack", "-o", str(tmp_path)],
+        capsys,
+    )
+    assert code == 2 and "needs engine='local'" in err and len(err.strip().splitlines()) == 1

@@ -165,7 +165,8 @@ def run_bench(
     ``progress(done, total, run, status=None)`` is called as runs land, and with ``status``
     (what the workers are doing, one phrase per busy worker) at least every second while
     they run. ``pack``: train the stage-1 networks of runs that share a model, data and
-    schedule together first (None: where they train on CUDA; :mod:`calibkit.bench.pack`).
+    schedule together first (None: where they train on CUDA; :mod:`calibkit.bench.pack`);
+    on Ray every run trains as its own task, so ``pack=True`` is refused there.
 
     Every run uses ``threads`` CPU threads whatever the engine or the number of workers: a
     run's numbers depend on the thread count (it changes the order of float sums), so a fixed
@@ -174,6 +175,11 @@ def run_bench(
         raise ValueError(f"engine: expected 'local' or 'ray', got {engine!r}")
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    if engine == "ray" and pack:  # said, not ignored: Ray trains every run as its own task
+        raise ValueError(
+            "pack=True needs engine='local': on Ray every run trains as its own task, "
+            "unpacked; leave pack out there"
+        )
     ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
     for folder in ("train", "runs"):  # a link planted there: refused before any run
