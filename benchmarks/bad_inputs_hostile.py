@@ -151,13 +151,7 @@ def fourth_round(d: Path, make: Callable) -> list:
         # command that reads labels (an --ood file's labels are not read)
         no_labels = cause is not None and cause.startswith("no labels ")
         bad_labels = cause is not None and cause.startswith("labels ")
-        for command, argv in (
-            ("evaluate", ["evaluate", f, "--no-smooth", "--no-optimal"]),
-            ("fit", ["fit", "--method", "ts", "--val", f, "-o", h / "t.calib"]),
-            ("apply", ["apply", ts, f, "-o", h / "t.npz"]),
-            ("compare", ["compare", "--file", f, "--split", "0.5", "--methods", "ts"]),
-            ("evaluate", ["evaluate", good, "--ood", f, "--no-smooth", "--no-optimal"]),
-        ):
+        for command, argv in _readers(f, good, ts, h):
             ok = (
                 cause is None
                 or ((no_labels or bad_labels) and "--ood" in argv)
@@ -235,13 +229,7 @@ def fourth_round(d: Path, make: Callable) -> list:
         f = h / f"{name}.npz"
         np.savez(f, **arrays)
         labels_only = name.startswith("label-")
-        for command, argv in (
-            ("evaluate", ["evaluate", f, "--no-smooth", "--no-optimal"]),
-            ("fit", ["fit", "--method", "ts", "--val", f, "-o", h / "t.calib"]),
-            ("apply", ["apply", ts, f, "-o", h / "t.npz"]),
-            ("compare", ["compare", "--file", f, "--split", "0.5", "--methods", "ts"]),
-            ("evaluate", ["evaluate", good, "--ood", f, "--no-smooth", "--no-optimal"]),
-        ):
+        for command, argv in _readers(f, good, ts, h):
             ok = labels_only and "--ood" in argv
             case(
                 command,
@@ -347,6 +335,18 @@ def fourth_round(d: Path, make: Callable) -> list:
     ):
         case(command, argv, False, "an .npz declaring 4 TB", "bombs", [bomb], "declares shape")
     return out
+
+
+def _readers(f: Path, good: Path, ts: Path, h: Path) -> list[tuple[str, list]]:
+    """(command, argv) of every command that reads the scores file ``f``: as the data, as
+    the calibration split, to apply a calibrator to, to compare on, and as OOD scores."""
+    return [
+        ("evaluate", ["evaluate", f, "--no-smooth", "--no-optimal"]),
+        ("fit", ["fit", "--method", "ts", "--val", f, "-o", h / "t.calib"]),
+        ("apply", ["apply", ts, f, "-o", h / "t.npz"]),
+        ("compare", ["compare", "--file", f, "--split", "0.5", "--methods", "ts"]),
+        ("evaluate", ["evaluate", good, "--ood", f, "--no-smooth", "--no-optimal"]),
+    ]
 
 
 def _store(

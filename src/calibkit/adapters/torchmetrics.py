@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         "calibkit.adapters.torchmetrics needs torchmetrics: pip install 'calibkit[torchmetrics]'"
     ) from None
 
-from .._checks import check_positive_int
+from .._checks import check_flag, check_positive_int
 from ..metrics import stats as st
 from ..metrics.binning import BinScheme
 from ..metrics.functional import undefined_auroc_message
@@ -217,11 +217,10 @@ class _TorchmetricsCalibration(_BinnedCalibration):
             isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
         ):
             raise ValueError(f"ignore_index: expected None or an integer, got {ignore_index!r}")
-        if not isinstance(validate_args, bool):
-            raise TypeError(f"validate_args: expected True or False, got {validate_args!r}")
         kwargs.setdefault("binning", "torchmetrics")
         super().__init__(n_bins=n_bins, probs=True, **kwargs)
-        self.norm, self.ignore_index, self.validate_args = norm, ignore_index, validate_args
+        self.norm, self.ignore_index = norm, ignore_index
+        self.validate_args = check_flag(validate_args, "validate_args")
 
     def _add(self, probs: Tensor, target: Tensor, binary: str, dtype: torch.dtype) -> None:
         p = prepare(probs, target, probs=True, binary=binary, validate=self.validate_args)
