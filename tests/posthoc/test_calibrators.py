@@ -380,6 +380,26 @@ def test_preconditioned_fit_reaches_the_optimum_of_scipy(reg, matrix, warm):
     assert objective(np.r_[w.reshape(-1).numpy(), b.numpy()])[0] == pytest.approx(loss, abs=1e-12)
 
 
+def test_the_first_affine_fit_of_a_process_does_not_import_torch_dynamo():
+    """torch.optim.LBFGS imported torch._dynamo on its first use: the first vector-scaling
+    fit of a process took 1.2-1.7 s against 0.03 s for the next (issue 54;
+    ``python benchmarks/affine_speed.py --cold`` times it against scipy)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch; from calibkit import posthoc\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "z = 3 * torch.randn(300, 4, generator=g, dtype=torch.float64)\n"
+        "y = torch.randint(4, (300,), generator=g)\n"
+        "for m in ('vector', 'matrix', 'dir-odir:lambdas=1.0,mus=0.1'):\n"
+        "    posthoc.create(m).fit(z, y)\n"
+        "print('torch._dynamo' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_predict_proba_returns_the_inputs_kind():
     from calibkit import posthoc
 

@@ -345,7 +345,7 @@ class _Unregularised(AffineCalibrator):
     """Affine maps without a penalty: no grid, no folds, no randomness.
 
     ``max_iter`` defaults to 2,000: unregularised matrix scaling is nearly flat in some
-    directions and needed 655 iterations on the ResNet-110 validation logits (5,000 × 10)
+    directions and needed 1,336 iterations on the ResNet-110 validation logits (5,000 × 10)
     to reach the gradient tolerance; at the former 500 it stopped "NOT converged" (issue
     31.3). A fit that converges stops early, so the cap costs nothing there."""
 
