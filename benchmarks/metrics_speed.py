@@ -13,12 +13,9 @@ measured three times and each cell keeps its best median, since absolute times o
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import statistics
 import sys
 import time
-import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -29,22 +26,20 @@ import torch
 from calibkit import metrics as M
 from calibkit.allocator import retain_freed_memory
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the peers' loader of the tests
+from tests.peers import torch_uncertainty
+
 SIZES = [(10_000, 10), (10_000, 100), (100_000, 100), (50_000, 1000), (1_000_000, 10)]
 
 
 def load_torch_uncertainty():
-    """TorchUncertainty's calibration metrics, loaded without its package ``__init__``
-    (which imports torchvision: its wheels pin another torch and pull CUDA). Installed with
-    ``pip install --no-deps torch-uncertainty==0.13.0``, the version these timings used."""
-    spec = importlib.util.find_spec("torch_uncertainty")
-    if spec is None:
+    """TorchUncertainty's adaptive and classwise calibration errors, or None where it is not
+    installed (``pip install --no-deps torch-uncertainty==0.13.0``, the version these
+    timings used; :mod:`tests.peers` loads its modules without torchvision)."""
+    ace = torch_uncertainty("calibration.adaptive_calibration_error")
+    if ace is None:
         return None
-    base = Path(spec.submodule_search_locations[0]) / "metrics" / "classification" / "calibration"
-    pkg = types.ModuleType("_tu_calibration")
-    pkg.__path__ = [str(base)]
-    sys.modules["_tu_calibration"] = pkg
-    ace = importlib.import_module("_tu_calibration.adaptive_calibration_error")
-    cw = importlib.import_module("_tu_calibration.classwise_calibration_error")
+    cw = torch_uncertainty("calibration.classwise_calibration_error")
     return ace.MulticlassAdaptiveCalibrationError, cw.ClasswiseCalibrationError
 
 

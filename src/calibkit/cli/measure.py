@@ -70,11 +70,11 @@ def evaluate(
     \b
     The metrics (fractions; docs/metrics.md defines each):
       accuracy, nll (nats), brier, entropy    means over samples
-      ece, aece, mce, classwise_ece           binned calibration errors (equal-width,
-                                              equal-mass, worst bin, per class)
+      ece, aece, mce, ace, classwise_ece      binned calibration errors (equal-width,
+                                              equal-mass, worst bin, bin mean, per class)
       debiased_ece, debiased_classwise_ece    the same, less their small-sample bias
       rms_ce, debiased_rms_ce, ks_error, smooth_ece   other calibration errors
-      refinement_auroc, aurc                  how well confidence ranks right over wrong
+      refinement_auroc, aurc, augrc           how well confidence ranks right over wrong
       optimal_ece (T*)                        the lowest ECE any temperature gives
       mean_confidence, gap, overconfident, underconfident   where the error comes from
 

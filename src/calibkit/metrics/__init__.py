@@ -6,7 +6,9 @@ from .bins import Bins
 from .evaluate import METRICS, OOD_METRICS, EvaluationResult, evaluate
 from .functional import (
     accuracy,
+    ace,
     aece,
+    augrc,
     aurc,
     brier,
     classwise_ece,
@@ -36,7 +38,9 @@ __all__ = [
     "EvaluationResult",
     "PairedComparison",
     "accuracy",
+    "ace",
     "aece",
+    "augrc",
     "aurc",
     "brier",
     "classwise_ece",

@@ -43,12 +43,17 @@ from .pairs import joint_cell_gaps, prepare_pair
 from .parameters import METRIC_PARAMETERS
 from .resample import metric_vectors
 from .smooth import smooth_ece_batch
+from .smooth_logit import smooth_ece_logit
 from .temperatures import best_temperature, check_grid
 
 __all__ = [
     "NLL_CLIPS",
+    "SELECTIVE_CONVENTIONS",
+    "SMOOTH_CONVENTIONS",
     "accuracy",
+    "ace",
     "aece",
+    "augrc",
     "aurc",
     "brier",
     "classwise_ece",
@@ -119,7 +124,65 @@ brier = _sample_metric(
     "Mean multi-class Brier score Σ_k (p_k − e_yk)², in [0, 2] (papers often print ×100).",
 )
 
-aurc = _sample_metric(
+#: the conventions of the selective-prediction areas (AURC, AUGRC) and of smooth ECE:
+#: calibkit's own, and TorchUncertainty's (docs/metrics.md, "Peers' conventions")
+SELECTIVE_CONVENTIONS = ("calibkit", "torch-uncertainty")
+SMOOTH_CONVENTIONS = ("calibkit", "torch-uncertainty")
+
+
+def _selective_area(name: str, about: str) -> Callable[..., float]:
+    """The functional form of the selective-prediction row ``name`` (``aurc`` or
+    ``augrc``), with TorchUncertainty's convention beside calibkit's."""
+
+    @sized_by_first_argument
+    def metric(
+        scores: Any,
+        labels: Any,
+        *,
+        probs: bool = False,
+        convention: str = "calibkit",
+        validate: bool = True,
+    ) -> float:
+        check_choice(convention, "convention", SELECTIVE_CONVENTIONS)
+        p = prepare(scores, labels, probs=probs, validate=validate)
+        value = _value(p, _NO_BINS, name)
+        if convention == "calibkit":
+            return value
+        return _torch_uncertainty_area(value, *st.run_sums(p.runs, None), generalized=name)
+
+    metric.__name__ = metric.__qualname__ = name
+    metric.__doc__ = about
+    return documented(
+        METRIC_PARAMETERS,
+        "float: the area (a fraction).",
+        convention=(
+            "str, default 'calibkit'",
+            "'calibkit': the mean over the N coverages k/N; 'torch-uncertainty': "
+            "TorchUncertainty's trapezoid over [1/N, 1] divided by 1 − 1/N (NaN below 2 "
+            "samples), its tied samples averaged over their orders.",
+        ),
+    )(metric)
+
+
+def _torch_uncertainty_area(value: float, size: Tensor, pos: Tensor, generalized: str) -> float:
+    """TorchUncertainty's AURC or AUGRC (``AURC.compute``, ``AUGRC.compute``, 0.13) from
+    calibkit's: its trapezoid over the points k = 1..N of the curve y_k, spaced 1/N, is
+    (1/N)(Σ_k y_k − (y_1 + y_N)/2), and Σ_k y_k / N is calibkit's value; then / (1 − 1/N).
+    y_1 is the error of the most confident sample (its expectation over a tied top run,
+    where TorchUncertainty takes whichever its sort puts first), y_N the error rate (× 1
+    for AUGRC's κ r(κ) at κ = 1; AUGRC's y_1 carries κ = 1/N)."""
+    n = float(size.sum())
+    if n < 2:
+        return math.nan
+    err = size - pos
+    first = float(err[0, -1] / size[0, -1])  # runs rise in confidence: the last is the top
+    last = float(err.sum()) / n
+    if generalized == "augrc":
+        first /= n
+    return (n * value - (first + last) / 2) / (n - 1)
+
+
+aurc = _selective_area(
     "aurc",
     """Area under the risk-coverage curve of selective prediction by top-label confidence
     (Geifman et al. 2019): the mean over coverages k/N of the error rate of the k most
@@ -127,6 +190,36 @@ aurc = _sample_metric(
     r, a confidence that ranks every error last reaches about r + (1 - r) ln(1 - r) (its
     optimum), one that carries no information r.""",
 )
+
+augrc = _selective_area(
+    "augrc",
+    """Area under the generalized risk-coverage curve (Traub et al. 2024): the mean over
+    coverages k/N of the share of all N samples that are accepted (among the k most
+    confident) and wrong, ties averaged over their orders. Unlike AURC it does not divide
+    by the coverage, so the few most confident samples do not dominate it. Lower is
+    better; an uninformative confidence gives about r/2 at error rate r, a perfect ranking
+    r²/2.""",
+)
+
+
+@_FRACTION
+@sized_by_first_argument
+def ace(
+    scores: Any,
+    labels: Any,
+    *,
+    probs: bool = False,
+    n_bins: int = 15,
+    binning: str = "calibkit",
+    binary: str = "top-label",
+    validate: bool = True,
+) -> float:
+    """Average calibration error (Neumann et al. 2018, netcal's ``ACE``): the mean of
+    |acc − conf| over the non-empty equal-width bins, each bin counting once whatever its
+    size. Not the adaptive ECE (:func:`aece`), which some papers also call ACE.
+    ``binning="netcal", n_bins=10`` is netcal's ``ACE(bins=10)``."""
+    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    return _value(p, _scheme(p, n_bins, binning), "ace")
 
 
 @_FRACTION
@@ -461,7 +554,14 @@ def ece_decomposition(
     "float: the smooth ECE (a fraction).",
     sigma=(
         "float or None, default None",
-        "The kernel's bandwidth in (0, 1]; None: the fixed point.",
+        "The kernel's bandwidth in (0, 1]; None: the fixed point (calibkit) or "
+        "TorchUncertainty's bisection ('torch-uncertainty').",
+    ),
+    convention=(
+        "str, default 'calibkit'",
+        "'calibkit': the reflected Gaussian kernel of the paper; 'torch-uncertainty': "
+        "TorchUncertainty's default, a Gaussian kernel in logit space "
+        "(:mod:`calibkit.metrics.smooth_logit`).",
     ),
 )
 @sized_by_first_argument
@@ -471,17 +571,22 @@ def smooth_ece(
     *,
     probs: bool = False,
     sigma: float | None = None,
+    convention: str = "calibkit",
     binary: str = "top-label",
     validate: bool = True,
 ) -> float:
     """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma`` (a
     setting of this function alone; the table's row takes the fixed point).
 
-    See :mod:`calibkit.metrics.smooth` for the computation and how it relates to relplot.
+    See :mod:`calibkit.metrics.smooth` for the computation and how it relates to relplot,
+    and :mod:`calibkit.metrics.smooth_logit` for TorchUncertainty's.
     """
     if sigma is not None and not (isinstance(sigma, float | int) and 0 < sigma <= 1):
         raise ValueError(f"sigma: expected a bandwidth in (0, 1], got {sigma!r}")
+    check_choice(convention, "convention", SMOOTH_CONVENTIONS)
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    if convention == "torch-uncertainty":
+        return float(smooth_ece_logit(*p.cal_pair, sigma=sigma))
     if sigma is None:
         return _value(p, _NO_BINS, "smooth_ece")
     return _f(smooth_ece_batch(*p.cal_pair, sigma=sigma)[0])

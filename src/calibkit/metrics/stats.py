@@ -20,7 +20,9 @@ from .binning import BinScheme
 from .inputs import Prepared, Runs
 
 __all__ = [
+    "ace_from_sums",
     "aece_from_runs",
+    "augrc_from_runs",
     "aupr_from_runs",
     "aurc_from_runs",
     "auroc_from_runs",
@@ -275,6 +277,17 @@ def mce_from_sums(sums: Tensor) -> Tensor:
     return torch.where(count > 0, gap, torch.zeros_like(gap)).amax(-1)
 
 
+def ace_from_sums(sums: Tensor) -> Tensor:
+    """(B,) average calibration error (Neumann et al. 2018; netcal's ``ACE``): the plain mean
+    of |acc_m - conf_m| over the non-empty bins, every bin counting once whatever its size;
+    0 when every bin is empty (a resample of no sample)."""
+    count = sums[:, 0]
+    full = count > 0
+    gap = (sums[:, 2] - sums[:, 1]).abs() / count.clamp_min(1e-300)
+    total = torch.where(full, gap, torch.zeros_like(gap)).sum(-1)
+    return total / full.sum(-1).clamp_min(1)
+
+
 def over_under_from_sums(sums: Tensor, n: int) -> tuple[Tensor, Tensor]:
     """(B,) ECE parts from over-confident (conf > acc) and under-confident bins."""
     d = (sums[:, 1] - sums[:, 2]) / n
@@ -351,6 +364,21 @@ def aurc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
     lo = hi - size.long()
     rate = (size - pos) / size.clamp_min(1e-300)
     return (rate * (table[lo] - table[hi])).sum(1) / n
+
+
+def augrc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
+    """(B,) area under the generalized risk-coverage curve (Traub et al. 2024, eq. 4): the
+    mean over the coverages k = 1..N of the share of all N samples that are accepted and
+    wrong, (1/N) Σ_{t<=k} x_t, with x_t the error of the t-th most confident sample.
+
+    Summed by samples, AUGRC = (1/N²) Σ_t x_t (N − t + 1). The places of a run of s tied
+    samples with e errors after K more confident ones have the mean weight N − K − (s − 1)/2,
+    so the run adds e (N − K − (s − 1)/2) / N² whatever the order of its samples. Rows
+    sorted by rising confidence, as :func:`aurc_from_runs` takes them."""
+    n = size.sum(1)
+    after = size.cumsum(1)  # N − K: samples at or below each run's confidence
+    errors = size - pos
+    return (errors * (after - (size - 1) / 2)).sum(1) / (n * n).clamp_min(1e-300)
 
 
 @functools.lru_cache(maxsize=4)

@@ -174,6 +174,7 @@ class SyntheticClassifier:
             "ece": float(np.abs(d).sum()),
             "aece": float(np.abs(d_mass).sum()),
             "mce": float((np.abs(d[full]) / mass[full]).max()),
+            "ace": float((np.abs(d[full]) / mass[full]).mean()),
             "classwise_ece": float(classwise),
             "nll": self._quad(nll),
             "brier": self._quad(brier),
@@ -184,6 +185,8 @@ class SyntheticClassifier:
             "rms_ce": float(math.sqrt(rms2)),
             "debiased_rms_ce": float(math.sqrt(rms2)),
             "aurc": aurc,
+            # AUGRC = ∫ P(wrong, accepted) d coverage = ∫ p(u) P(wrong, U > u) du
+            "augrc": self._quad(wrong_above),
             "mean_confidence": conf,
             "gap": conf - acc,
             "overconfident": float(np.clip(-d, 0, None).sum()),

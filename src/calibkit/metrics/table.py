@@ -211,6 +211,8 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
     # as large when labels are drawn from the model (p = 1 on the uncalibrated ResNet-110)
     M("mce", "MCE", -1, compute=lambda s: st.mce_from_sums(s.sums()), harness=True,
       compare=True, interval=BASIC),
+    # netcal's ACE: every non-empty bin weighs the same (no interval study: percentile)
+    M("ace", "ACE (bin mean)", -1, compute=lambda s: st.ace_from_sums(s.sums())),
     M("classwise_ece", "Classwise ECE", -1,
       compute=lambda s: _classwise_ece(s), harness=True,
       compare=True, interval=BASIC, null_test=True),
@@ -237,6 +239,8 @@ METRICS_TABLE: tuple[MetricInfo, ...] = (
       compute=lambda s: _classwise_ece(s, debias=True), interval=TWO_PIVOT,
       plug_in="classwise_ece", null_test=True),
     M("aurc", "AURC", -1, compute=lambda s: st.aurc_from_runs(*s.correct_runs()),
+      samples=True),
+    M("augrc", "AUGRC", -1, compute=lambda s: st.augrc_from_runs(*s.correct_runs()),
       samples=True),
     M("optimal_ece", "Optimal ECE", -1),
     M("mean_confidence", "Mean confidence", 0, compute=lambda s: s.sums()[:, 1].sum(-1) / s.n),
