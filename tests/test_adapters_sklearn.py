@@ -107,9 +107,12 @@ def test_cross_validated_mode_equals_calibrated_classifier_cv(digits, ensemble):
     assert np.abs(ours.predict_proba(x[te]) - theirs.predict_proba(x[te])).max() < 1e-6
     assert (ours.predict(x[te]) == theirs.predict(x[te])).all()
     assert lr.__dict__.get("coef_") is None  # the estimator given is cloned, never fitted
-    with pytest.raises(ValueError, match=r"fold \d's training rows lack class 9; use fewer"):
-        few = np.concatenate([rows[y[rows] != 9], rows[y[rows] == 9][:1]])
+    # both rows of class 9 last: KFold(2) holds them out together in its second fold
+    few = np.concatenate([rows[y[rows] != 9], rows[y[rows] == 9][:2]])
+    with pytest.raises(ValueError, match=r"fold 2's training rows lack class 9; use fewer"):
         CalibratedClassifier(lr, "ts", cv=KFold(2)).fit(x[few], y[few])
+    with pytest.raises(ValueError, match="2-fold cross-validation needs at least 2 rows"):
+        CalibratedClassifier(lr, "ts", cv=KFold(2)).fit(x[few[:-1]], y[few[:-1]])
 
 
 def test_scorers_equal_the_metrics_and_follow_the_neg_convention(digits):

@@ -231,9 +231,9 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
 
     ``method``: any calibkit logits method's spec (``"ts"``, ``"dir-odir"``), or
     scikit-learn's names with scikit-learn's meaning (:data:`SKLEARN_METHODS`: ``sigmoid``
-    is one-vs-rest Platt scaling and ``isotonic`` one-vs-rest isotonic regression of the
-    positive class's score on binary problems; on more classes they are refused, naming the
-    difference). The scores are ``decision_function``, or the log of ``predict_proba``
+    is one-vs-rest Platt scaling and ``isotonic`` one-vs-rest isotonic regression of each
+    class's score, the rows normalised; on two classes the positive class's score alone).
+    More folds than a class has rows is refused, as scikit-learn refuses it. The scores are ``decision_function``, or the log of ``predict_proba``
     where the estimator has none (``response`` forces one).
 
     ``sample_weight`` and other fit parameters go to the estimator's ``fit`` (with
@@ -423,6 +423,13 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         from sklearn.model_selection import check_cv, cross_val_predict
 
         folds = check_cv(self.cv, y, classifier=True)
+        # scikit-learn's rule: only a number of folds the user gave (cv=None is not checked)
+        n_folds = self.cv if isinstance(self.cv, int) else getattr(self.cv, "n_splits", 0)
+        if np.unique(y, return_counts=True)[1].min() < n_folds:
+            raise ValueError(
+                f"cv: {n_folds}-fold cross-validation needs at least {n_folds} rows of every "
+                "class; use fewer folds"
+            )
         fit = routed.estimator.fit
         if self.ensemble is False:
             use = self._response(estimator)
