@@ -233,7 +233,8 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     scikit-learn's names with scikit-learn's meaning (:data:`SKLEARN_METHODS`: ``sigmoid``
     is one-vs-rest Platt scaling and ``isotonic`` one-vs-rest isotonic regression of each
     class's score, the rows normalised; on two classes the positive class's score alone).
-    More folds than a class has rows is refused, as scikit-learn refuses it. The scores are ``decision_function``, or the log of ``predict_proba``
+    More folds than a class has rows is refused, as scikit-learn refuses it. The scores
+    are ``decision_function``, or the log of ``predict_proba``
     where the estimator has none (``response`` forces one).
 
     ``sample_weight`` and other fit parameters go to the estimator's ``fit`` (with
