@@ -210,3 +210,21 @@ def test_calibrate_command_fits_any_method_on_a_run_and_writes_logits_for_compar
     assert code == 2 and "is not a finished calibkit run" in err
     code, _, err = run(["calibrate", "neural-clamping:epochs=0", str(tmp_path / "run")], capsys)
     assert code == 2 and "epochs: expected an integer >= 1" in err
+
+
+def test_convergence_is_measured_from_the_objective_and_the_temperature():
+    """Issue 55 §1: the report said "converged" on a hard-coded True; NCToolkit's own demo
+    ended with T still rising (1.78)."""
+    from calibkit.posthoc.clamping import converged
+
+    def history(objectives, temperatures):
+        return [
+            {"epoch": i + 1, "objective": o, "temperature": t}
+            for i, (o, t) in enumerate(zip(objectives, temperatures, strict=True))
+        ]
+
+    flat = [0.5, 0.42, 0.401, 0.4, 0.4, 0.4, 0.4]
+    assert converged(history(flat, [1.5, 1.7, 1.75, 1.76, 1.76, 1.76, 1.76]))
+    assert not converged(history(flat, [1.5, 1.55, 1.6, 1.65, 1.7, 1.74, 1.78]))  # T rising
+    assert not converged(history([0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4], [1.76] * 7))
+    assert not converged(history(flat[:3], [1.76] * 3))  # fewer than 5 epochs: cannot tell

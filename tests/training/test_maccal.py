@@ -18,7 +18,9 @@ from calibkit.posthoc.maccal import (
     ABLATIONS,
     MacCal,
     MaskedHead,
+    converged,
     eta_at,
+    mask_stopped,
     masked_inference,
     masked_sgd_step,
 )
@@ -228,8 +230,10 @@ def test_calibrating_a_run_into_itself_is_refused_and_leaves_it_whole(stage1):
 
 
 def test_the_default_batch_keeps_accuracy_on_a_small_training_split(tmp_path):
-    """Issue 30.1: the README's digits stage 2 lost 26 accuracy points at a batch of 128
-    (8 steps an epoch); ``batch_size=auto`` picks 16 there, and the fit checks flag a loss."""
+    """Issues 30.1 and 55 §1: the README's digits stage 2 lost 26 accuracy points at a batch
+    of 128 (8 steps an epoch); at 16 it kept accuracy but q reached 1 (nothing masked).
+    ``batch_size=auto`` picks 64 there: accuracy kept, the mask still acting, no anomaly;
+    the fit checks flag the loss at 128 and the stopped mask at 16."""
     import warnings
 
     from calibkit.metrics.resample import metric_values
@@ -240,10 +244,65 @@ def test_the_default_batch_keeps_accuracy_on_a_small_training_split(tmp_path):
     evidence, _ = run_evidence(stage1, "cpu")
     plain = metric_values(evidence.logits["test"], evidence.labels["test"], ["accuracy"])
     with warnings.catch_warnings():
-        warnings.simplefilter("error", CalibrationWarning)  # no accuracy lost: no warning
+        warnings.simplefilter("error", CalibrationWarning)  # no anomaly: no warning
         cal = calibrate_run(stage1, "maccal", tmp_path / "auto", device="cpu")
-    assert cal.fit_report_.details["batch_size"] == 16 and cal.fit_report_.anomalies == []
-    with pytest.warns(CalibrationWarning, match="maccal: accuracy on the test split"):
+    report = cal.fit_report_
+    assert report.details["batch_size"] == 64 and report.anomalies == [] and report.converged
+    assert 0.05 < report.details["q"] < 1.0
+    with pytest.warns(CalibrationWarning, match="mask-inactive on the test split"):
+        calibrate_run(stage1, "maccal:batch_size=16", tmp_path / "small", device="cpu")
+    with pytest.warns(CalibrationWarning, match="accuracy on the test split"):
         big = calibrate_run(stage1, "maccal:batch_size=128", tmp_path / "big", device="cpu")
     after = metric_values(big.apply_on(evidence)["test"], evidence.labels["test"], ["accuracy"])
     assert after["accuracy"] < plain["accuracy"] - 0.02
+
+
+def _history(qs, losses=None, accs=None):
+    n = len(qs)
+    losses = losses or [0.3] * n
+    accs = accs or [0.99] * n
+    return [
+        {"epoch": i + 1, "q": q, "train_loss": l_, "train_acc": a}
+        for i, (q, l_, a) in enumerate(zip(qs, losses, accs, strict=True))
+    ]
+
+
+def test_the_mask_is_reported_stopped_only_when_q_sat_at_a_bound_for_the_second_half():
+    """Issue 55 §1: Eq. 12 saturates (q at 1 by epoch 10 on digits), and no report said so."""
+    s = MacCal.check_settings()
+    assert "1: nothing was masked from epoch 3" in mask_stopped(
+        _history([0.5, 0.8, 1.0, 1.0, 1.0, 1.0]), s
+    )
+    assert "floor q_min from epoch 2" in mask_stopped(_history([0.5, 0.05, 0.05, 0.05]), s)
+    assert mask_stopped(_history([0.5, 0.7, 0.9, 1.0, 1.0, 0.98]), s) is None  # still moving
+    assert mask_stopped(_history([1.0] * 6), MacCal.check_settings(adaptive="fixed")) is None
+
+
+def test_convergence_is_measured_on_the_last_epochs_not_asserted():
+    """The report said "converged" in every run, on a hard-coded True (issue 55 §1)."""
+    flat = _history([0.5] * 8, losses=[1.0, 0.6, 0.31, 0.3, 0.3, 0.29, 0.3, 0.3])
+    assert converged(flat)
+    falling = _history([0.5] * 8, losses=[1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    assert not converged(falling)
+    jumpy = _history([0.5] * 6, accs=[0.9, 0.99, 0.95, 0.99, 0.99, 0.99])
+    assert not converged(jumpy)
+    assert not converged(_history([0.5] * 4))  # too few epochs to tell
+
+
+def test_a_short_fit_reports_not_converged_and_its_q_range(stage1):
+    cal = fitted(stage1, epochs=2, batch_size=32)
+    report = cal.fit_report_
+    assert report.converged is False and "NOT converged" in str(report)
+    qs = [r["q"] for r in cal.history()]
+    assert report.details["q_range"] == (min(qs), max(qs))
+
+
+def test_a_stopped_mask_is_flagged_as_an_anomaly(stage1):
+    from calibkit.posthoc.anomalies import check_method
+
+    cal = fitted(stage1, epochs=2, batch_size=32)
+    cal.fit_report_.details["mask_stopped"] = "q reached 1: nothing was masked from epoch 1 of 2"
+    same = {"accuracy": 0.9, "ece": 0.05, "nll": 0.3}
+    z = torch.randn(10, 3)
+    found = check_method(cal, same, same, logits_before=z, logits_after=z)
+    assert ("mask-inactive", "q reached 1: nothing was masked from epoch 1 of 2") in found

@@ -30,6 +30,9 @@ kind                      flagged when
 ``grid-edge``             a cross-validated penalty chose the edge of its grid, after the
                           grid extended itself (``GRID_EXTENSIONS``): the optimum may lie
                           beyond; the detail names the grid to widen
+``mask-inactive``         MaC-Cal's adaptive mask rate q sat at 1 (nothing masked) or at
+                          its floor for the whole second half of stage 2 (Eq. 12
+                          saturated): the fit is plain retraining, or mostly masked
 ``warning``               (``compare`` only) the fit issued a warning, e.g. a map with
                           fewer than 10 calibration rows per parameter
 ========================  ==============================================================
@@ -73,7 +76,7 @@ ECE_RISE = 0.05
 NLL_RISE = 0.25
 
 KINDS = ("diverged", "not-converged", "temperature", "argmax", "accuracy", "worse-ece",
-         "worse-nll", "non-finite", "grid-edge")  # fmt: skip
+         "worse-nll", "non-finite", "grid-edge", "mask-inactive")  # fmt: skip
 
 
 #: Why a kind a method declares part of its nature (``expected_anomalies``) is not flagged,
@@ -175,9 +178,10 @@ def check_method(
         temperature=None if temperature is None else float(temperature),
         converged=method.fit_report_.converged,
     )
-    edge = method.fit_report_.details.get("grid_edge")
-    if edge:
-        found.append(("grid-edge", edge))
+    details = method.fit_report_.details
+    for key, kind in (("grid_edge", "grid-edge"), ("mask_stopped", "mask-inactive")):
+        if details.get(key):
+            found.append((kind, details[key]))
     return [(kind, detail) for kind, detail in found if kind not in method.expected_anomalies]
 
 

@@ -53,13 +53,14 @@ from .._checks import check_choice, check_number, check_positive_int
 from ..losses.weighted import Focal
 from ..metrics import functional as M
 from .base import FitDivergedError, FitReport
-from .model_level import ModelCalibrator
+from .model_level import ModelCalibrator, settled
 
 __all__ = [
     "CPU_INPUT_VALUES",
     "TEMPERATURE_LIMITS",
     "ClampingDivergedError",
     "NeuralClamping",
+    "converged",
     "frozen",
     "init_delta",
 ]
@@ -187,7 +188,15 @@ class NeuralClamping(ModelCalibrator):
             "accuracy_calibration_after": _accuracy(z, y),
         }
         iterations = s["epochs"] * math.ceil(len(y) / s["batch_size"]) if s["fit_delta"] else 0
-        return FitReport("focal + λ'‖δ‖²", fit["start"], fit["end"], iterations, True, 0.0, details)
+        return FitReport(
+            "focal + λ'‖δ‖²",
+            fit["start"],
+            fit["end"],
+            iterations,
+            converged(self.history_) if s["fit_delta"] else True,  # no δ: the exact optimum
+            0.0,
+            details,
+        )
 
     def history(self) -> list[dict[str, Any]]:
         """Per epoch of the chosen γ's fit: its objective (focal loss + λ'‖δ‖², the mean over
@@ -353,6 +362,21 @@ def _fit_pool(
         _checked(model, x, y, delta[j], log_t[j], focals[j], s, outs[j] | {"history": history[j]})
         for j in range(g)
     ]
+
+
+#: how much the last epochs' objective and temperature may move (relative) for a fit of δ
+#: and T to count as converged (:func:`converged`)
+OBJECTIVE_SPREAD, TEMPERATURE_SPREAD = 0.02, 0.01
+
+
+def converged(history: list[dict[str, float]]) -> bool:
+    """Whether the fit of δ and T settled: over its last
+    :data:`~.model_level.SETTLE_EPOCHS` epochs the objective moved by at most
+    :data:`OBJECTIVE_SPREAD` of its value and T by at most :data:`TEMPERATURE_SPREAD`. A
+    temperature still rising at the end (NCToolkit's own demo, docs/methods.md) does not."""
+    return settled([r["objective"] for r in history], OBJECTIVE_SPREAD) and settled(
+        [r["temperature"] for r in history], TEMPERATURE_SPREAD
+    )
 
 
 def _checked(model, x: Tensor, y: Tensor, delta: Tensor, log_t: Tensor, focal, s, out) -> dict:

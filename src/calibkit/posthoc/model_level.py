@@ -4,6 +4,7 @@ from logits (Neural Clamping, MaC-Cal stage 2); what every method shares is in
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, ClassVar
 
@@ -13,7 +14,31 @@ from torch import Tensor, nn
 from .._docs import documented
 from .base import POSTHOC_PARAMETERS, Evidence, FitReport, Method
 
-__all__ = ["ModelCalibrator"]
+__all__ = ["SETTLE_EPOCHS", "ModelCalibrator", "settled"]
+
+#: a stochastic fit counts as converged when its last SETTLE_EPOCHS epochs moved little
+#: (:func:`settled`); with fewer epochs than that it cannot tell, and does not say so
+SETTLE_EPOCHS = 5
+
+
+def settled(
+    values: list[float], spread: float, *, relative: bool = True, floor: float = 0.0
+) -> bool:
+    """Whether a per-epoch series has settled: its last :data:`SETTLE_EPOCHS` values lie
+    within ``spread`` of each other (max − min), relative to their mean magnitude when
+    ``relative``, or within ``floor`` (a loss near 0 moves by more than any share of
+    itself). False with fewer epochs, or a value that is not finite.
+
+    >>> settled([2.0, 1.0, 0.51, 0.5, 0.5, 0.49, 0.5], 0.05)
+    True
+    >>> settled([0.9, 0.8, 0.7, 0.6, 0.5], 0.05)
+    False
+    """
+    last = values[-SETTLE_EPOCHS:]
+    if len(last) < SETTLE_EPOCHS or not all(map(math.isfinite, last)):
+        return False
+    scale = sum(abs(v) for v in last) / len(last) if relative else 1.0
+    return max(last) - min(last) <= max(spread * scale, floor)
 
 
 class ModelCalibrator(Method):

@@ -1,0 +1,141 @@
+"""The search for MaC-Cal stage 2's defaults (issue 55 §1): batch, learning rate, schedule
+and head width, on the digits protocol (the README's CNN trained 30 epochs, one stage-1
+network per seed), scored by what stage 2 does to test accuracy (non-inferiority at 1
+point, as the bench's verdicts use) and ECE, with the final mask rate q and whether the
+mask stopped acting (q at 1 or at its floor for the second half of training).
+
+Resumable: each stage-1 network and each fit's row are kept under ``--out``; a killed run
+starts where it stopped. A progress line per fit.
+
+    python benchmarks/maccal_defaults.py --out /tmp/maccal-search
+    python benchmarks/maccal_defaults.py --out /tmp/maccal-search --quick   # 2 seeds, 4 settings
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from calibkit.metrics.resample import metric_values
+from calibkit.posthoc.maccal import MacCal, mask_stopped
+from calibkit.runs import run_evidence
+from calibkit.training import TrainConfig, train
+
+GRID = {
+    "batch_size": [16, 64, 128],
+    "lr": [0.1, 0.01],
+    "schedule": ["constant", "cosine"],
+    "width": [32, 128],
+}
+QUICK = {"batch_size": [16], "lr": [0.1, 0.01], "schedule": ["constant"], "width": [32, 128]}
+
+
+def stage1(out: Path, seed: int) -> Path:
+    """The digits CNN of seed ``seed`` after 30 epochs (trained once, then reused)."""
+    run = out / f"stage1-seed{seed}"
+    if not (run / "run.json").exists():
+        train(TrainConfig(data="digits", model="cnn", epochs=30, seed=seed), run)
+    return run
+
+
+def fit_row(run: Path, settings: dict, seed: int) -> dict:
+    evidence, _ = run_evidence(run, "cpu")
+    z, y = evidence.logits["test"], evidence.labels["test"]
+    plain = metric_values(z, y, ["accuracy", "ece"])
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = MacCal(**settings, seed=seed).fit_on(evidence)
+    after = metric_values(cal.apply_on(evidence)["test"], y, ["accuracy", "ece"])
+    report = cal.fit_report_
+    return {
+        "settings": settings,
+        "seed": seed,
+        "d_acc": after["accuracy"] - plain["accuracy"],
+        "d_ece": after["ece"] - plain["ece"],
+        "ece": after["ece"],
+        "q": report.details["q"],
+        "converged": report.converged,
+        "mask_stopped": mask_stopped(cal.history_, cal.checked()) or "",
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows written so far; a last line cut short by a kill is dropped (refitted)."""
+    rows = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    grid = QUICK if args.quick else GRID
+    seeds = range(2 if args.quick else args.seeds)
+    rows_file = args.out / "rows.jsonl"
+    done = read_rows(rows_file)
+    seen = {(json.dumps(r["settings"], sort_keys=True), r["seed"]) for r in done}
+    settings_list = [
+        dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())
+    ]
+    total = len(settings_list) * len(seeds)
+    for seed in seeds:
+        run = stage1(args.out, seed)
+        for settings in settings_list:
+            key = (json.dumps(settings, sort_keys=True), seed)
+            if key in seen:
+                continue
+            row = fit_row(run, settings, seed)
+            with rows_file.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            done.append(row)
+            print(
+                f"[{len(done)}/{total}] {settings} seed {seed}: accuracy {row['d_acc'] * 100:+.2f} "
+                f"points, ECE {row['d_ece'] * 100:+.2f} points, q {row['q']:.2f} "
+                f"({row['seconds']:.1f} s)",
+                flush=True,
+            )
+    print(
+        f"\n{'setting':58s} {'Δ accuracy (points)':>28s} {'Δ ECE (points)':>14s} "
+        f"{'final q':>12s}  mask stopped"
+    )
+    for settings in settings_list:
+        rows = [r for r in done if r["settings"] == settings]
+        if rows:
+            print(summary(settings, rows))
+
+
+def summary(settings: dict, rows: list[dict]) -> str:
+    """One setting's row: mean ± std over seeds of each change, the worst accuracy change."""
+
+    def ms(key: str, scale: float = 100.0) -> str:
+        vals = [r[key] * scale for r in rows]
+        sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+        return f"{statistics.mean(vals):+.2f} ± {sd:.2f}"
+
+    stopped = sum(bool(r["mask_stopped"]) for r in rows)
+    worst = min(r["d_acc"] for r in rows) * 100
+    label = ", ".join(f"{k}={v}" for k, v in settings.items())
+    return (
+        f"{label:58s} {ms('d_acc'):>14s} (worst {worst:+.2f}) {ms('d_ece'):>14s} "
+        f"{ms('q', 1.0):>12s}  {stopped}/{len(rows)}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
