@@ -120,3 +120,28 @@ def test_ece_cw2_and_full2_equal_kull_et_al_code_on_real_logits(real_logits):
         assert joint == pytest.approx(full, rel=1e-12)
     with pytest.raises(ValueError, match="power"):
         classwise_ece(p, yt, power=3, **P)
+
+
+def test_kull_pipeline_probabilities_round_rows_to_one_and_move_the_power_2_metrics(
+    real_logits,
+):
+    """Issue 55 §3: Kull et al.'s pipeline subtracts the array's largest logit, in float32;
+    2,618 ResNet-110 test rows round to p = 1.0, a bin of their own. Their power-2 metrics
+    then move (by 5.3e-4 and 7.1e-4, 6.5 % and 2.5 %) where the power-1 ones do not."""
+    from calibkit.metrics.pipelines import kull_probabilities
+
+    *_, zt, yt = real_logits
+    theirs = kull_probabilities(zt)
+    x = zt.astype(np.float32)  # their rule, written again: one maximum for the whole array
+    e = np.exp(x - np.max(x))
+    np.testing.assert_array_equal(theirs, e / np.sum(e, axis=1, keepdims=True))
+    assert theirs.dtype == np.float32 and int((theirs.max(1) == 1.0).sum()) == 2618
+    z = zt.astype(np.float64)
+    exact = np.exp(z - z.max(1, keepdims=True))
+    exact /= exact.sum(1, keepdims=True)
+    for cells, shift in (("marginal", 5.3e-4), ("joint", 7.1e-4)):
+        kw = {"binning": "kull", "cells": cells, **P}
+        moved = classwise_ece(theirs, yt, power=2, **kw) - classwise_ece(exact, yt, power=2, **kw)
+        assert moved == pytest.approx(shift, abs=0.05e-4)
+        same = classwise_ece(theirs, yt, power=1, **kw) - classwise_ece(exact, yt, power=1, **kw)
+        assert abs(same) < 1e-6
