@@ -47,6 +47,7 @@ from .smooth_logit import smooth_ece_logit
 from .temperatures import best_temperature, check_grid
 
 __all__ = [
+    "AECE_CONVENTIONS",
     "NLL_CLIPS",
     "SELECTIVE_CONVENTIONS",
     "SMOOTH_CONVENTIONS",
@@ -311,7 +312,21 @@ def rms_ce(
     )
 
 
-@_FRACTION
+#: the conventions of the adaptive ECE: calibkit's equal-mass bins, or the binning of
+#: Mukhoti et al.'s focal_calibration code (docs/metrics.md, "The papers' code")
+AECE_CONVENTIONS = ("calibkit", "focal-calibration")
+
+
+@documented(
+    METRIC_PARAMETERS,
+    "float: the metric's value (a fraction).",
+    convention=(
+        "str, default 'calibkit'",
+        "'calibkit': equal-mass bins, ties never split; 'focal-calibration': the edges and "
+        "(lo, hi] bins of focal_calibration's AdaptiveECELoss (the smallest confidence "
+        "left out).",
+    ),
+)
 @sized_by_first_argument
 def aece(
     scores: Any,
@@ -319,6 +334,7 @@ def aece(
     *,
     probs: bool = False,
     n_bins: int = 15,
+    convention: str = "calibkit",
     binary: str = "top-label",
     validate: bool = True,
 ) -> float:
@@ -326,9 +342,14 @@ def aece(
 
     A run of tied confidences is never split: the boundary moves to the run's end. Unlike
     focal_calibration's ``AdaptiveECELoss``, no sample is dropped (its interpolated lowest
-    edge equals the smallest confidence, which its (lo, hi] bins then exclude).
+    edge equals the smallest confidence, which its (lo, hi] bins then exclude); its rule is
+    ``convention="focal-calibration"`` (:func:`~calibkit.metrics.stats.focal_calibration_aece`).
     """
+    check_choice(convention, "convention", AECE_CONVENTIONS)
     p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    if convention == "focal-calibration":
+        check_n_bins(n_bins)
+        return st.focal_calibration_aece(*p.cal_pair, n_bins)
     return _value(p, _scheme(p, n_bins, "calibkit"), "aece")  # M bins of equal mass
 
 

@@ -10,9 +10,11 @@ metrics, the bootstrap and the streaming meter alike.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -35,6 +37,7 @@ __all__ = [
     "debiased_l1_cells",
     "ece_from_sums",
     "equal_mass_sums",
+    "focal_calibration_aece",
     "ks_from_runs",
     "mce_from_sums",
     "mean_stat",
@@ -364,6 +367,24 @@ def aurc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
     lo = hi - size.long()
     rate = (size - pos) / size.clamp_min(1e-300)
     return (rate * (table[lo] - table[hi])).sum(1) / n
+
+
+def focal_calibration_aece(conf: Tensor, correct: Tensor, n_bins: int) -> float:
+    """Adaptive ECE as Mukhoti et al.'s focal_calibration code computes it
+    (``AdaptiveECELoss``; the code MaC-Cal builds on): edge j is the sorted confidences
+    linearly interpolated at position j·N/M (0-based, so one sample later than an
+    equal-mass split) and clamped to the largest; bins are (lo, hi], so the sample at the
+    lowest edge, the smallest confidence, is in no bin. ECE = Σ_bins n_b/N |conf − acc|."""
+    c = conf.double().cpu().numpy()
+    a = correct.double().cpu().numpy()
+    n = len(c)
+    edges = np.interp(np.linspace(0, n, n_bins + 1), np.arange(n), np.sort(c))
+    total = 0.0
+    for lo, hi in itertools.pairwise(edges):
+        inside = (c > lo) & (c <= hi)
+        if inside.any():
+            total += abs(c[inside].mean() - a[inside].mean()) * inside.mean()
+    return total
 
 
 def augrc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
