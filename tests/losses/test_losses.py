@@ -106,6 +106,43 @@ def test_mmce_equals_the_pairwise_sums_of_kumar_et_al():
     assert torch.allclose(got, ce + 2 * mmce, rtol=1e-12)
 
 
+def _their_mmce(z: torch.Tensor, y: torch.Tensor) -> float:
+    """focal_calibration's MMCE_weighted penalty, its rule written again: the top-k split
+    into correct and wrong confidences, each block's mean of kernel × weights, divided again
+    by m², n² and m·n (+ 1e-5), zeroed on a batch all right or all wrong."""
+    r, pred = torch.softmax(z, 1).max(1)
+    ok = pred == y
+    good, bad = r[ok], r[~ok]
+    m, n = len(good), len(bad)
+    if m == 0 or n == 0:
+        return 0.0
+
+    def block(a, wa, b, wb):
+        kernel = torch.exp(-(a[:, None] - b[None, :]).abs() / 0.4)
+        return float((kernel * wa[:, None] * wb[None, :]).mean())
+
+    total = block(good, 1 - good, good, 1 - good) / (m * m + 1e-5)
+    total += block(bad, bad, bad, bad) / (n * n + 1e-5)
+    total -= 2 * block(good, 1 - good, bad, bad) / (m * n + 1e-5)
+    return math.sqrt(total + 1e-10)
+
+
+@pytest.mark.parametrize("n", [9, 64])
+def test_mmce_focal_calibration_normalisation_is_their_rule(n):
+    """Issue 55 §5: their weighted MMCE divides each sum a second time, and is 0 on a batch
+    that is all right."""
+    z, y, _ = batch(n=n)
+    theirs = losses.mmce_weighted(z, y, normalisation="focal-calibration")
+    assert float(theirs) == pytest.approx(_their_mmce(z, y), rel=1e-9)
+    right = z.argmax(1)
+    assert float(losses.mmce_weighted(z, right, normalisation="focal-calibration")) == 0.0
+    ce = F.cross_entropy(z, y, reduction="none")
+    got = losses.create("mmce:lam=2,normalisation=focal-calibration", reduction="none")(z, y)
+    assert torch.allclose(got, ce + 2 * theirs, rtol=1e-12)
+    with pytest.raises(ValueError, match="normalisation"):
+        losses.create("mmce:normalisation=mukhoti")
+
+
 def test_label_smoothing_and_ce_match_torch():
     z, y, _ = batch()
     assert float(losses.create("ce")(z, y)) == pytest.approx(float(F.cross_entropy(z, y)), 1e-14)
