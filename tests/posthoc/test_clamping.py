@@ -228,3 +228,21 @@ def test_convergence_is_measured_from_the_objective_and_the_temperature():
     assert not converged(history(flat, [1.5, 1.55, 1.6, 1.65, 1.7, 1.74, 1.78]))  # T rising
     assert not converged(history([0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4], [1.76] * 7))
     assert not converged(history(flat[:3], [1.76] * 3))  # fewer than 5 epochs: cannot tell
+
+
+def test_lambda_is_taken_at_the_warm_temperature_or_at_t_1_as_the_paper_says():
+    """Issue 55 §6: λ' = 0.1 × the initial focal loss; calibkit's default takes it at the
+    warm-started T (smaller where T* is far from 1), ``lam_at="one"`` at T = 1 (§4.1)."""
+    model = toy_model()
+    x, y = toy_data()
+    focal = Focal(gamma=1.0, reduction="mean")
+    with torch.no_grad():
+        z = model(x)  # δ held at 0: the network as it is
+    warm = NeuralClamping(fit_delta=False, init_scale=1e-300).fit(model, x, y)
+    one = NeuralClamping(fit_delta=False, init_scale=1e-300, lam_at="one").fit(model, x, y)
+    t = float(warm.temperature_)
+    assert one.lam_ == pytest.approx(0.1 * float(focal.compute(z, y)), rel=1e-9)
+    assert warm.lam_ == pytest.approx(0.1 * float(focal.compute(z / t, y)), rel=1e-6)
+    assert warm.lam_ < one.lam_  # the under-confident toy's optimum T < 1 lowers the loss
+    with pytest.raises(ValueError, match="lam_at"):
+        NeuralClamping(lam_at="start").checked()

@@ -11,6 +11,9 @@ divergence seen with the literal reading; see docs/model-level.md):
 - **Loss scale.** The objective is divided by n: mean FL + λ' ‖δ‖² with λ' = λ/n, the same
   minimiser as Eq. 9. λ is 0.1 × the data term at the start (``lam=None``; §4.1), so
   λ' = ``lam_scale`` × the mean initial focal loss; ``lam`` given sets λ' directly. The
+  paper's start is the network as it is (T = 1, ``lam_at="one"``); calibkit's default
+  takes the loss at the warm-started T (``lam_at="warm"``), which is smaller, so λ is
+  smaller (docs/model-level.md gives the effect measured). The
   authors' code (NCToolkit) also averages over the batch. Summing instead, as Eq. 9 is
   written, multiplies the SGD step by the batch size: with lr 0.001 and a batch of 512 the
   temperature ran to 1e19 on a digits network.
@@ -57,6 +60,7 @@ from .model_level import ModelCalibrator, settled
 
 __all__ = [
     "CPU_INPUT_VALUES",
+    "LAM_AT",
     "TEMPERATURE_LIMITS",
     "ClampingDivergedError",
     "NeuralClamping",
@@ -64,6 +68,10 @@ __all__ = [
     "frozen",
     "init_delta",
 ]
+
+#: where λ's "initial loss" is taken: at the warm-started temperature (calibkit's default)
+#: or at T = 1, the network as it is (the paper's §4.1)
+LAM_AT = ("warm", "one")
 
 #: temperatures a fit may end at; outside it the fit is reported as diverged
 TEMPERATURE_LIMITS = (1e-2, 1e2)
@@ -92,6 +100,7 @@ class NeuralClamping(ModelCalibrator):
         gamma_pool: float | Sequence[float] = (1.0,),
         lam: float | None = None,
         lam_scale: float = 0.1,
+        lam_at: str = "warm",
         lr: float = 0.001,
         momentum: float = 0.9,
         batch_size: int = 512,
@@ -103,6 +112,7 @@ class NeuralClamping(ModelCalibrator):
     ) -> None:
         super().__init__()
         self.gamma_pool, self.lam, self.lam_scale, self.lr = gamma_pool, lam, lam_scale, lr
+        self.lam_at = lam_at
         self.momentum, self.batch_size, self.epochs, self.init = momentum, batch_size, epochs, init
         self.init_scale, self.fit_delta, self.seed = init_scale, fit_delta, seed
 
@@ -134,6 +144,7 @@ class NeuralClamping(ModelCalibrator):
             "gamma_pool": pool,
             "lam": None if lam is None else check_number(lam, "lam", low=0.0, strict=False),
             "lam_scale": check_number(lam_scale, "lam_scale", low=0.0, strict=False),
+            "lam_at": check_choice(s["lam_at"], "lam_at", LAM_AT),
             "lr": check_number(lr, "lr", low=0.0),
             "momentum": float(momentum),
             "batch_size": check_positive_int(batch_size, "batch_size"),
@@ -315,7 +326,8 @@ def _fit_pool(
             method="bounded",
             options={"xatol": 1e-8},
         )
-        lam = s["lam"] if s["lam"] is not None else s["lam_scale"] * float(warm.fun)
+        initial = float(warm.fun) if s["lam_at"] == "warm" else float(focal.compute(z0, y))
+        lam = s["lam"] if s["lam"] is not None else s["lam_scale"] * initial
         start = float(warm.fun) + lam * float((delta0**2).sum())
         outs.append(
             {"t_start": math.exp(float(warm.x)), "lam": lam, "start": start, "log_t": float(warm.x)}
