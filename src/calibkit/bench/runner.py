@@ -7,9 +7,9 @@
   retried up to twice on failure; ``address`` joins an existing cluster, otherwise Ray
   starts a local one.
 
-Where the runs train on CUDA (or ``pack=True``), the stage-1 networks that share a model,
-its data and its schedule are first trained together, a pack per worker
-(:mod:`calibkit.bench.pack`). Workers report what they are doing (a run's phase, each
+Where the runs train on CUDA (on Ray: where the cluster has GPUs; or ``pack=True``), the
+stage-1 networks that share a model, its data and its schedule are first trained
+together, a pack per worker or per Ray task holding one GPU (:mod:`calibkit.bench.pack`). Workers report what they are doing (a run's phase, each
 epoch's end) to the driver, whose ``progress`` callback receives it as ``status``.
 
 Runs are keyed by the hash of their resolved settings; the store skips finished keys, so a
@@ -165,8 +165,9 @@ def run_bench(
     ``progress(done, total, run, status=None)`` is called as runs land, and with ``status``
     (what the workers are doing, one phrase per busy worker) at least every second while
     they run. ``pack``: train the stage-1 networks of runs that share a model, data and
-    schedule together first (None: where they train on CUDA; :mod:`calibkit.bench.pack`);
-    on Ray every run trains as its own task, so ``pack=True`` is refused there.
+    schedule together first (None: where they train on CUDA, or on Ray where the cluster
+    has GPUs; :mod:`calibkit.bench.pack`). On Ray a pack is one task holding one GPU (where
+    the cluster has any), so a cluster of G GPUs trains G packs at once; the runs follow.
 
     Every run uses ``threads`` CPU threads whatever the engine or the number of workers: a
     run's numbers depend on the thread count (it changes the order of float sums), so a fixed
@@ -175,11 +176,6 @@ def run_bench(
         raise ValueError(f"engine: expected 'local' or 'ray', got {engine!r}")
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
-    if engine == "ray" and pack:  # said, not ignored: Ray trains every run as its own task
-        raise ValueError(
-            "pack=True needs engine='local': on Ray every run trains as its own task, "
-            "unpacked; leave pack out there"
-        )
     ray = _require_ray() if engine == "ray" else None  # before anything is written
     out = Path(out)
     for folder in ("train", "runs"):  # a link planted there: refused before any run
@@ -252,7 +248,7 @@ def _sweep(
             progress(counts["skipped"] + counts["done"] + counts["failed"], counts["total"], run)
 
     if ray is not None:
-        _run_ray(ray, todo, out, address, threads, land)
+        _run_ray(ray, todo, out, address, threads, land, pack)
         return counts
     cuda = trains_on_cuda(todo)
     groups = packs(todo, out) if (cuda if pack is None else pack) else []
@@ -345,13 +341,27 @@ def _require_ray() -> Any:
 
 
 def _run_ray(
-    ray: Any, todo: list[RunSpec], out: Path, address: str | None, threads: int, land
+    ray: Any,
+    todo: list[RunSpec],
+    out: Path,
+    address: str | None,
+    threads: int,
+    land: Callable[[RunSpec, dict[str, Any]], None],
+    pack: bool | None,
 ) -> None:
+    """Every run a Ray task (``threads`` CPUs, one GPU where the cluster has any), after the
+    packs: each pack one task holding one GPU, all of them first (the runs need their
+    networks). ``pack=None`` packs where the cluster has GPUs."""
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    root = str(out.resolve())
+    groups = packs(todo, out) if (bool(gpus) if pack is None else pack) else []
+    if groups:
+        pack_task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=RETRIES)(_attempt_pack)
+        ray.get([pack_task.remote(g, root, threads) for g in groups])
     task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=RETRIES)(_attempt)
-    refs = {task.remote(r, str(out.resolve()), threads): r for r in todo}
+    refs = {task.remote(r, root, threads): r for r in todo}
     while refs:
         ready, _ = ray.wait(list(refs), num_returns=1)
         for ref in ready:
