@@ -9,8 +9,9 @@
 
 Where the runs train on CUDA (on Ray: where the cluster has GPUs; or ``pack=True``), the
 stage-1 networks that share a model, its data and its schedule are first trained
-together, a pack per worker or per Ray task holding one GPU (:mod:`calibkit.bench.pack`). Workers report what they are doing (a run's phase, each
-epoch's end) to the driver, whose ``progress`` callback receives it as ``status``.
+together, a pack per worker or per Ray task holding one GPU (:mod:`calibkit.bench.pack`).
+Workers report what they are doing (a run's phase, each epoch's end) to the driver, whose
+``progress`` callback receives it as ``status``.
 
 Runs are keyed by the hash of their resolved settings; the store skips finished keys, so a
 sweep killed at any point and started again finishes the rest without redoing work or
