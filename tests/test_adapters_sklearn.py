@@ -111,7 +111,9 @@ def test_cross_validated_mode_equals_calibrated_classifier_cv(digits, ensemble):
     few = np.concatenate([rows[y[rows] != 9], rows[y[rows] == 9][:2]])
     with pytest.raises(ValueError, match=r"fold 2's training rows lack class 9; use fewer"):
         CalibratedClassifier(lr, "ts", cv=KFold(2)).fit(x[few], y[few])
-    with pytest.raises(ValueError, match="2-fold cross-validation needs at least 2 rows"):
+    with pytest.raises(
+        ValueError, match="2-fold cross-validation needs at least 2 rows of each class"
+    ):
         CalibratedClassifier(lr, "ts", cv=KFold(2)).fit(x[few[:-1]], y[few[:-1]])
 
 

@@ -75,7 +75,9 @@ def test_error_less_class_samples_than_folds():
     than a class's rows is a one-line error."""
     X = np.arange(20, dtype=float).reshape(10, 2)
     y = np.array([0] * 8 + [1] * 2)
-    with pytest.raises(ValueError, match="5-fold cross-validation needs at least 5 rows"):
+    with pytest.raises(
+        ValueError, match="5-fold cross-validation needs at least 5 rows of each class"
+    ):
         CalibratedClassifier(LogisticRegression(), cv=5).fit(X, y)
 
 

@@ -30,32 +30,20 @@ CONFIGURATIONS = [
 ]
 
 
-#: scikit-learn's own CalibratedClassifierCV(cv=3) fails this check the same way: a one-row
-#: fit is refused for having fewer rows of a class than folds, a message the check does not
-#: list among those it accepts
-ONE_ROW = {
-    "check_fit2d_1sample": (
-        "more folds than rows of a class is refused with scikit-learn's own rule and "
-        "wording, which the check's list of messages does not include"
-    )
-}
-
-
 def expected_failures(estimator: CalibratedClassifier) -> dict[str, str]:
     """The checks each configuration fails, with why (measured, not guessed)."""
-    folds = ONE_ROW if isinstance(estimator.cv, int) else {}
     if estimator.method == "vector":
         diverges = (
             "unregularised vector scaling diverges on the check's 12 separable rows: calibkit "
             "refuses the fit (FitDivergedError, a bias beyond ±1e6) where scikit-learn's "
             "methods return one; dir-odir and ms-odir regularise"
         )
-        return folds | {
+        return {
             "check_sample_weights_pandas_series": diverges,
             "check_sample_weights_not_an_array": diverges,
         }
     if estimator.method == "isotonic":
-        return folds | {
+        return {
             "check_sample_weight_equivalence_on_sparse_data": (
                 "weights as repeated rows change isotonic regression's ties on the check's "
                 "sparse data"
@@ -68,7 +56,7 @@ def expected_failures(estimator: CalibratedClassifier) -> dict[str, str]:
                 "log-probabilities of about -27 that differ by 3e-6 (1.2e-7 relative)"
             )
         }
-    return folds
+    return {}
 
 
 @parametrize_with_checks(CONFIGURATIONS, expected_failed_checks=expected_failures)

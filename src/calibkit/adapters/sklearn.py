@@ -428,8 +428,8 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         n_folds = self.cv if isinstance(self.cv, int) else getattr(self.cv, "n_splits", 0)
         if np.unique(y, return_counts=True)[1].min() < n_folds:
             raise ValueError(
-                f"cv: {n_folds}-fold cross-validation needs at least {n_folds} rows of every "
-                "class; use fewer folds"
+                f"cv: {n_folds}-fold cross-validation needs at least {n_folds} rows of each "
+                "class, and at least one class has fewer; use fewer folds"
             )
         fit = routed.estimator.fit
         if self.ensemble is False:
