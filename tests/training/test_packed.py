@@ -55,6 +55,21 @@ def test_each_member_equals_its_network_trained_alone(tmp_path):
         assert run["config"]["loss"] == str(config.loss) and run["seed"] == config.seed
 
 
+def test_gradient_clipping_clips_each_member_as_it_would_alone(tmp_path):
+    """Issue 55 §5: the papers' code clips the gradient norm at 2. A packed member clips its
+    own gradient, as the network trained alone does; a clip this tight changes the run."""
+    configs = _configs(grad_clip=0.05)
+    train_packed(configs, [tmp_path / f"p{i}" for i in range(3)])
+    for i, config in enumerate(configs):
+        train(config, tmp_path / f"a{i}")
+        for alone, both in zip(
+            _logits(tmp_path / f"a{i}"), _logits(tmp_path / f"p{i}"), strict=True
+        ):
+            assert np.abs(alone - both).max() < 1e-4 * max(1.0, np.abs(alone).max())
+    train(_configs()[0], tmp_path / "unclipped")
+    assert np.abs(_logits(tmp_path / "a0")[1] - _logits(tmp_path / "unclipped")[1]).max() > 0.1
+
+
 @pytest.mark.parametrize("kill", ["between epochs", "during the writes", "during the renames"])
 def test_a_killed_packed_run_resumes_to_the_same_networks(tmp_path, monkeypatch, kill):
     configs = _configs(epochs=3)

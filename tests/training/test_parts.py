@@ -42,6 +42,25 @@ def test_crop_flip_returns_a_flipped_or_plain_crop_of_the_padded_image():
     assert torch.equal(out, again)
 
 
+def test_black_padding_is_black_before_normalisation():
+    """Issue 55 §5: the papers' code pads the crop with black and then normalises, so the
+    border is (0 − mean) / std per channel; calibkit's crop-flip pads normalised images
+    with 0 (the mean colour). The same draws give the same crops."""
+    from calibkit.data.augment import augmentation
+
+    mean, std = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
+    black = -torch.tensor(mean) / torch.tensor(std)
+    x = torch.randn(64, 3, 8, 8)
+    out = augmentation("crop-flip-black", mean, std)(x, torch.Generator().manual_seed(3))
+    shifted = crop_flip(x - black[:, None, None], torch.Generator().manual_seed(3))
+    torch.testing.assert_close(out, shifted + black[:, None, None])
+    border = (out == black[None, :, None, None]).all(1)  # a pixel black in every channel
+    assert border.any() and not (out == 0).all(1).any()
+    assert augmentation("crop-flip", mean, std) is crop_flip
+    with pytest.raises(ValueError, match="crop-flip, crop-flip-black or none"):
+        augmentation("crop-flip-white", mean, std)
+
+
 def test_mixup_is_one_convex_combination_per_batch():
     x = torch.randn(8, 3)
     t = torch.nn.functional.one_hot(torch.arange(8) % 4, 4).float()

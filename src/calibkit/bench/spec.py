@@ -55,6 +55,7 @@ __all__ = [
     "METHOD_KEYS",
     "PRESETS",
     "TOP_KEYS",
+    "LATER_TRAIN_KEYS",
     "TRAIN_KEYS",
     "SpecError",
     "load_spec",
@@ -62,7 +63,10 @@ __all__ = [
 ]
 
 PRESETS = Path(__file__).parent / "presets"
-TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule")
+TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule", "grad_clip")
+#: training options that enter a run's settings (and so its key) only where a spec gives
+#: them, so that the runs of specs written before they existed keep their keys
+LATER_TRAIN_KEYS = ("grad_clip",)
 TOP_KEYS = (
     "name",
     "seeds",
@@ -282,7 +286,11 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
                 lines, f"train.{k}", f"unknown training option; valid: {', '.join(TRAIN_KEYS)}"
             )
     defaults = TrainConfig()
-    train = {k: train.get(k, getattr(defaults, k)) for k in TRAIN_KEYS}
+    train = {
+        k: train.get(k, getattr(defaults, k))
+        for k in TRAIN_KEYS
+        if k in train or k not in LATER_TRAIN_KEYS
+    }
     try:
         TrainConfig(**train).check()
     except ValueError as err:

@@ -4,11 +4,16 @@ transform run on the device, its randomness drawn from a seeded generator.
 
 - ``"crop-flip"`` (:func:`crop_flip`): the CIFAR standard, a random 32 x 32 crop of the
   image zero-padded by 4 pixels and a horizontal flip with probability 1/2 (He et al. 2016).
+  The images are normalised first, so the padding is the mean colour.
+- ``"crop-flip-black"``: the same with black padding, as the papers' code pads before it
+  normalises (Mukhoti et al.'s focal_calibration, which MaC-Cal builds on; docs/methods.md,
+  "The papers' code"): the border is (0 − mean) / std per channel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -16,12 +21,19 @@ from torch import Tensor
 __all__ = ["AUGMENTATIONS", "augmentation", "crop_flip"]
 
 
-def crop_flip(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
-    """Random padded crop and horizontal flip of (B, C, H, W) images."""
+def crop_flip(
+    x: Tensor, generator: torch.Generator, pad: int = 4, fill: Tensor | None = None
+) -> Tensor:
+    """Random padded crop and horizontal flip of (B, C, H, W) images; the border is 0, or
+    ``fill`` (C,) per channel."""
     b, c, h, w = x.shape
     offsets = torch.randint(0, 2 * pad + 1, (2, b), generator=generator).to(x.device)
     flips = (torch.rand(b, generator=generator) < 0.5).to(x.device)
-    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
+    if fill is None:
+        padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
+    else:
+        padded = fill.to(x)[None, :, None, None].expand(b, c, h + 2 * pad, w + 2 * pad).clone()
+        padded[:, :, pad : pad + h, pad : pad + w] = x
     rows = (offsets[0][:, None] + torch.arange(h, device=x.device))[:, None, :, None]
     cols = offsets[1][:, None] + torch.arange(w, device=x.device)
     cols = torch.where(flips[:, None], cols.flip(1), cols)[:, None, None, :]
@@ -30,14 +42,24 @@ def crop_flip(x: Tensor, generator: torch.Generator, pad: int = 4) -> Tensor:
     return padded[batch, chans, rows, cols]
 
 
-#: name -> transform(x (B, C, H, W), generator) -> x
-AUGMENTATIONS: dict[str, Callable[[Tensor, torch.Generator], Tensor]] = {"crop-flip": crop_flip}
+#: the augmentations a dataset may name, and what each pads with
+AUGMENTATIONS = {"crop-flip": "the mean colour", "crop-flip-black": "black"}
 
 
-def augmentation(name: str | None) -> Callable[[Tensor, torch.Generator], Tensor] | None:
-    """The transform a dataset's ``augment`` names (None: none)."""
+def augmentation(
+    name: str | None,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
+) -> Callable[[Tensor, torch.Generator], Tensor] | None:
+    """The transform ``(x, generator) -> x`` a dataset's ``augment`` names (None: none), for
+    images normalised by ``mean`` and ``std`` (None: not normalised)."""
     if name is None:
         return None
     if name not in AUGMENTATIONS:
         raise ValueError(f"augment: expected {', '.join(AUGMENTATIONS)} or none, got {name!r}")
-    return AUGMENTATIONS[name]
+    if name == "crop-flip":
+        return crop_flip
+    if mean is None or std is None:  # images in [0, 1]: black is 0, the plain padding
+        return crop_flip
+    black = -torch.tensor(mean, dtype=torch.float32) / torch.tensor(std, dtype=torch.float32)
+    return partial(crop_flip, fill=black)

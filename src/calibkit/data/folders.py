@@ -122,7 +122,8 @@ def folder(
     - ``test_size``: measure on this many test images (a seeded random subset; default all),
       for quick checks of a protocol.
     - ``augment``: the training augmentation, ``crop-flip`` (default: 4-pixel padded random
-      crop and horizontal flip) or ``none``.
+      crop and horizontal flip, padding with the mean colour), ``crop-flip-black`` (the
+      same padding with black, as the papers' code does) or ``none``.
     - ``in_memory``: decode every image once at load (CIFAR-sized trees: 60,000 images are
       180 MB) instead of at every batch; only the images the splits use are decoded.
     - ``val_from``: the split the validation images are held out of, ``train`` (default) or

@@ -71,6 +71,13 @@ class TrainConfig:
         metadata={"help": "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G."},
     )
     mixup: float = field(default=0.0, metadata={"help": "Mixup alpha (0: off)."})
+    grad_clip: float = field(
+        default=0.0,
+        metadata={
+            "help": "Clip each network's gradient norm to this before each step (0: off; "
+            "the papers' focal_calibration code clips at 2)."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
     extra: list[str | Spec] = field(
         default_factory=list,
@@ -178,7 +185,7 @@ class TrainResult:
 #: the largest setting a run accepts: beyond them training diverges at once or never ends
 #: (an lr of 1e308 or a weight decay of 1e308 overflow the first step; a mixup alpha of
 #: 1e308 makes Beta draws of NaN; 10**30 epochs is not a run)
-RANGES = {"lr": 100.0, "momentum": 1.0, "weight_decay": 1.0, "mixup": 100.0}
+RANGES = {"lr": 100.0, "momentum": 1.0, "weight_decay": 1.0, "mixup": 100.0, "grad_clip": 1e6}
 MAX_EPOCHS, MAX_BATCH = 1_000_000, 1_000_000
 
 

@@ -67,6 +67,16 @@ class Pack:
     def forward(self, xs: Sequence[Tensor]) -> Tensor:
         return self._forward(self.params, self.buffers, torch.stack(list(xs)))
 
+    def clip(self, max_norm: float) -> None:
+        """Each member's gradient norm clipped to ``max_norm`` on its own, as
+        ``torch.nn.utils.clip_grad_norm_`` clips a network trained alone (coefficient
+        max_norm / (norm + 1e-6), at most 1)."""
+        grads = [p.grad for p in self.params.values() if p.grad is not None]
+        norms = torch.stack([g.flatten(1).double().pow(2).sum(1) for g in grads]).sum(0).sqrt()
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.to(g.dtype).reshape(-1, *([1] * (g.ndim - 1))))
+
     def settle(self) -> None:
         for m, (net, opt) in enumerate(zip(self.nets, self.member_opts, strict=True)):
             _unstack(m, net, self.params, self.buffers, self.opt, opt)

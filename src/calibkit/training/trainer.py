@@ -335,7 +335,7 @@ def train_packed(
     steps_per_epoch = -(-n // size)
     total = steps_per_epoch * first.epochs
     schedule = schedules.create(first.schedule)  # built once, asked every epoch
-    augment = augmentation(bundle.augment)
+    augment = augmentation(bundle.augment, bundle.mean, bundle.std)
     for epoch in range(start, first.epochs):
         began = time.perf_counter()
         lr = set_epoch_lr(engine.opt, schedule, first, epoch)
@@ -356,6 +356,8 @@ def train_packed(
             ]
             engine.opt.zero_grad(set_to_none=True)
             (terms[0] if len(terms) == 1 else torch.stack(terms).sum()).backward()
+            if first.grad_clip > 0:
+                engine.clip(first.grad_clip)
             engine.opt.step()
             for m, t in enumerate(totals):
                 t.add(terms[m], logits[m], batch[m][2], idx[m], epoch + 1)
@@ -419,6 +421,10 @@ class _Alone:
         """The member's logits, as a list of one (not a stacked view: selecting from one
         would add a backward node that copies the gradient, 13 % of a small MLP's step)."""
         return [self.module(_layout(xs[0], self.device))]
+
+    def clip(self, max_norm: float) -> None:
+        """The gradient's norm clipped to ``max_norm`` (``torch.nn.utils.clip_grad_norm_``)."""
+        nn.utils.clip_grad_norm_(self.module.parameters(), max_norm)
 
     def settle(self) -> None:
         """The member's network and optimiser are the ones stepped."""
