@@ -51,11 +51,11 @@ from .runspec import BenchSpec, RunSpec
 
 __all__ = [
     "ENTRY_KEYS",
+    "LATER_TRAIN_KEYS",
     "MAX_VALUES",
     "METHOD_KEYS",
     "PRESETS",
     "TOP_KEYS",
-    "LATER_TRAIN_KEYS",
     "TRAIN_KEYS",
     "SpecError",
     "load_spec",
