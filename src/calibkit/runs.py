@@ -23,6 +23,7 @@ from torch import nn
 
 from . import data, posthoc
 from ._docs import documented
+from .data.augment import augmentation
 from .io import read_arrays
 from .outputs import atomic_write, save_npz, write_text
 from .posthoc.anomalies import check_fit
@@ -124,6 +125,7 @@ def run_evidence(
         inputs=inputs,
         predict=lambda module, split: predict(module, splits[split], bundle, dev),
         input_range=data.input_bounds(bundle),
+        augment=augmentation(bundle.augment, bundle.mean, bundle.std),
     )
     return evidence, info
 

@@ -306,3 +306,25 @@ def test_a_stopped_mask_is_flagged_as_an_anomaly(stage1):
     z = torch.randn(10, 3)
     found = check_method(cal, same, same, logits_before=z, logits_after=z)
     assert ("mask-inactive", "q reached 1: nothing was masked from epoch 1 of 2") in found
+
+
+def test_stage_two_on_augmented_images_is_a_setting(stage1):
+    """Issue 55 §1: the paper's stage 2 most likely saw augmented training images (its
+    training loader augments). ``images="augmented"`` recomputes the features every epoch
+    from augmented images; an identity augmentation gives the plain fit exactly, a real one
+    another, and data without an augmentation is refused in one line."""
+    from calibkit.training import crop_flip
+
+    evidence, _ = run_evidence(stage1, "cpu")
+    x, y = evidence.inputs("train", None), evidence.labels["train"]
+    settings = {"epochs": 3, "batch_size": 32}
+    plain = MacCal(**settings).fit(evidence.model, x, y)
+    same = MacCal(images="augmented", **settings).fit(
+        evidence.model, x, y, augment=lambda batch, generator: batch
+    )
+    for a, b in zip(plain.history(), same.history(), strict=True):
+        assert a["train_loss"] == b["train_loss"] and a["q"] == b["q"]
+    moved = MacCal(images="augmented", **settings).fit(evidence.model, x, y, augment=crop_flip)
+    assert moved.history()[-1]["train_loss"] != plain.history()[-1]["train_loss"]
+    with pytest.raises(ValueError, match="images: 'augmented' needs the run's training"):
+        MacCal(images="augmented", **settings).fit_on(evidence)  # digits: no augmentation

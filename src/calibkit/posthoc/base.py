@@ -431,7 +431,7 @@ class Evidence:
     """What a run offers a calibration method, the same for every method: logits and labels
     by split; for model-level methods also the model, the inputs of a split (``inputs(split,
     rows)``, on the model's device), the logits of any module on a split (``predict(module,
-    split)``) and the feasible input range, or None."""
+    split)``), the feasible input range and the training augmentation, or None."""
 
     logits: dict[str, Tensor]
     labels: dict[str, Tensor | None]
@@ -439,6 +439,8 @@ class Evidence:
     inputs: Callable[[str, Tensor | None], Tensor] | None = None
     predict: Callable[[nn.Module, str], Tensor] | None = None
     input_range: tuple[Any, Any] | None = None
+    #: the run's training augmentation, ``(inputs, generator) -> inputs``, or None
+    augment: Callable[[Tensor, Any], Tensor] | None = None
 
 
 class Calibrator(Method):

@@ -2,8 +2,12 @@
 Algorithm 1, Eq. 8–13; docs/methods.md §5).
 
 The feature extractor of a stage-1 model is frozen in eval mode and its features are
-computed once (stage 2 uses no augmentation, so they never change); a new, randomly
-initialised head is trained on them with cross-entropy and SGD. Each head weight matrix W
+computed once (``images="plain"``, the default: the plain training images, so they never
+change); a new, randomly initialised head is trained on them with cross-entropy and SGD.
+``images="augmented"`` recomputes them every epoch from the training images augmented as
+the run's training was: the paper builds on focal_calibration's code, whose training
+loader augments every epoch, so its stage 2 most likely saw augmented images
+(docs/methods.md, "The papers' code"). Each head weight matrix W
 is used as M ⊙ W with M ~ Bernoulli(q) drawn per mini-batch (Algorithm 1; ``resample=
 "epoch"`` draws one per epoch, as the text of §4.2 says).
 
@@ -62,6 +66,7 @@ __all__ = [
     "ADAPTIVE",
     "AUTO_BATCHES",
     "CHUNK",
+    "IMAGES",
     "MIN_STEPS",
     "SCHEDULES",
     "MacCal",
@@ -128,6 +133,7 @@ class MacCal(ModelCalibrator):
         epochs: int = 40,
         lr: float = 0.1,
         schedule: str = "constant",
+        images: str = "plain",
         momentum: float = 0.9,
         weight_decay: float = 5e-4,
         batch_size: int | str = "auto",
@@ -139,6 +145,7 @@ class MacCal(ModelCalibrator):
         self.q_min, self.resample, self.inference, self.epochs = q_min, resample, inference, epochs
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self.schedule, self.batch_size, self.seed = schedule, batch_size, seed
+        self.images = images
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
@@ -148,6 +155,7 @@ class MacCal(ModelCalibrator):
             "resample": ("batch", "epoch"),
             "inference": ("full", "expected"),
             "schedule": SCHEDULES,
+            "images": IMAGES,
         }
         for name, allowed in choices.items():
             if s[name] not in allowed:
@@ -176,10 +184,12 @@ class MacCal(ModelCalibrator):
         return s
 
     def _from_evidence(self, evidence: Evidence) -> dict[str, Any]:
-        """The run's validation split, to monitor each epoch (``history()``)."""
-        if evidence.labels.get("val") is None:
-            return {}
-        return {"val": (evidence.inputs("val", None), evidence.labels["val"])}
+        """The run's validation split, to monitor each epoch (``history()``), and its
+        training augmentation (``images="augmented"``)."""
+        out: dict[str, Any] = {"augment": evidence.augment}
+        if evidence.labels.get("val") is not None:
+            out["val"] = (evidence.inputs("val", None), evidence.labels["val"])
+        return out
 
     def _fit(
         self,
@@ -189,8 +199,14 @@ class MacCal(ModelCalibrator):
         *,
         val: tuple[Tensor, Tensor] | None = None,
         progress: Any = None,
+        augment: Any = None,
     ) -> FitReport:
         s = self.checked()
+        if s["images"] == "augmented" and augment is None:
+            raise ValueError(
+                "images: 'augmented' needs the run's training augmentation, and this data "
+                "has none (augment=none, or digits); use images=plain"
+            )
         if not all(hasattr(model, a) for a in ("forward_features", "num_features", "num_classes")):
             raise ValueError(
                 "maccal needs a model split into forward_features and head (calibkit.models)"
@@ -219,7 +235,16 @@ class MacCal(ModelCalibrator):
             inference=s["inference"],
         ).to(device)
         before = _train_loss(head, h_train, y)
-        history = train_head(head, h_train, y, s, h_val, val, progress)
+        epoch_features = None
+        if s["images"] == "augmented":
+            gen = torch.Generator().manual_seed(s["seed"] + 1)  # its own stream: the order's
+            # is the plain fit's
+
+            def epoch_features() -> Tensor:
+                with frozen(model):
+                    return torch.cat([features(model, augment(c, gen)) for c in x.split(CHUNK)])
+
+        history = train_head(head, h_train, y, s, h_val, val, progress, epoch_features)
         head.q.fill_(history[-1]["q"])  # the rate of the last epoch: q_T for expected weights
         head.masks = None
         self.head_, self.history_, self.n_classes_ = head.eval(), history, k
@@ -318,14 +343,18 @@ def train_head(
     h_val: Tensor | None,
     val: tuple[Tensor, Tensor] | None,
     progress: Any,
+    epoch_features: Any = None,
 ) -> list[dict[str, float]]:
     """Algorithm 1 on cached features: one record per epoch (q used, η, training accuracy,
-    confidence and loss, validation accuracy and ECE where ``val`` is given)."""
+    confidence and loss, validation accuracy and ECE where ``val`` is given).
+    ``epoch_features()``, where given, gives each epoch's training features (of augmented
+    images); Acc_t and Conf_t are still measured on the plain ``h_train``."""
     gen = torch.Generator().manual_seed(s["seed"])
     q, state, history = s["q0"], {}, []
     device = h_train.device
     for epoch in range(1, s["epochs"] + 1):
         lr = lr_at(s, epoch)
+        h_epoch = h_train if epoch_features is None else epoch_features()
         head.train()
         order = torch.randperm(len(y_train), generator=gen).to(device)
         step_losses = []  # summed after the epoch: no operation per step
@@ -334,7 +363,7 @@ def train_head(
         for idx in order.split(s["batch_size"]):
             if s["resample"] == "batch":
                 head.resample(q, gen)
-            loss = nn.functional.cross_entropy(head(h_train[idx]), y_train[idx])
+            loss = nn.functional.cross_entropy(head(h_epoch[idx]), y_train[idx])
             head.zero_grad(set_to_none=True)
             loss.backward()
             masked_sgd_step(head, state, lr, s["momentum"], s["weight_decay"])
@@ -482,6 +511,11 @@ def mask_stopped(history: list[dict[str, float]], s: dict[str, Any]) -> str | No
             return f"q reached {what} from epoch {since} of {len(history)}"
     return None
 
+
+#: what stage 2 trains the head on: the cached features of the plain training images
+#: (calibkit's default), or each epoch's features of the images augmented as the run's
+#: training was (the paper's training loader)
+IMAGES = ("plain", "augmented")
 
 #: stage 2's learning-rate schedules: the paper's constant rate (0.1), or cosine decay to 0
 #: over the epochs (each epoch at its start's rate)
