@@ -1,0 +1,67 @@
+"""Neural Clamping's λ taken at the warm-started temperature (calibkit's default) or at
+T = 1 (the paper's §4.1, ``lam_at=one``), on the pretrained ResNet-20 and the JPEG CIFAR-10
+tree: 500 calibration and 2,000 test images, as `bench real`, 2 seeds. Prints λ', the
+temperature, test ECE and accuracy of each fit (docs/model-level.md).
+
+    python benchmarks/nc_lambda.py [--epochs 30] [--out /tmp/nc-resnet20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+from calibkit.metrics.resample import metric_values
+from calibkit.posthoc.clamping import NeuralClamping
+from calibkit.runs import pretrained_run, run_evidence
+from calibkit.training import TrainConfig
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def pretrained(out: Path, augment: str = "none", train_size: int = 1000) -> Path:
+    """The pretrained ResNet-20 as a run on the JPEG tree (made once, then reused)."""
+    data = (
+        f"folder:root={SHARED / 'cifar10-jpeg'},mean=[0.485,0.456,0.406],"
+        "std=[0.229,0.224,0.225],val_from=test,val_size=500,test_size=2000,"
+        f"train_size={train_size},augment={augment},in_memory=true"
+    )
+    if not (out / "run.json").exists():
+        weights = SHARED / "weights" / "resnet20-12fca82f.th"
+        pretrained_run(TrainConfig(data=data, model="resnet20", checkpoint=str(weights)), out)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/nc-resnet20"))
+    args = parser.parse_args()
+    evidence, _ = run_evidence(pretrained(args.out), "cpu")
+    y = evidence.labels["test"]
+    base = metric_values(evidence.logits["test"], y, ["accuracy", "ece"])
+    print(
+        f"pretrained: test ECE {base['ece'] * 100:.2f} %, accuracy {base['accuracy'] * 100:.2f} %"
+    )
+    for seed in (0, 1):
+        for at in ("warm", "one"):
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                nc = NeuralClamping(lam_at=at, seed=seed, epochs=args.epochs, batch_size=100)
+                nc.fit_on(evidence)
+            m = metric_values(nc.apply_on(evidence)["test"], y, ["accuracy", "ece"])
+            d = nc.fit_report_.details
+            print(
+                f"seed {seed} lam_at={at}: λ' {d['lam']:.4g}, T {d['temperature_start']:.3f} -> "
+                f"{d['temperature']:.3f}, test ECE {m['ece'] * 100:.2f} %, accuracy "
+                f"{m['accuracy'] * 100:.2f} %, converged {nc.fit_report_.converged} "
+                f"({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
