@@ -90,7 +90,10 @@ def test_the_train_cifar_presets_are_the_study_and_the_papers_protocol():
     assert len({r.training_key for r in study.runs}) == len(study.runs) - 2
     assert paper.methods == study.methods
     assert paper.runs[0].train["epochs"] == 200
-    assert paper.runs[0].dataset.kwargs["augment"] == "crop-flip"
+    # the papers' code's pipeline: black padding, its normalisation, the gradient clipped at 2
+    assert paper.runs[0].dataset.kwargs["augment"] == "crop-flip-black"
+    assert tuple(paper.runs[0].dataset.kwargs["std"]) == (0.2023, 0.1994, 0.201)
+    assert paper.runs[0].train_config().grad_clip == 2.0
 
 
 def _small(run, root):
