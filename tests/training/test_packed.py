@@ -36,15 +36,22 @@ def _logits(folder):
         return f["logits_val"], f["logits_test"]
 
 
-def test_each_member_equals_its_network_trained_alone(tmp_path):
-    configs = _configs()
-    train_packed(configs, [tmp_path / f"p{i}" for i in range(3)])
+def _packed_and_alone(configs, tmp_path) -> None:
+    """Train ``configs`` as one pack (``p<i>``) and each alone (``a<i>``), and check that
+    every member's logits equal its network trained alone within float tolerance."""
+    train_packed(configs, [tmp_path / f"p{i}" for i in range(len(configs))])
     for i, config in enumerate(configs):
         train(config, tmp_path / f"a{i}")
         for alone, both in zip(
             _logits(tmp_path / f"a{i}"), _logits(tmp_path / f"p{i}"), strict=True
         ):
             assert np.abs(alone - both).max() < 1e-4 * max(1.0, np.abs(alone).max())
+
+
+def test_each_member_equals_its_network_trained_alone(tmp_path):
+    configs = _configs()
+    _packed_and_alone(configs, tmp_path)
+    for i, config in enumerate(configs):
         h_alone = json.loads((tmp_path / f"a{i}" / "history.json").read_text())
         h_packed = json.loads((tmp_path / f"p{i}" / "history.json").read_text())
         for a, p in zip(h_alone, h_packed, strict=True):
@@ -58,14 +65,7 @@ def test_each_member_equals_its_network_trained_alone(tmp_path):
 def test_gradient_clipping_clips_each_member_as_it_would_alone(tmp_path):
     """Issue 55 §5: the papers' code clips the gradient norm at 2. A packed member clips its
     own gradient, as the network trained alone does; a clip this tight changes the run."""
-    configs = _configs(grad_clip=0.05)
-    train_packed(configs, [tmp_path / f"p{i}" for i in range(3)])
-    for i, config in enumerate(configs):
-        train(config, tmp_path / f"a{i}")
-        for alone, both in zip(
-            _logits(tmp_path / f"a{i}"), _logits(tmp_path / f"p{i}"), strict=True
-        ):
-            assert np.abs(alone - both).max() < 1e-4 * max(1.0, np.abs(alone).max())
+    _packed_and_alone(_configs(grad_clip=0.05), tmp_path)
     train(_configs()[0], tmp_path / "unclipped")
     assert np.abs(_logits(tmp_path / "a0")[1] - _logits(tmp_path / "unclipped")[1]).max() > 0.1
 
