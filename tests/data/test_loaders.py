@@ -303,5 +303,7 @@ def test_folder_augmentation_is_named_or_none(tmp_path):
     _train_test_tree(tmp_path)
     assert data.create("folder", root=str(tmp_path), val_size=6).augment == "crop-flip"
     assert data.create("folder:augment=none", root=str(tmp_path), val_size=6).augment is None
-    with pytest.raises(ValueError, match="augment: expected crop-flip, crop-flip-black or none, got 'rotate'"):
+    with pytest.raises(
+        ValueError, match="augment: expected crop-flip, crop-flip-black or none, got 'rotate'"
+    ):
         data.create("folder", root=str(tmp_path), val_size=6, augment="rotate")
