@@ -1,9 +1,11 @@
 """Neural Clamping's λ taken at the warm-started temperature (calibkit's default) or at
 T = 1 (the paper's §4.1, ``lam_at=one``), on the pretrained ResNet-20 and the JPEG CIFAR-10
-tree: 500 calibration and 2,000 test images, as `bench real`, 2 seeds. Prints λ', the
-temperature, test ECE and accuracy of each fit (docs/model-level.md).
+tree: 500 calibration and 2,000 test images, as `bench real`, 2 seeds; or on finished runs
+given with ``--run`` (one seed each, the default 100 epochs). Prints λ', the temperature,
+test ECE and accuracy of each fit (docs/model-level.md).
 
     python benchmarks/nc_lambda.py [--epochs 30] [--out /tmp/nc-resnet20]
+    python benchmarks/nc_lambda.py --run /tmp/maccal-search/stage1-seed0 --run ...
 """
 
 from __future__ import annotations
@@ -38,29 +40,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--out", type=Path, default=Path("/tmp/nc-resnet20"))
+    parser.add_argument("--run", type=Path, action="append", help="a finished run instead")
     args = parser.parse_args()
-    evidence, _ = run_evidence(pretrained(args.out), "cpu")
+    if args.run:  # one seed each, the default epochs and batch
+        for seed, run in enumerate(args.run):
+            compare(run, {"seed": seed})
+        return
+    for seed in (0, 1):
+        compare(pretrained(args.out), {"seed": seed, "epochs": args.epochs, "batch_size": 100})
+
+
+def compare(run: Path, settings: dict) -> None:
+    """Neural Clamping on ``run`` with λ from the loss at the warm T and at T = 1."""
+    evidence, _ = run_evidence(run, "cpu")
     y = evidence.labels["test"]
     base = metric_values(evidence.logits["test"], y, ["accuracy", "ece"])
-    print(
-        f"pretrained: test ECE {base['ece'] * 100:.2f} %, accuracy {base['accuracy'] * 100:.2f} %"
-    )
-    for seed in (0, 1):
-        for at in ("warm", "one"):
-            start = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                nc = NeuralClamping(lam_at=at, seed=seed, epochs=args.epochs, batch_size=100)
-                nc.fit_on(evidence)
-            m = metric_values(nc.apply_on(evidence)["test"], y, ["accuracy", "ece"])
-            d = nc.fit_report_.details
-            print(
-                f"seed {seed} lam_at={at}: λ' {d['lam']:.4g}, T {d['temperature_start']:.3f} -> "
-                f"{d['temperature']:.3f}, test ECE {m['ece'] * 100:.2f} %, accuracy "
-                f"{m['accuracy'] * 100:.2f} %, converged {nc.fit_report_.converged} "
-                f"({time.perf_counter() - start:.0f} s)",
-                flush=True,
-            )
+    print(f"{run}: test ECE {base['ece'] * 100:.2f} %, accuracy {base['accuracy'] * 100:.2f} %")
+    for at in ("warm", "one"):
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nc = NeuralClamping(lam_at=at, **settings).fit_on(evidence)
+        m = metric_values(nc.apply_on(evidence)["test"], y, ["accuracy", "ece"])
+        d = nc.fit_report_.details
+        print(
+            f"seed {settings['seed']} lam_at={at}: λ' {d['lam']:.4g}, T "
+            f"{d['temperature_start']:.3f} -> {d['temperature']:.3f}, test ECE "
+            f"{m['ece'] * 100:.2f} %, accuracy {m['accuracy'] * 100:.2f} %, converged "
+            f"{nc.fit_report_.converged} ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
