@@ -23,11 +23,13 @@ from calibkit.training import TrainConfig
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def pretrained(out: Path, augment: str = "none", train_size: int = 1000) -> Path:
+def pretrained(
+    out: Path, augment: str = "none", train_size: int = 1000, val_size: int = 500
+) -> Path:
     """The pretrained ResNet-20 as a run on the JPEG tree (made once, then reused)."""
     data = (
         f"folder:root={SHARED / 'cifar10-jpeg'},mean=[0.485,0.456,0.406],"
-        "std=[0.229,0.224,0.225],val_from=test,val_size=500,test_size=2000,"
+        f"std=[0.229,0.224,0.225],val_from=test,val_size={val_size},test_size=2000,"
         f"train_size={train_size},augment={augment},in_memory=true"
     )
     if not (out / "run.json").exists():

@@ -246,3 +246,26 @@ def test_lambda_is_taken_at_the_warm_temperature_or_at_t_1_as_the_paper_says():
     assert warm.lam_ < one.lam_  # the under-confident toy's optimum T < 1 lowers the loss
     with pytest.raises(ValueError, match="lam_at"):
         NeuralClamping(lam_at="start").checked()
+
+
+def test_nctoolkit_objective_and_start_are_settings():
+    """Issue 55 §5: NCToolkit's ``NCWrapper.train_NC`` penalises ‖δ‖ unsquared and starts T
+    at 1; ``penalty="norm"`` and ``t_start="one"`` are those, and the fit's objective is
+    then focal + λ'‖δ‖ (computed again here from the fitted δ and T)."""
+    model = toy_model()
+    x, y = toy_data()
+    nc = NeuralClamping(penalty="norm", t_start="one", lam=0.01, epochs=5, lr=1e-3).fit(
+        model, x, y
+    )
+    assert nc.fit_report_.details["temperature_start"] == 1.0
+    with torch.no_grad():
+        z = model(x + nc.delta_) / nc.temperature_
+    focal = Focal(gamma=1.0, reduction="mean")
+    expected = float(focal.compute(z, y)) + 0.01 * float(torch.linalg.vector_norm(nc.delta_))
+    assert nc.fit_report_.after == pytest.approx(expected, rel=1e-12)
+    squared = NeuralClamping(lam=0.01, epochs=5, lr=1e-3).fit(model, x, y)
+    assert squared.fit_report_.details["temperature_start"] != 1.0  # the warm start
+    with pytest.raises(ValueError, match="t_start: 'one' needs fit_delta=true"):
+        NeuralClamping(t_start="one", fit_delta=False).checked()
+    with pytest.raises(ValueError, match="penalty"):
+        NeuralClamping(penalty="l1").checked()

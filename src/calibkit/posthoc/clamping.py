@@ -19,8 +19,11 @@ divergence seen with the literal reading; see docs/model-level.md):
   temperature ran to 1e19 on a digits network.
 - **Optimiser.** SGD, learning rate 0.001, momentum 0.9 (the authors' code), batch 512,
   100 epochs (§4.1). T is optimised as log T, so it stays positive.
+- **Penalty.** ``penalty="squared"`` is Eq. 9's λ‖δ‖²; ``penalty="norm"`` is the unsquared
+  ‖δ‖ of the authors' code (NCToolkit's ``NCWrapper.train_NC``).
 - **Start of T.** T starts at the focal-loss temperature-scaling optimum for the starting
-  δ (a 1-D bounded minimisation on the logits), not at 1: with the paper's step size a small
+  δ (a 1-D bounded minimisation on the logits), not at 1 (``t_start="one"`` starts at 1,
+  as NCToolkit does): with the paper's step size a small
   calibration set gives too few steps for T to travel, and the result would depend on the
   set's size. With ``fit_delta=False`` that optimum is the answer (δ = 0: temperature
   scaling fitted with focal loss).
@@ -61,7 +64,9 @@ from .model_level import ModelCalibrator, settled
 __all__ = [
     "CPU_INPUT_VALUES",
     "LAM_AT",
+    "PENALTIES",
     "TEMPERATURE_LIMITS",
+    "T_STARTS",
     "ClampingDivergedError",
     "NeuralClamping",
     "converged",
@@ -72,6 +77,11 @@ __all__ = [
 #: where λ's "initial loss" is taken: at the warm-started temperature (calibkit's default)
 #: or at T = 1, the network as it is (the paper's §4.1)
 LAM_AT = ("warm", "one")
+
+#: the penalty on δ: ‖δ‖² (the paper's Eq. 9) or ‖δ‖ (NCToolkit's code)
+PENALTIES = ("squared", "norm")
+#: where T starts: the focal-loss TS optimum (calibkit) or 1 (NCToolkit's ``init_temp``)
+T_STARTS = ("warm", "one")
 
 #: temperatures a fit may end at; outside it the fit is reported as diverged
 TEMPERATURE_LIMITS = (1e-2, 1e2)
@@ -101,6 +111,8 @@ class NeuralClamping(ModelCalibrator):
         lam: float | None = None,
         lam_scale: float = 0.1,
         lam_at: str = "warm",
+        penalty: str = "squared",
+        t_start: str = "warm",
         lr: float = 0.001,
         momentum: float = 0.9,
         batch_size: int = 512,
@@ -112,7 +124,7 @@ class NeuralClamping(ModelCalibrator):
     ) -> None:
         super().__init__()
         self.gamma_pool, self.lam, self.lam_scale, self.lr = gamma_pool, lam, lam_scale, lr
-        self.lam_at = lam_at
+        self.lam_at, self.penalty, self.t_start = lam_at, penalty, t_start
         self.momentum, self.batch_size, self.epochs, self.init = momentum, batch_size, epochs, init
         self.init_scale, self.fit_delta, self.seed = init_scale, fit_delta, seed
 
@@ -140,11 +152,18 @@ class NeuralClamping(ModelCalibrator):
             raise ValueError(f"momentum: expected a finite number >= 0 and < 1, got {momentum!r}")
         if not isinstance(fit_delta, bool):
             raise ValueError(f"fit_delta: expected true or false, got {fit_delta!r}")
+        if s["t_start"] == "one" and not fit_delta:
+            raise ValueError(
+                "t_start: 'one' needs fit_delta=true (without δ the fit is the warm start, "
+                "temperature scaling by focal loss)"
+            )
         return {
             "gamma_pool": pool,
             "lam": None if lam is None else check_number(lam, "lam", low=0.0, strict=False),
             "lam_scale": check_number(lam_scale, "lam_scale", low=0.0, strict=False),
             "lam_at": check_choice(s["lam_at"], "lam_at", LAM_AT),
+            "penalty": check_choice(s["penalty"], "penalty", PENALTIES),
+            "t_start": check_choice(s["t_start"], "t_start", T_STARTS),
             "lr": check_number(lr, "lr", low=0.0),
             "momentum": float(momentum),
             "batch_size": check_positive_int(batch_size, "batch_size"),
@@ -326,12 +345,13 @@ def _fit_pool(
             method="bounded",
             options={"xatol": 1e-8},
         )
-        initial = float(warm.fun) if s["lam_at"] == "warm" else float(focal.compute(z0, y))
+        at_one = float(focal.compute(z0, y))
+        initial = float(warm.fun) if s["lam_at"] == "warm" else at_one
         lam = s["lam"] if s["lam"] is not None else s["lam_scale"] * initial
-        start = float(warm.fun) + lam * float((delta0**2).sum())
-        outs.append(
-            {"t_start": math.exp(float(warm.x)), "lam": lam, "start": start, "log_t": float(warm.x)}
-        )
+        log_t0 = float(warm.x) if s["t_start"] == "warm" else 0.0
+        data_term = float(warm.fun) if s["t_start"] == "warm" else at_one
+        start = data_term + lam * float(_penalty(delta0[None], s["penalty"]))
+        outs.append({"t_start": math.exp(log_t0), "lam": lam, "start": start, "log_t": log_t0})
     g = len(focals)
     if not s["fit_delta"]:  # the warm start is the exact optimum
         log_t = torch.tensor([o["log_t"] for o in outs], dtype=x.dtype, device=x.device)
@@ -347,7 +367,7 @@ def _fit_pool(
         seen = torch.zeros(g, dtype=torch.float64)  # each γ's objective summed over samples
         for idx in order.split(s["batch_size"]):
             opt.zero_grad(set_to_none=True)
-            penalty = lams * (delta**2).flatten(1).sum(1)
+            penalty = lams * _penalty(delta, s["penalty"])
             penalty.sum().backward()
             seen += penalty.detach().double().cpu() * len(idx)
             for part in idx.split(_pieces(len(idx), x, g)):  # gradients summed
@@ -391,11 +411,18 @@ def converged(history: list[dict[str, float]]) -> bool:
     )
 
 
+def _penalty(delta: Tensor, kind: str) -> Tensor:
+    """(G,) ‖δ‖² or ‖δ‖ of each of the G perturbations ``delta`` (G, *input shape); the norm
+    by ``vector_norm``, whose gradient at δ = 0 is 0 (a square root's would be NaN)."""
+    flat = delta.flatten(1)
+    return (flat**2).sum(1) if kind == "squared" else torch.linalg.vector_norm(flat, dim=1)
+
+
 def _checked(model, x: Tensor, y: Tensor, delta: Tensor, log_t: Tensor, focal, s, out) -> dict:
     """A finished fit with its calibration logits and objective, or ClampingDivergedError."""
     z = _logits(model, x, delta, log_t.exp())
     start, lam = out["start"], out["lam"]
-    end = float(focal.compute(z, y)) + lam * float((delta**2).sum())
+    end = float(focal.compute(z, y)) + lam * float(_penalty(delta[None], s["penalty"]))
     t = math.exp(float(log_t)) if math.isfinite(float(log_t)) else math.inf
     sane = TEMPERATURE_LIMITS[0] <= t <= TEMPERATURE_LIMITS[1]
     if not (math.isfinite(end) and sane and end <= start + 0.01 * abs(start)):
