@@ -254,9 +254,7 @@ def test_nctoolkit_objective_and_start_are_settings():
     then focal + λ'‖δ‖ (computed again here from the fitted δ and T)."""
     model = toy_model()
     x, y = toy_data()
-    nc = NeuralClamping(penalty="norm", t_start="one", lam=0.01, epochs=5, lr=1e-3).fit(
-        model, x, y
-    )
+    nc = NeuralClamping(penalty="norm", t_start="one", lam=0.01, epochs=5, lr=1e-3).fit(model, x, y)
     assert nc.fit_report_.details["temperature_start"] == 1.0
     with torch.no_grad():
         z = model(x + nc.delta_) / nc.temperature_
