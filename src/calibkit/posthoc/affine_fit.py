@@ -9,8 +9,6 @@ import math
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
-from threadpoolctl import threadpool_limits
 from torch import Tensor
 
 __all__ = ["STALL_FACTOR", "fit_affine", "nll_and_grad"]
@@ -110,6 +108,9 @@ def fit_affine(
     def split(r: Tensor) -> tuple[Tensor, Tensor]:
         return (r[:, :k] if matrix else r[:, 0]).contiguous(), r[:, -1].contiguous()
 
+    from scipy.optimize import minimize  # 0.4 s to import: where it is used, not at start-up
+    from threadpoolctl import threadpool_limits
+
     start = torch.cat([w0 if matrix else w0[:, None], b0[:, None]], 1)
     onehot = torch.nn.functional.one_hot(y, k).to(x.dtype)
     true_grad = x.new_zeros(start.shape)
@@ -151,7 +152,7 @@ def fit_affine(
         loss, _ = objective(theta0)
         res.x = theta0
     theta = torch.from_numpy(res.x).view(start.shape).to(x.device, x.dtype)
-    w, b = split(scale * times(theta, inv).detach())
+    w, b = split(scale * times(theta, inv))
     grad = float(true_grad.abs().max())
     # L-BFGS-B also stops when the loss stops changing (1e-12) or a line search fails; only
     # the first, near the tolerance, counts as converged (a stall far from it does not)
