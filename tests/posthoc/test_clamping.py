@@ -256,6 +256,7 @@ def test_nctoolkit_objective_and_start_are_settings():
     x, y = toy_data()
     nc = NeuralClamping(penalty="norm", t_start="one", lam=0.01, epochs=5, lr=1e-3).fit(model, x, y)
     assert nc.fit_report_.details["temperature_start"] == 1.0
+    assert nc.fit_report_.objective == "focal + λ'‖δ‖"
     with torch.no_grad():
         z = model(x + nc.delta_) / nc.temperature_
     focal = Focal(gamma=1.0, reduction="mean")

@@ -219,7 +219,7 @@ class NeuralClamping(ModelCalibrator):
         }
         iterations = s["epochs"] * math.ceil(len(y) / s["batch_size"]) if s["fit_delta"] else 0
         return FitReport(
-            "focal + λ'‖δ‖²",
+            "focal + λ'‖δ‖²" if s["penalty"] == "squared" else "focal + λ'‖δ‖",
             fit["start"],
             fit["end"],
             iterations,

@@ -237,8 +237,8 @@ class MacCal(ModelCalibrator):
         before = _train_loss(head, h_train, y)
         epoch_features = None
         if s["images"] == "augmented":
-            gen = torch.Generator().manual_seed(s["seed"] + 1)  # its own stream: the order's
-            # is the plain fit's
+            # the augmentation's own stream, so the order of rows is the plain fit's
+            gen = torch.Generator().manual_seed(s["seed"] + 1)
 
             def epoch_features() -> Tensor:
                 with frozen(model):
