@@ -57,9 +57,7 @@ def augmentation(
         return None
     if name not in AUGMENTATIONS:
         raise ValueError(f"augment: expected {', '.join(AUGMENTATIONS)} or none, got {name!r}")
-    if name == "crop-flip":
-        return crop_flip
-    if mean is None or std is None:  # images in [0, 1]: black is 0, the plain padding
+    if name == "crop-flip" or mean is None or std is None:  # unnormalised: black is 0
         return crop_flip
     black = -torch.tensor(mean, dtype=torch.float32) / torch.tensor(std, dtype=torch.float32)
     return partial(crop_flip, fill=black)

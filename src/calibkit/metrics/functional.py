@@ -149,7 +149,7 @@ def _selective_area(name: str, about: str) -> Callable[..., float]:
         value = _value(p, _NO_BINS, name)
         if convention == "calibkit":
             return value
-        return _torch_uncertainty_area(value, *st.run_sums(p.runs, None), generalized=name)
+        return _torch_uncertainty_area(name, value, *st.run_sums(p.runs, None))
 
     metric.__name__ = metric.__qualname__ = name
     metric.__doc__ = about
@@ -165,7 +165,7 @@ def _selective_area(name: str, about: str) -> Callable[..., float]:
     )(metric)
 
 
-def _torch_uncertainty_area(value: float, size: Tensor, pos: Tensor, generalized: str) -> float:
+def _torch_uncertainty_area(name: str, value: float, size: Tensor, pos: Tensor) -> float:
     """TorchUncertainty's AURC or AUGRC (``AURC.compute``, ``AUGRC.compute``, 0.13) from
     calibkit's: its trapezoid over the points k = 1..N of the curve y_k, spaced 1/N, is
     (1/N)(Σ_k y_k − (y_1 + y_N)/2), and Σ_k y_k / N is calibkit's value; then / (1 − 1/N).
@@ -178,7 +178,7 @@ def _torch_uncertainty_area(value: float, size: Tensor, pos: Tensor, generalized
     err = size - pos
     first = float(err[0, -1] / size[0, -1])  # runs rise in confidence: the last is the top
     last = float(err.sum()) / n
-    if generalized == "augrc":
+    if name == "augrc":
         first /= n
     return (n * value - (first + last) / 2) / (n - 1)
 
