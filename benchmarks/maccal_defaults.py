@@ -26,6 +26,7 @@ from calibkit.metrics.resample import metric_values
 from calibkit.posthoc.maccal import MacCal, mask_stopped
 from calibkit.runs import run_evidence
 from calibkit.training import TrainConfig, train
+from progress_lines import epochs
 
 GRID = {
     "batch_size": [16, 64, 128],
@@ -40,7 +41,10 @@ def stage1(out: Path, seed: int) -> Path:
     """The digits CNN of seed ``seed`` after 30 epochs (trained once, then reused)."""
     run = out / f"stage1-seed{seed}"
     if not (run / "run.json").exists():
-        train(TrainConfig(data="digits", model="cnn", epochs=30, seed=seed), run)
+        with epochs(f"stage 1, seed {seed}") as report:
+            train(
+                TrainConfig(data="digits", model="cnn", epochs=30, seed=seed), run, progress=report
+            )
     return run
 
 
@@ -51,7 +55,8 @@ def fit_row(run: Path, settings: dict, seed: int) -> dict:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cal = MacCal(**settings, seed=seed).fit_on(evidence)
+        with epochs(f"{settings} seed {seed}") as report:
+            cal = MacCal(**settings, seed=seed).fit_on(evidence, progress=report)
     after = metric_values(cal.apply_on(evidence)["test"], y, ["accuracy", "ece"])
     report = cal.fit_report_
     return {

@@ -18,6 +18,7 @@ from calibkit.metrics.resample import metric_values
 from calibkit.posthoc.maccal import MacCal
 from calibkit.runs import run_evidence
 from nc_lambda import pretrained  # the pretrained ResNet-20 as a run, beside this file
+from progress_lines import epochs
 
 
 def main() -> None:
@@ -36,7 +37,9 @@ def main() -> None:
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                cal = MacCal(images=images, epochs=20, seed=seed).fit_on(evidence)
+                with epochs(f"seed {seed} images={images}") as report:
+                    cal = MacCal(images=images, epochs=20, seed=seed)
+                    cal.fit_on(evidence, progress=report)
             m = metric_values(cal.apply_on(evidence)["test"], y, ["accuracy", "ece"])
             r = cal.fit_report_
             low, high = r.details["q_range"]

@@ -15,10 +15,12 @@ import time
 import warnings
 from pathlib import Path
 
+from calibkit.cli.pretrained import pretrained_with_progress
 from calibkit.metrics.resample import metric_values
 from calibkit.posthoc.clamping import NeuralClamping
-from calibkit.runs import pretrained_run, run_evidence
+from calibkit.runs import run_evidence
 from calibkit.training import TrainConfig
+from progress_lines import epochs
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -34,7 +36,8 @@ def pretrained(
     )
     if not (out / "run.json").exists():
         weights = SHARED / "weights" / "resnet20-12fca82f.th"
-        pretrained_run(TrainConfig(data=data, model="resnet20", checkpoint=str(weights)), out)
+        config = TrainConfig(data=data, model="resnet20", checkpoint=str(weights)).check()
+        pretrained_with_progress(config, out, True)
     return out
 
 
@@ -62,7 +65,8 @@ def compare(run: Path, settings: dict) -> None:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            nc = NeuralClamping(lam_at=at, **settings).fit_on(evidence)
+            with epochs(f"seed {settings['seed']} lam_at={at}") as report:
+                nc = NeuralClamping(lam_at=at, **settings).fit_on(evidence, progress=report)
         m = metric_values(nc.apply_on(evidence)["test"], y, ["accuracy", "ece"])
         d = nc.fit_report_.details
         print(

@@ -19,6 +19,7 @@ from calibkit.metrics.resample import metric_values
 from calibkit.posthoc.clamping import NeuralClamping
 from calibkit.runs import run_evidence
 from nc_lambda import pretrained  # the pretrained ResNet-20 as a run, beside this file
+from progress_lines import epochs
 
 SETTINGS = {
     "paper (calibkit)": {},
@@ -48,7 +49,9 @@ def main() -> None:
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                nc = NeuralClamping(epochs=30, seed=seed, **settings).fit_on(evidence)
+                with epochs(f"seed {seed} {name}") as report:
+                    nc = NeuralClamping(epochs=30, seed=seed, **settings)
+                    nc.fit_on(evidence, progress=report)
             m = metric_values(nc.apply_on(evidence)["test"], y, ["accuracy", "ece"])
             d = nc.fit_report_.details
             print(
