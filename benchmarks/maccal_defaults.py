@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 from calibkit.metrics.resample import metric_values
+from calibkit.outputs import LinkRefused, inside
 from calibkit.posthoc.maccal import MacCal, mask_stopped
 from calibkit.runs import run_evidence
 from calibkit.training import TrainConfig, train
@@ -39,7 +40,7 @@ QUICK = {"batch_size": [16], "lr": [0.1, 0.01], "schedule": ["constant"], "width
 
 def stage1(out: Path, seed: int) -> Path:
     """The digits CNN of seed ``seed`` after 30 epochs (trained once, then reused)."""
-    run = out / f"stage1-seed{seed}"
+    run = inside(out, f"stage1-seed{seed}")
     if not (run / "run.json").exists():
         with epochs(f"stage 1, seed {seed}") as report:
             train(
@@ -92,7 +93,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     grid = QUICK if args.quick else GRID
     seeds = range(2 if args.quick else args.seeds)
-    rows_file = args.out / "rows.jsonl"
+    rows_file = inside(args.out, "rows.jsonl")  # a link planted there is refused
     done = read_rows(rows_file)
     seen = {(json.dumps(r["settings"], sort_keys=True), r["seed"]) for r in done}
     settings_list = [
@@ -143,4 +144,7 @@ def summary(settings: dict, rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        main()
+    except LinkRefused as err:  # one line, as calibkit's commands say it
+        sys.exit(f"error: {err}")
