@@ -23,6 +23,8 @@
 # resumes from its store and its members' epoch checkpoints in build/gpu-study/, a folder
 # git ignores, so a device tool that syncs the working tree between calls keeps it.
 # STUDY_ONLY=1 skips the CUDA tier, the throughput table and the estimate (a second call).
+# WORKERS (default 8) processes share the GPU: the pack trains in one of them, then the
+# runs' stage 2, Neural Clamping and measurements run side by side instead of in one line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-check}"
@@ -81,7 +83,7 @@ if [ -d ../shared/data/cifar10-jpeg ]; then
     LEFT=$(( BUDGET - $(elapsed) ))
     STUDY_SECONDS="${STUDY_SECONDS:-$LEFT}"
     say "study (at most $STUDY_SECONDS s)"
-    timeout --signal=INT "$STUDY_SECONDS" "${CALIBKIT[@]}" bench train-cifar-gpu -o "$STUDY" \
+    timeout --signal=INT "$STUDY_SECONDS" "${CALIBKIT[@]}" bench train-cifar-gpu -o "$STUDY" --workers "${WORKERS:-8}" \
         --doc "$OUT/real-gpu.md" > "$OUT/study.txt" 2>&1
     code=$?
     echo "exit code $code after $(elapsed) s" >> "$OUT/study.txt"
