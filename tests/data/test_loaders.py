@@ -3,7 +3,9 @@ pixel for pixel and label for label; missing or tampered files get one-line erro
 
 from __future__ import annotations
 
+import os
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -288,8 +290,8 @@ def test_a_datasets_decoded_splits_are_all_kept_for_the_next_build(tmp_path, mon
 
     _train_test_tree(tmp_path)
     read = []
-    real = base.LazyImages.read
-    monkeypatch.setattr(base.LazyImages, "read", lambda self, i: read.append(i) or real(self, i))
+    real = base._read_image
+    monkeypatch.setattr(base, "_read_image", lambda path, size: read.append(1) or real(path, size))
     first = data.create("folder", root=str(tmp_path), val_size=6, in_memory=True)
     assert len(read) == 40 and first.train is not None and first.val is not None
     again = data.create("folder", root=str(tmp_path), val_size=6, in_memory=True)
@@ -297,6 +299,35 @@ def test_a_datasets_decoded_splits_are_all_kept_for_the_next_build(tmp_path, mon
     monkeypatch.setattr(base, "DECODED_BYTES", 1)  # over budget: only the newest set stays
     data.create("folder", root=str(tmp_path), val_size=5, in_memory=True)
     assert len(base._DECODED) == 1
+
+
+def test_a_large_set_decodes_in_forked_processes_as_in_this_one(tmp_path, monkeypatch):
+    """Above DECODE_CHUNK images per process, load() decodes in forked children into one
+    shared block: the same bytes as one process, and a child's unreadable or odd-sized
+    image is the same one-line DataFileError."""
+    import calibkit.data.base as base
+
+    if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("forked decoding needs Linux and two CPUs")
+    pics = images(12, 13, size=8)
+    paths = [tmp_path / f"{i:02d}.png" for i in range(12)]
+    for path, pic in zip(paths, pics, strict=True):
+        write_png(path, pic)
+    monkeypatch.setattr(base, "DECODE_CHUNK", 4)  # 12 images: three children
+    monkeypatch.setattr(base, "_DECODED", {})
+    serial = base._decode
+    with monkeypatch.context() as m:  # the parent decodes nothing itself
+        m.setattr(base, "_decode", lambda paths, size: pytest.fail("decoded in one process"))
+        loaded = data.LazyImages(paths, None).load()
+    assert torch.equal(loaded, nchw(pics))
+    assert np.array_equal(serial(paths, None), pics)
+    write_png(paths[9], images(1, 14, size=9)[0])
+    base._DECODED.clear()  # the same list of files again: decode it again
+    with pytest.raises(DataFileError, match=r"09\.png: 9x9 pixels where other images are 8x8"):
+        data.LazyImages(paths, None).load()
+    paths[10].write_bytes(b"not a png")
+    with pytest.raises(DataFileError, match=r"10\.png: not a readable image"):
+        data.LazyImages(paths[10:] + paths[:10], None).load()
 
 
 def test_folder_augmentation_is_named_or_none(tmp_path):
