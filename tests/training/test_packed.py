@@ -62,6 +62,25 @@ def test_each_member_equals_its_network_trained_alone(tmp_path):
         assert run["config"]["loss"] == str(config.loss) and run["seed"] == config.seed
 
 
+def test_members_on_images_crop_flip_and_mix_as_they_would_alone(tmp_path):
+    """Issue 52 §3: a pack's batches are gathered, normalised and cropped in one go, each
+    member with its own crop, flip and mixup draws: a member still equals its network
+    trained alone, and members of different seeds saw different crops."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(48):
+        part = "train" if i < 36 else "test"
+        pixels = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+        (tmp_path / "tree" / part / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels).save(tmp_path / "tree" / part / f"c{i % 2}" / f"{i}.png")
+    data = f"folder:root={tmp_path / 'tree'},val_size=8,in_memory=true"
+    configs = _configs(data=data, batch_size=8)
+    assert trainer.build(configs[0])[0].augment == "crop-flip"
+    _packed_and_alone(configs, tmp_path)
+    assert np.abs(_logits(tmp_path / "a0")[1] - _logits(tmp_path / "a1")[1]).max() > 1e-3
+
+
 def test_gradient_clipping_clips_each_member_as_it_would_alone(tmp_path):
     """Issue 55 §5: the papers' code clips the gradient norm at 2. A packed member clips its
     own gradient, as the network trained alone does; a clip this tight changes the run."""

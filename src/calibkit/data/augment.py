@@ -22,13 +22,24 @@ __all__ = ["AUGMENTATIONS", "augmentation", "crop_flip"]
 
 
 def crop_flip(
-    x: Tensor, generator: torch.Generator, pad: int = 4, fill: Tensor | None = None
+    x: Tensor,
+    generator: torch.Generator | Sequence[torch.Generator],
+    pad: int = 4,
+    fill: Tensor | None = None,
 ) -> Tensor:
     """Random padded crop and horizontal flip of (B, C, H, W) images; the border is 0, or
-    ``fill`` (C,) per channel."""
+    ``fill`` (C,) per channel. ``generator``: one, or one per equal group of rows (a pack's
+    members, their batches one after another), each group drawing its offsets, then its
+    flips, as it would alone; the crops of every group are then taken in one gather."""
     b, c, h, w = x.shape
-    offsets = torch.randint(0, 2 * pad + 1, (2, b), generator=generator).to(x.device)
-    flips = (torch.rand(b, generator=generator) < 0.5).to(x.device)
+    gens = [generator] if isinstance(generator, torch.Generator) else list(generator)
+    per = b // len(gens)
+    draws = [
+        (torch.randint(0, 2 * pad + 1, (2, per), generator=g), torch.rand(per, generator=g) < 0.5)
+        for g in gens
+    ]
+    offsets = torch.cat([d[0] for d in draws], 1).to(x.device)
+    flips = torch.cat([d[1] for d in draws]).to(x.device)
     if fill is None:
         padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
     else:
@@ -51,7 +62,8 @@ def augmentation(
     mean: Sequence[float] | None = None,
     std: Sequence[float] | None = None,
 ) -> Callable[[Tensor, torch.Generator], Tensor] | None:
-    """The transform ``(x, generator) -> x`` a dataset's ``augment`` names (None: none), for
+    """The transform ``(x, generator) -> x`` a dataset's ``augment`` names (None: none; the
+    generator as :func:`crop_flip` takes it: one, or one per member of a pack), for
     images normalised by ``mean`` and ``std`` (None: not normalised)."""
     if name is None:
         return None

@@ -48,11 +48,12 @@ def pack_key(config: TrainConfig) -> str | None:
 
 
 class Pack:
-    """Members' networks stepped as one: ``forward(xs)`` takes one input batch per member
-    to their logits (members, batch, K), ``opt`` steps every member's stacked parameters,
-    and ``settle()`` copies each member's slice back into its own network and optimiser
-    (for its validation pass, checkpoint and run folder). ``member_opts``: the members'
-    own SGD optimisers, whose settings and momentum (after a resume) the pack takes."""
+    """Members' networks stepped as one: ``forward(x)`` takes the members' input batches
+    (members, batch, ...) to their logits (members, batch, K), ``opt`` steps every member's
+    stacked parameters, and ``settle()`` copies each member's slice back into its own network
+    and optimiser (for its validation pass, checkpoint and run folder). ``member_opts``: the
+    members' own SGD optimisers, whose settings and momentum (after a resume) the pack
+    takes."""
 
     def __init__(self, nets: Sequence[nn.Module], member_opts: Sequence[torch.optim.Optimizer]):
         self.nets, self.member_opts = list(nets), list(member_opts)
@@ -64,8 +65,9 @@ class Pack:
     def train(self) -> None:
         """Nothing to switch: the stacked forward runs the members in training mode."""
 
-    def forward(self, xs: Sequence[Tensor]) -> Tensor:
-        return self._forward(self.params, self.buffers, torch.stack(list(xs)))
+    def forward(self, x: Tensor) -> Tensor:
+        """The members' logits (members, batch, K) for their inputs x (members, batch, ...)."""
+        return self._forward(self.params, self.buffers, x)
 
     def clip(self, max_norm: float) -> None:
         """Each member's gradient norm clipped to ``max_norm`` on its own, as

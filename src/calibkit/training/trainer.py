@@ -176,25 +176,31 @@ class EpochDraws:
 
 
 def step_inputs(
-    config: TrainConfig,
+    configs: Sequence[TrainConfig],
     bundle: data.DataBundle,
     split: data.Split,
     idx: Tensor,
     device: torch.device,
-    augment: Callable[[Tensor, torch.Generator], Tensor] | None,
-    draws: EpochDraws,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """One step's network inputs, targets (labels, or mixed one-hot rows under mixup) and
-    labels, for the samples ``idx`` of ``split``, augmented with the epoch's ``draws``."""
-    x, y = split.take(idx)
+    augment: Callable[[Tensor, Sequence[torch.Generator]], Tensor] | None,
+    draws: Sequence[EpochDraws],
+) -> tuple[Tensor, list[Tensor], Tensor]:
+    """One step's network inputs (members, batch, ...), targets (per member: labels, or mixed
+    one-hot rows under mixup) and labels (members, batch), for member m's samples ``idx[m]``
+    of ``split`` ((members, batch) positions), augmented with each member's epoch ``draws``.
+    Every member's images are gathered, normalised and cropped together, each with its own
+    draws; mixup, which a member may or may not use, runs per member that uses it."""
+    members, size = idx.shape
+    x, y = split.take(idx.reshape(-1))
     x, y = data.to_inputs(x, bundle, device), y.to(device)
     if augment is not None:
-        x = augment(x, draws.aug)
-    target: Tensor = y
-    if config.mixup > 0:
-        onehot = nn.functional.one_hot(y, bundle.num_classes).float()
-        x, target = mixup(x, onehot, config.mixup, draws.aug, draws.rng)
-    return x, target, y
+        x = augment(x, [d.aug for d in draws])
+    x, y = x.reshape(members, size, *x.shape[1:]), y.reshape(members, size)
+    targets: list[Tensor] = list(y)
+    for m, (config, d) in enumerate(zip(configs, draws, strict=True)):
+        if config.mixup > 0:
+            onehot = nn.functional.one_hot(y[m], bundle.num_classes).float()
+            x[m], targets[m] = mixup(x[m], onehot, config.mixup, d.aug, d.rng)
+    return x, targets, y
 
 
 def epoch_record(
@@ -343,16 +349,13 @@ def train_packed(
         draws = [EpochDraws(c, epoch, n, train_split.y.device) for c in configs]
         totals = [EpochTotals(device, learned) for _ in configs]
         for step in range(steps_per_epoch):
-            idx = [dist.shard(d.order[step * size : (step + 1) * size]) for d in draws]
-            batch = [
-                step_inputs(c, bundle, train_split, i, device, augment, d)
-                for c, i, d in zip(configs, idx, draws, strict=True)
-            ]
+            idx = torch.stack([dist.shard(d.order[step * size : (step + 1) * size]) for d in draws])
+            x, targets, y = step_inputs(configs, bundle, train_split, idx, device, augment, draws)
             with autocast(device):
-                logits = engine.forward([b[0] for b in batch])
+                logits = engine.forward(x)
             # labels checked once, in build()
             terms = [
-                f.compute(z.float(), b[1]) for f, z, b in zip(loss_fns, logits, batch, strict=True)
+                f.compute(z.float(), t) for f, z, t in zip(loss_fns, logits, targets, strict=True)
             ]
             engine.opt.zero_grad(set_to_none=True)
             (terms[0] if len(terms) == 1 else torch.stack(terms).sum()).backward()
@@ -360,7 +363,7 @@ def train_packed(
                 engine.clip(first.grad_clip)
             engine.opt.step()
             for m, t in enumerate(totals):
-                t.add(terms[m], logits[m], batch[m][2], idx[m], epoch + 1)
+                t.add(terms[m], logits[m], y[m], idx[m], epoch + 1)
             if progress is not None:
                 progress(epoch * steps_per_epoch + step + 1, total, None)
         sums = [t.totals(epoch + 1) for t in totals]
@@ -417,10 +420,11 @@ class _Alone:
     def train(self) -> None:
         self.module.train()
 
-    def forward(self, xs: Sequence[Tensor]) -> list[Tensor]:
-        """The member's logits, as a list of one (not a stacked view: selecting from one
-        would add a backward node that copies the gradient, 13 % of a small MLP's step)."""
-        return [self.module(_layout(xs[0], self.device))]
+    def forward(self, x: Tensor) -> list[Tensor]:
+        """The member's logits for x (1, batch, ...), as a list of one (not a stacked view:
+        selecting from one would add a backward node that copies the gradient, 13 % of a
+        small MLP's step)."""
+        return [self.module(_layout(x[0], self.device))]
 
     def clip(self, max_norm: float) -> None:
         """The gradient's norm clipped to ``max_norm`` (``torch.nn.utils.clip_grad_norm_``)."""
