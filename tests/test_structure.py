@@ -5,6 +5,7 @@ imports; a package's ``__init__`` re-exporting its modules is not a loop). The s
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "calibkit"
@@ -215,3 +216,51 @@ def test_the_api_reference_documents_every_parameter_and_what_it_returns():
         if "Returns\n-------" not in doc:
             missing.append(f"{item}: no Returns section")
     assert len(API) > 50 and not missing, missing
+
+
+#: a command-line flag in a message: ``--name`` at a word's start
+_FLAG = re.compile(r"(?:^|[\s(\"'])--[a-z]")
+
+
+def library_errors_naming_flags(root: Path) -> list[str]:
+    """Where a library module (outside ``cli/``) builds an error whose message names a
+    command-line flag: every call of a name ending in ``Error`` (raised or returned), its
+    string parts, as ``path:line``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "cli" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            callee = getattr(node, "func", None)
+            name = getattr(callee, "id", getattr(callee, "attr", ""))
+            if not (isinstance(node, ast.Call) and name.endswith("Error")):
+                continue
+            texts = [
+                c.value
+                for a in node.args
+                for c in ast.walk(a)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            ]
+            if any(_FLAG.search(t) for t in texts):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_library_errors_name_parameters_and_the_cli_names_flags(tmp_path):
+    """Issue 56 §5: a Python caller never passed ``--resume``; the library names the
+    parameter (``resume=True``) and the command line translates it into its flag
+    (calibkit.cli.common.in_flags). The scan finds a planted one."""
+    assert library_errors_naming_flags(SRC) == []
+    (tmp_path / "m.py").write_text('def f(out):\n    raise ValueError(f"{out}: pass --resume")\n')
+    assert library_errors_naming_flags(tmp_path) == ["m.py:2"]
+    from calibkit.cli import cli
+    from calibkit.cli.common import in_flags
+
+    train, compare = cli.commands["train"], cli.commands["compare"]
+    said = "x already holds a run; pass resume=True; see maccal:lr=0.5, engine='ray'"
+    assert in_flags(said, train) == (
+        "x already holds a run; pass --resume; see maccal:lr=0.5, engine='ray'"
+    )
+    assert in_flags("(methods='all' adds them); name any in methods= to fit it", compare) == (
+        "(--methods all adds them); name any in --methods to fit it"
+    )

@@ -282,14 +282,16 @@ def _read_parquet(path: Path) -> dict[str, np.ndarray]:
     return _table_to_arrays(header, [table.column(c).to_numpy() for c in header])
 
 
-def _missing_key(path: Path, key: str, what: str, keys: list[str], option: str) -> FileFormatError:
+def _missing_key(
+    path: Path, key: str, what: str, keys: list[str], parameter: str
+) -> FileFormatError:
     return FileFormatError(
         f"{path}: no {what} array {key!r} (found: {', '.join(keys) or 'nothing'}); "
-        f"name the right one with {option}"
+        f"name the right one with {parameter}="
     )
 
 
-#: names of a label column found without --labels-key
+#: names of a label column found without ``labels_key``
 LABEL_NAMES = ("labels", "label")
 #: column names that pandas and spreadsheets give a row index
 _INDEX_NAMES = ("", "index", "__index_level_0__", "level_0", "id")
@@ -325,7 +327,7 @@ def table_columns(
     else:
         label_col = None
     if label_col is None and need_labels:
-        raise _missing_key(path, labels_key, "label column", header, "--labels-key")
+        raise _missing_key(path, labels_key, "label column", header, "labels_key")
     for c in header:
         if c.strip().lower() in _INDEX_NAMES or c.startswith("Unnamed: "):
             shown = repr(c) if c else f"an unnamed column (column {header.index(c) + 1})"
@@ -368,9 +370,9 @@ def _row_numbers(values: np.ndarray) -> bool:
     logits_key=("str, default 'logits'", "The scores' array in an .npz or .pt file."),
     labels_key=("str, default 'labels'", "The labels' array, or a table's label column."),
     need_labels=("bool, default True", "False: a file without labels gives (scores, None)."),
-    scores_option=(
-        "str, default '--logits-key'",
-        "The option an error names for a missing scores array.",
+    scores_parameter=(
+        "str, default 'logits_key'",
+        "The parameter an error names for a missing scores array.",
     ),
 )
 def load_scores(
@@ -380,14 +382,15 @@ def load_scores(
     logits_key: str = "logits",
     labels_key: str = "labels",
     need_labels: bool = True,
-    scores_option: str = "--logits-key",
+    scores_parameter: str = "logits_key",
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores (N, K), labels (N,)) from one file, or from a pair of ``.npy`` files; with
     ``need_labels=False`` a file without labels gives ``(scores, None)``.
 
     For CSV and parquet the label column is ``labels_key`` (or ``label``) and every other
-    column is a class score, in file order. ``scores_option`` names the option that picks
-    the scores array in the error for a missing one.
+    column is a class score, in file order. ``scores_parameter`` names the parameter that
+    picks the scores array in the error for a missing one (the command line names its
+    option).
     """
     path = Path(path)
     if path.suffix.lower() == ".npy" or labels_path is not None:
@@ -405,7 +408,7 @@ def load_scores(
         if logits_key != "logits":  # a table's scores are its columns, not an array by name
             raise FileFormatError(
                 f"{path}: a table has no array {logits_key!r}: its class scores are every "
-                f"column but the label column ({', '.join(header)}); drop {scores_option}"
+                f"column but the label column ({', '.join(header)}); drop {scores_parameter}="
             )
         label_col, classes = table_columns(path, header, labels_key, need_labels, arrays)
         for c in [*classes, *([label_col] if label_col else [])]:
@@ -417,9 +420,9 @@ def load_scores(
         return np.stack([arrays[c] for c in classes], 1), labels
     keys = sorted(arrays)
     if logits_key not in arrays:
-        raise _missing_key(path, logits_key, "scores", keys, scores_option)
+        raise _missing_key(path, logits_key, "scores", keys, scores_parameter)
     if labels_key not in arrays and need_labels:
-        raise _missing_key(path, labels_key, "labels", keys, "--labels-key")
+        raise _missing_key(path, labels_key, "labels", keys, "labels_key")
     return arrays[logits_key], arrays.get(labels_key)
 
 
@@ -442,7 +445,7 @@ def split_keys(
         if logits_key is None and splits and f"logits_{split}" not in keys and "logits" not in keys:
             raise FileFormatError(
                 f"{path}: no split {split!r} (the file has: {', '.join(splits)}); choose one "
-                "with --split"
+                "with split="
             )
         logits_key = logits_key or (f"logits_{split}" if f"logits_{split}" in keys else "logits")
         labels_key = labels_key or (f"labels_{split}" if f"labels_{split}" in keys else "labels")
@@ -481,5 +484,5 @@ def check_distinct_splits(val: str | os.PathLike, test: str | os.PathLike) -> No
     if Path(val).resolve() == Path(test).resolve() and keys == split_keys(test, "test"):
         raise FileFormatError(
             f"{val} holds one split ({keys['logits_key']}): fitting and testing on the same rows "
-            "measures nothing; pass --split 0.5 to calibrate on half and test on the rest"
+            "measures nothing; pass fraction=0.5 to calibrate on half and test on the rest"
         )

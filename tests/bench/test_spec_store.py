@@ -293,7 +293,9 @@ def test_two_sweeps_on_one_store_from_two_folders_are_refused(tmp_path):
     spec = load_spec("default")
     with (
         folder_lock(db, "store", db.with_name(db.name + ".lock")),
-        pytest.raises(ValueError, match=r"running on this store; wait .* choose another --db"),
+        pytest.raises(
+            ValueError, match=r"running on this store; wait .* choose another store \(db=\)"
+        ),
     ):
         run_bench(spec, tmp_path / "second", db=db)
     assert not db.exists()

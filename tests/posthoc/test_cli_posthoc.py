@@ -172,3 +172,23 @@ def test_errors_are_one_line(tmp_path, splits, capsys, monkeypatch):
         code, _, err = run(argv, capsys)
         assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, (argv, err)
         assert match in err, (argv, err)
+
+
+def test_a_network_method_on_a_file_names_the_api_in_python_and_the_command_in_the_cli(
+    tmp_path, splits, capsys
+):
+    """Issue 56 §5: the library names calibrate_run; `calibkit fit` names `calibkit
+    calibrate` and its options."""
+    from calibkit.posthoc.on_files import NetworkMethodError, fit_file
+
+    path, *_ = splits
+    with pytest.raises(NetworkMethodError, match=r"fit it on a run folder \(calibkit\.runs\."):
+        fit_file("neural-clamping", path, tmp_path / "nc.calib")
+    code, _, err = run(
+        ["fit", "--method", "neural-clamping", "--val", str(path), "-o", str(tmp_path / "x")],
+        capsys,
+    )
+    assert code == 2 and err.startswith(
+        "error: neural-clamping calibrates a network, not logits: use calibkit calibrate "
+        "neural-clamping RUN_DIR (or --model, --checkpoint, --data)"
+    )

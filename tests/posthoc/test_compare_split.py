@@ -120,7 +120,7 @@ def test_the_default_set_leaves_out_maps_with_more_parameters_than_a_tenth_of_th
     assert "vector" in kept and "ts" in kept  # 200 parameters <= 500
     assert default_methods(rows=5000, k=10, every=True)[1] == []  # 110 parameters <= 500
     note = left_out_note(left, 5000, 100)
-    assert "ms-odir (10,100 parameters) for 100 classes" in note and "--methods" in note
+    assert "ms-odir (10,100 parameters) for 100 classes" in note and "methods=" in note
     z, y = make_logits(300, 8, 2)  # 72 parameters > 15 = a tenth of 150 rows
     out = compare_resplit(z, y, "all", fraction=0.5, seeds=1, bootstrap=0)
     assert "matrix" not in out["methods"] and "matrix" in out["left_out"]
@@ -135,7 +135,7 @@ def test_the_fast_default_set_leaves_out_the_cross_validated_maps():
     note = left_out_note(left, 5000, 10)
     assert note == (
         "left out of the default set: dir-l2, dir-odir, ms-odir, cross-validated "
-        "(--all, or methods='all', adds them); name any with --methods to fit it"
+        "(methods='all' adds them); name any in methods= to fit it"
     )
 
 

@@ -195,7 +195,7 @@ def test_cifar_files_with_an_extra_split_flow_into_compare(tmp_path):
 
 def test_bad_runs_fail_with_one_line(tmp_path):
     train(TrainConfig(epochs=1), tmp_path / "x")
-    with pytest.raises(TrainingError, match="already holds a run; pass --resume"):
+    with pytest.raises(TrainingError, match="already holds a run; pass resume=True"):
         train(TrainConfig(epochs=1), tmp_path / "x")
     with pytest.raises(TrainingError, match="another configuration"):
         train(TrainConfig(epochs=1, seed=5), tmp_path / "x", resume=True)
@@ -212,7 +212,7 @@ def test_bad_runs_fail_with_one_line(tmp_path):
         )
     np.save(tmp_path / "cifar10.1_v6_data.npy", np.zeros((2, 32, 32, 3), np.uint8))
     np.save(tmp_path / "cifar10.1_v6_labels.npy", np.arange(2))
-    with pytest.raises(ValueError, match="has no training split; use it with --extra"):
+    with pytest.raises(ValueError, match="has no training split; pass it as extra="):
         train(TrainConfig(data=f"cifar10.1:root={tmp_path}"), tmp_path / "y")
     with pytest.raises(ValueError, match=r"missing .*cifar-10-batches-py \(python version\)"):
         train(TrainConfig(data=f"cifar10:root={tmp_path}"), tmp_path / "z")

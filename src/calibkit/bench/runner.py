@@ -133,7 +133,8 @@ def folder_lock(out: Path, what: str = "folder", lock: Path | None = None) -> It
             holder = lock.read_text().strip() or "another process"
             raise ValueError(
                 f"{out}: another calibkit bench ({holder}) is running on this {what}; wait "
-                "for it to finish or choose another " + ("-o" if what == "folder" else "--db")
+                "for it to finish or choose another "
+                + ("folder (out=)" if what == "folder" else "store (db=)")
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -336,7 +337,7 @@ def _require_ray() -> Any:
         import ray
     except ImportError:
         raise ValueError(
-            "--engine ray needs Ray, which is not installed; pip install 'calibkit[ray]'"
+            "engine='ray' needs Ray, which is not installed; pip install 'calibkit[ray]'"
         ) from None
     return ray
 

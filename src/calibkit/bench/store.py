@@ -96,7 +96,9 @@ class StoreError(ValueError):
 def _explain(err: sqlite3.Error, path: Path) -> StoreError:
     text = str(err)
     if "readonly" in text or "read-only" in text:
-        return StoreError(f"{path}: the results store is read-only; choose a writable --out folder")
+        return StoreError(
+            f"{path}: the results store is read-only; choose a writable folder (out=)"
+        )
     if "disk is full" in text or "disk I/O" in text:
         return StoreError(f"{path}: the disk is full or failing; nothing of this run was written")
     if "not a database" in text or "malformed" in text:
@@ -189,7 +191,7 @@ class Store:
         if not ours:
             raise StoreError(
                 f"{self.path}: not a calibkit results store (another application's database); "
-                "nothing was written to it; choose another --out folder or --db file"
+                "nothing was written to it; choose another folder (out=) or store (db=)"
             )
         if not str(version).isdigit():
             raise StoreError(f"{self.path}: its schema_version {version!r} is not a number")

@@ -57,12 +57,18 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
       calibkit fit --method dir-odir:folds=5 --val resnet110_cifar10.npz -o dir.calib
     """
     from ..outputs import check_output
-    from ..posthoc.on_files import fit_file
+    from ..posthoc.on_files import NetworkMethodError, fit_file
 
     check_output(output, [val])
-    cal, before, after, path, n = fit_file(
-        method, val, output, logits_key=logits_key, labels_key=labels_key, device=device
-    )
+    try:
+        cal, before, after, path, n = fit_file(
+            method, val, output, logits_key=logits_key, labels_key=labels_key, device=device
+        )
+    except NetworkMethodError as err:  # the library's words for a Python caller: ours here
+        raise click.UsageError(
+            f"{str(err).split(': fit it')[0]}: use calibkit calibrate {method} RUN_DIR "
+            "(or --model, --checkpoint, --data)"
+        ) from None
     if as_json:
         echo_json(
             {

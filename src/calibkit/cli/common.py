@@ -5,6 +5,7 @@ version, and the option names errors are told in (the shared options are in
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -22,6 +23,7 @@ __all__ = [
     "CalibkitGroup",
     "Terminated",
     "cli",
+    "in_flags",
     "one_line_warning",
     "options_named",
 ]
@@ -81,14 +83,39 @@ class CalibkitGroup(click.Group):
             sys.exit(2)
 
     def _flags(self, message: str, given: list[str]) -> str:
-        """A library message in the command line's words: ``probs=True`` becomes
-        ``--probs`` where the command has that option, and is left out where it has none."""
-        if "probs=True" not in message:
-            return message
+        """A library error in the words of the command that ``given`` invokes
+        (:func:`in_flags`)."""
         command = self.commands.get(next((a for a in given if not a.startswith("-")), ""))
-        if command is not None and any(p.name == "probs" for p in command.params):
-            return message.replace("probs=True", "--probs")
-        return message.replace("pass probs=True, or their logarithm", "pass their logarithm")
+        return in_flags(message, command)
+
+
+def in_flags(message: str, command: click.Command | None) -> str:
+    """A library message in the command line's words: the library names what a Python
+    caller passes (``resume=True``, ``labels_key=``, ``engine='ray'``), and each such
+    parameter that ``command`` has as an option becomes its flag (``--resume``,
+    ``--labels-key``, ``--engine ray``); one it has no option for stays as it is.
+    ``probs=True`` is left out where the command has no ``--probs``."""
+    options = {
+        p.name: p for p in (command.params if command else ()) if isinstance(p, click.Option)
+    }
+    if "probs" not in options:
+        message = message.replace("pass probs=True, or their logarithm", "pass their logarithm")
+
+    def flag(match: re.Match) -> str:
+        option = options.get(match.group(1))
+        if option is None:
+            return match.group(0)
+        name, value = max(option.opts, key=len), match.group(2).strip("'")
+        if option.is_flag:
+            return name if value in ("", "True") else match.group(0)
+        return f"{name} {value}" if value else name
+
+    return _PARAMETER.sub(flag, message)
+
+
+#: a parameter as a library message names it: ``name=`` and its value, if any (not a
+#: setting inside a spec such as ``maccal:lr=0.5``)
+_PARAMETER = re.compile(r"(?<![\w:,.=-])([a-z][a-z0-9_]*)=('[^']*'|[^\s,;)]*)")
 
 
 def _one_line(message: str, newline_given: bool) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..escape import term_text
-from .common import CONTEXT, cli
+from .common import CONTEXT, cli, in_flags
 from .options import bootstrap_option, device_option, json_option, on_device
 from .output import console, echo_json
 from .progress import progress
@@ -29,7 +29,7 @@ __all__ = ["column_groups", "compare"]
     help="Comma-separated specs (default: the fast set, every calibrator but the "
     "cross-validated ones and the maps with more parameters than a tenth of the calibration "
     "rows); a spec's own settings may follow its commas: "
-    "'dir-odir:folds=5,average_folds=true,ts' is two methods.",
+    "'dir-odir:folds=5,average_folds=true,ts' is two methods; 'all' is every one (--all).",
 )
 @click.option(
     "--all",
@@ -102,6 +102,8 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
         )
     if every and methods is not None:
         raise click.UsageError("--all adds to the default set; with --methods, name them all")
+    if methods == "all":  # as the library says it (methods='all'): every method
+        methods, every = None, True
     specs = split_specs(methods) if methods is not None else "all" if every else None
     if specs == []:
         raise click.UsageError(f"--methods {methods!r} names no method; e.g. --methods ts,dir-odir")
@@ -129,6 +131,8 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
                 f"tested on the other {len(y) - n_cal}"
             )
     results = found["methods"]
+    if found["note"]:  # the library's words (methods='all') in this command's (--methods all)
+        found["note"] = in_flags(found["note"], click.get_current_context().command)
     if as_json:
         echo_json(
             {

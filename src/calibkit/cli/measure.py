@@ -99,7 +99,7 @@ def evaluate(
             ood,
             logits_key=ood_key or logits_key or "logits",
             need_labels=False,
-            scores_option="--ood-key",
+            scores_parameter="ood_key",
         )
     evaluate_and_report(
         on_device(scores, device, "scores"),

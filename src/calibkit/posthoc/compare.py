@@ -99,8 +99,8 @@ def left_out_note(left: list[str], rows: int, k: int) -> str | None:
             f"{counts} for {k} classes, more than a tenth of the {rows:,} calibration rows"
         )
     if slow:
-        parts.append(f"{', '.join(slow)}, cross-validated (--all, or methods='all', adds them)")
-    return f"left out of the default set: {'; '.join(parts)}; name any with --methods to fit it"
+        parts.append(f"{', '.join(slow)}, cross-validated (methods='all' adds them)")
+    return f"left out of the default set: {'; '.join(parts)}; name any in methods= to fit it"
 
 
 def stratified_split(labels: Any, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,11 @@ from ..outputs import save_npz
 from . import create
 from .base import Method
 
-__all__ = ["FileFit", "apply_file", "fit_file"]
+__all__ = ["FileFit", "NetworkMethodError", "apply_file", "fit_file"]
+
+
+class NetworkMethodError(ValueError):
+    """A model-level method (it calibrates a network) asked to fit a file of logits."""
 
 
 class FileFit(NamedTuple):
@@ -46,9 +50,9 @@ def fit_file(
     ``output`` and measure it there; the fit's checks are in ``fit_report_.anomalies``."""
     cal = create(method)  # a bad spec fails before the data is read
     if cal.level != "logits":
-        raise ValueError(
-            f"{cal.name} calibrates a network, not logits: use calibkit calibrate "
-            f"{method} RUN_DIR (or --model, --checkpoint, --data)"
+        raise NetworkMethodError(
+            f"{cal.name} calibrates a network, not logits: fit it on a run folder "
+            "(calibkit.runs.calibrate_run)"
         )
     scores, labels = load_split(path, "val", logits_key=logits_key, labels_key=labels_key)
     # calibkit's checks first (a column of text, unsigned labels past int64), then torch

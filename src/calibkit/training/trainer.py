@@ -248,7 +248,7 @@ def _data(config: TrainConfig, need_train: bool) -> data.DataBundle:
     """The run's data with its extra splits, every split's labels checked."""
     bundle = data.create(config.data)
     if need_train and (bundle.train is None or bundle.val is None):
-        raise ValueError(f"data: '{config.data}' has no training split; use it with --extra")
+        raise ValueError(f"data: '{config.data}' has no training split; pass it as extra=")
     for spec in config.extra:
         name = parse_spec(spec).name  # a Spec after config.check(): no parsing
         extra = data.create(spec)
@@ -449,7 +449,7 @@ def _start(
     if not resume:
         for out in outs:
             if (out / CHECKPOINT).exists() or (out / "history.json").exists():
-                raise TrainingError(f"{out} already holds a run; pass --resume to continue it")
+                raise TrainingError(f"{out} already holds a run; pass resume=True to continue it")
         return 0, [[] for _ in outs]
     states = [
         resume_state(out / CHECKPOINT, c, net, opt, learned, analysis)
