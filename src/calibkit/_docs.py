@@ -49,7 +49,7 @@ def documented(shared: Mapping[str, Described], returns: str, **own: Described) 
         doc = (fn.__doc__ or "").rstrip().splitlines()
         body = [ln for ln in doc[1:] if ln.strip()]  # its indentation is the sections'
         pad = min((ln[: len(ln) - len(ln.lstrip())] for ln in body), key=len, default=" " * 4)
-        lines = ["", f"{pad}Parameters", f"{pad}----------"]
+        lines = ["", f"{pad}Parameters", f"{pad}----------"] if names else []
         for name in names:
             kind, text = own.get(name) or shared[name]
             lines += [f"{pad}{name} : {kind}", *_wrapped(text, pad)]

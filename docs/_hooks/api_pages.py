@@ -1,0 +1,82 @@
+"""MkDocs hook: one API reference page per public name of calibkit's package faces (their
+``__all__``), each rendered from its docstring by mkdocstrings, and an index of them. The
+list is the code's own: a name added to a face gets its page on the next build."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import typing
+
+from mkdocs.structure.files import File
+
+#: the package faces whose public names get a page each, as a user imports them
+FACES = (
+    "calibkit",
+    "calibkit.metrics",
+    "calibkit.posthoc",
+    "calibkit.losses",
+    "calibkit.training",
+    "calibkit.models",
+    "calibkit.data",
+    "calibkit.io",
+    "calibkit.adapters.sklearn",
+    "calibkit.adapters.torchmetrics",
+    "calibkit.adapters.lightning",
+)
+
+
+def _names(face: str) -> list[str]:
+    """The public names of ``face`` that are objects of their own (a type alias such as
+    ``Callable[...]`` is documented where it is used)."""
+    module = importlib.import_module(face)
+    return [
+        n
+        for n in getattr(module, "__all__", ())
+        if not n.startswith("_") and typing.get_origin(getattr(module, n)) is None
+    ]
+
+
+def _defined_at(face: str, name: str) -> str:
+    """Where mkdocstrings finds ``face.name``: a class's or function's defining module (a
+    face may hand it out lazily, which a static reading cannot follow), else the face."""
+    obj = getattr(importlib.import_module(face), name)
+    if inspect.isclass(obj) or inspect.isfunction(obj):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    return f"{face}.{name}"
+
+
+def _pages() -> dict[str, list[str]]:
+    """Face -> its public names that get a page (the top level's are its faces' names)."""
+    return {
+        face: [n for n in _names(face) if n != "__version__"]
+        for face in FACES
+        if face != "calibkit"
+    }
+
+
+def on_config(config):
+    """The API reference's navigation: the index, then one section per face."""
+    sections = [{"Overview": "api/index.md"}] + [
+        {face: [{name: f"api/{face}/{name}.md"} for name in names]}
+        for face, names in _pages().items()
+    ]
+    config["nav"] = [
+        {"API reference": sections} if "API reference" in entry else entry
+        for entry in config["nav"]
+    ]
+    return config
+
+
+def on_files(files, config):
+    """Add ``api/<face>/<name>.md`` for every public name, and ``api/index.md``."""
+    lines = ["# API reference", "", "One page per public name, grouped by where you import it."]
+    for face, names in _pages().items():
+        lines += ["", f"## `{face}`", ""]
+        for name in names:
+            path = f"api/{face}/{name}.md"
+            page = f"# `{face}.{name}`\n\n::: {_defined_at(face, name)}\n"
+            files.append(File.generated(config, path, content=page))
+            lines.append(f"- [`{name}`]({face}/{name}.md)")
+    files.append(File.generated(config, "api/index.md", content="\n".join(lines) + "\n"))
+    return files

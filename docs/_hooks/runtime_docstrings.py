@@ -1,0 +1,42 @@
+"""A griffe extension for the API reference: a public function's or class's docstring as
+Python sees it at run time. calibkit's ``documented`` decorator (``calibkit._docs``) adds
+the Parameters and Returns sections when the module is imported, from one table per family,
+so a static reading of the source would show neither."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import griffe
+
+
+def _runtime(path: str) -> object | None:
+    module, _, name = path.rpartition(".")
+    while module:
+        try:
+            obj = importlib.import_module(module)
+        except ImportError:
+            module, _, outer = module.rpartition(".")
+            name = f"{outer}.{name}"
+            continue
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        return obj
+    return None
+
+
+class RuntimeDocstrings(griffe.Extension):
+    """Replace a function's or class's docstring with the one it has once imported."""
+
+    def _update(self, item: griffe.Object) -> None:
+        obj = _runtime(item.path)
+        doc = inspect.getdoc(obj) if obj is not None else None
+        if doc and (item.docstring is None or doc != item.docstring.value):
+            item.docstring = griffe.Docstring(doc, parent=item)
+
+    def on_function_instance(self, *, func: griffe.Function, **kwargs) -> None:
+        self._update(func)
+
+    def on_class_instance(self, *, cls: griffe.Class, **kwargs) -> None:
+        self._update(cls)
