@@ -1,5 +1,5 @@
 """The search for MaC-Cal stage 2's defaults (issue 55 §1): batch, learning rate, schedule
-and head width, on the digits protocol (the README's CNN trained 30 epochs, one stage-1
+and head width, on the digits protocol (the tour's CNN trained 30 epochs, one stage-1
 network per seed), scored by what stage 2 does to test accuracy (non-inferiority at 1
 point, as the bench's verdicts use) and ECE, with the final mask rate q and whether the
 mask stopped acting (q at 1 or at its floor for the second half of training).

@@ -296,7 +296,7 @@ trainer.fit(Digits("log-only-submodule"), *_loaders())
 
 
 def test_real_ddp_with_the_default_callbacks_never_hangs(tmp_path):
-    """Issue 54 §4: two processes under ``strategy="ddp"`` with the README's callbacks and
+    """Issue 54 §4: two processes under ``strategy="ddp"`` with the tour's callbacks and
     their defaults (the diagram on), a ``validation_step`` that returns nothing and calls a
     submodule, and ``last.ckpt`` as the README writes it. Before, only rank 0 asked for
     ``trainer.log_dir`` (a broadcast) and every rank waited at the first validation end: the

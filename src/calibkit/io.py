@@ -305,7 +305,7 @@ def table_columns(
     columns: dict[str, np.ndarray] | None = None,
 ) -> tuple[str | None, list[str]]:
     """(label column, class columns in file order) of a CSV or parquet table, by the rule
-    the README's file formats give: the label column is ``labels_key`` (default
+    the tour's file formats give (docs/tour.md): the label column is ``labels_key`` (default
     ``labels``, which finds ``label`` too; a key given is looked for alone), and every
     other column is a class score. Ambiguous tables are
     refused in one line naming the columns: two label-like columns, and a column named like

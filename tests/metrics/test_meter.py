@@ -94,7 +94,8 @@ def test_a_bad_first_batch_leaves_the_meter_as_it_was():
 
 
 def test_sync_outside_distributed_is_a_no_op():
-    """The README's snippet runs in one process: sync() keeps the totals (issue 11.10)."""
+    """The tour's snippet (docs/tour.md) runs in one process: sync() keeps the totals
+    (issue 11.10)."""
     logits = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
     labels = np.arange(50) % 4
     m = M.CalibrationMeter()

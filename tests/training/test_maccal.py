@@ -230,7 +230,7 @@ def test_calibrating_a_run_into_itself_is_refused_and_leaves_it_whole(stage1):
 
 
 def test_the_default_batch_keeps_accuracy_on_a_small_training_split(tmp_path):
-    """Issues 30.1 and 55 §1: the README's digits stage 2 lost 26 accuracy points at a batch
+    """Issues 30.1 and 55 §1: the tour's digits stage 2 lost 26 accuracy points at a batch
     of 128 (8 steps an epoch); at 16 it kept accuracy but q reached 1 (nothing masked).
     ``batch_size=auto`` picks 64 there: accuracy kept, the mask still acting, no anomaly;
     the fit checks flag the loss at 128 and the stopped mask at 16."""
@@ -239,7 +239,7 @@ def test_the_default_batch_keeps_accuracy_on_a_small_training_split(tmp_path):
     from calibkit.metrics.resample import metric_values
     from calibkit.posthoc.anomalies import CalibrationWarning
 
-    stage1 = tmp_path / "stage1"  # the README's network: the digits CNN after 30 epochs
+    stage1 = tmp_path / "stage1"  # the tour's network: the digits CNN after 30 epochs
     train(TrainConfig(data="digits", model="cnn", epochs=30), stage1)
     evidence, _ = run_evidence(stage1, "cpu")
     plain = metric_values(evidence.logits["test"], evidence.labels["test"], ["accuracy"])

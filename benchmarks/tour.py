@@ -1,4 +1,4 @@
-"""Run every command of the README's tour, in order, as pasted, and print each
+"""Run every command of the tour (docs/tour.md), in order, as pasted, and print each
 one's exit code, wall time and longest silence (the longest stretch without a line of
 output, off a terminal: stdout and stderr piped, as a log or CI sees them): the tour must
 run as a new user pastes it, and no command may go quiet for long (issue 42 §2).
@@ -6,14 +6,13 @@ run as a new user pastes it, and no command may go quiet for long (issue 42 §2)
 Run it from the repository root of a fresh clone with ``../shared/data`` beside it and the
 test extras installed (the tour uses ONNX, torchrun and the shared data)::
 
-    python benchmarks/readme_tour.py                 # a table; exit code 1 if any failed
-    python benchmarks/readme_tour.py --json          # one record per command
-    python benchmarks/readme_tour.py --list          # the commands, without running them
-    python benchmarks/readme_tour.py --only 5 23     # again, some of them (outputs removed)
+    python benchmarks/tour.py                 # a table; exit code 1 if any failed
+    python benchmarks/tour.py --json          # one record per command
+    python benchmarks/tour.py --list          # the commands, without running them
+    python benchmarks/tour.py --only 5 23     # again, some of them (outputs removed)
 
-The commands are the lines of the ```bash blocks between "## A tour" and the
-next "## " heading, with backslash continuations joined and comments left to the shell.
-Their outputs go to ``readme-tour/NN.log``.
+The commands are the lines of the page's ```bash blocks, with backslash continuations
+joined and comments left to the shell. Their outputs go to ``readme-tour/NN.log``.
 """
 
 from __future__ import annotations
@@ -27,16 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-README = Path("README.md")
+TOUR = Path("docs/tour.md")
 
 
 def tour_commands(text: str) -> list[str]:
-    """The shell commands of the tour section of a README's text, in order."""
-    start = text.index("## A tour")
-    end = text.find("\n## ", start + 1)
-    section = text[start : end if end > 0 else len(text)]
+    """The shell commands of the tour's text, in order."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         joined = re.sub(r"\\\n\s*", "", block)  # continuation lines
         commands += [line.strip() for line in joined.splitlines() if line.strip()]
     return commands
@@ -75,7 +71,7 @@ def main() -> int:
         help="Run only these commands (numbered from 1, as the table numbers them).",
     )
     args = parser.parse_args()
-    commands = tour_commands(README.read_text())
+    commands = tour_commands(TOUR.read_text())
     if args.list:
         print("\n".join(commands))
         return 0
