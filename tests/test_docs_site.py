@@ -62,3 +62,57 @@ def test_every_image_a_page_shows_is_in_the_site(site):
             if local and not (page.parent / src).resolve().exists():
                 missing.append(f"{page.relative_to(site)}: {src}")
     assert missing == []
+
+
+def test_the_gallery_runs_its_examples_and_shows_their_figures(site):
+    examples = sorted(p.stem for p in (ROOT / "examples").glob("plot_*.py"))
+    assert len(examples) >= 4
+    for name in examples:
+        page = (site / "generated" / "gallery" / name / "index.html").read_text()
+        assert re.search(r'<img[^>]+src="[^"]*mkd_glr_' + name, page), name
+
+
+def test_the_pages_open_in_headless_chromium_with_every_resource_found(site):
+    """Served over HTTP as a user's browser reads them: every request the pages make
+    (styles, scripts, the search index, figures) is answered, none with an error."""
+    import functools
+    import http.server
+    import threading
+
+    from tests.bench.test_runner_report import chromium
+
+    statuses: list[tuple[str, int]] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_request(self, code="-", size="-"):
+            statuses.append((self.path, int(code)))
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(site))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+    try:
+        for page, expect in [
+            ("?q=temperature", "calibkit"),
+            ("api/calibkit.metrics/evaluate/", "n_bins"),
+            ("generated/gallery/plot_evaluate/", "mkd_glr_plot_evaluate_001.png"),
+        ]:
+            dom = subprocess.run(
+                [
+                    chromium(),
+                    *flags,
+                    "--virtual-time-budget=3000",
+                    "--dump-dom",
+                    f"http://127.0.0.1:{server.server_port}/{page}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            ).stdout
+            assert expect in dom, page
+    finally:
+        server.shutdown()
+    assert len(statuses) > 10 and any("search_index.json" in p for p, _ in statuses)
+    assert [(p, c) for p, c in statuses if c >= 400] == []
