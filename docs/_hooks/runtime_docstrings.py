@@ -1,14 +1,26 @@
 """A griffe extension for the API reference: a public function's or class's docstring as
-Python sees it at run time. calibkit's ``documented`` decorator (``calibkit._docs``) adds
-the Parameters and Returns sections when the module is imported, from one table per family,
-so a static reading of the source would show neither."""
+Python sees it at run time, its Sphinx roles shown as code. calibkit's ``documented``
+decorator (``calibkit._docs``) adds the Parameters and Returns sections when the module is
+imported, from one table per family, so a static reading of the source would show
+neither."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import re
 
 import griffe
+
+#: a Sphinx role in a docstring (``:func:`~calibkit.metrics.ece```), shown as code: the
+#: last component where Sphinx's ``~`` asks for it
+_ROLE = re.compile(r":(?:func|mod|data|class|meth|attr|exc|obj):`(~?)([^`]+)`")
+
+
+def _plain(doc: str) -> str:
+    return _ROLE.sub(
+        lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", doc
+    )
 
 
 def _runtime(path: str) -> object | None:
@@ -31,7 +43,7 @@ class RuntimeDocstrings(griffe.Extension):
 
     def _update(self, item: griffe.Object) -> None:
         obj = _runtime(item.path)
-        doc = inspect.getdoc(obj) if obj is not None else None
+        doc = _plain(inspect.getdoc(obj) or "") if obj is not None else None
         if doc and (item.docstring is None or doc != item.docstring.value):
             item.docstring = griffe.Docstring(doc, parent=item)
 
