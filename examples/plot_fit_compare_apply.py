@@ -8,17 +8,16 @@ images, measure both on its 10,000 test images, and draw the test split before a
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 from calibkit import evaluate, posthoc
+from calibkit.io import load_split
 from calibkit.plots import reliability_diagram
 
 LOGITS = Path("../../shared/data/logits/resnet110_cifar10.npz")
 if not LOGITS.exists():
     LOGITS = Path("../shared/data/logits/resnet110_cifar10.npz")
-with np.load(LOGITS) as f:
-    z_val, y_val = f["logits_val"], f["labels_val"]
-    z_test, y_test = f["logits_test"], f["labels_test"]
+z_val, y_val = load_split(LOGITS, "val")  # logits_val and labels_val, checked
+z_test, y_test = load_split(LOGITS, "test")
 
 before = evaluate(z_test, y_test)
 print(f"{'uncalibrated':>14}: ECE {before['ece']:.4f}, NLL {before['nll']:.4f}")
