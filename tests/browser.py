@@ -1,0 +1,98 @@
+"""A page opened in headless Chromium through the DevTools protocol (websocket-client),
+as a user's browser shows it: its DOM after the scripts ran for ``wait`` seconds of real
+time (Material's search runs in a web worker, which ``--virtual-time-budget`` does not
+advance) and every error it reported: uncaught exceptions, ``console.error`` and resources
+that failed to load (a missing figure, a font fetched from the network)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+
+
+@dataclass
+class Page:
+    dom: str
+    errors: list[str] = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _error(message: dict) -> str | None:
+    """The text of an error event, or None for any other message."""
+    method, params = message.get("method"), message.get("params", {})
+    if method == "Runtime.exceptionThrown":
+        details = params["exceptionDetails"]
+        return details.get("exception", {}).get("description") or details.get("text")
+    if method == "Runtime.consoleAPICalled" and params.get("type") == "error":
+        return " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+    if method == "Log.entryAdded" and params["entry"]["level"] == "error":
+        return f"{params['entry']['text']} ({params['entry'].get('url', '')})"
+    return None
+
+
+def open_page(browser: str, url: str, wait: float = 3.0) -> Page:
+    """Load ``url``, let it run ``wait`` seconds, return its DOM and the errors it reported."""
+    import websocket
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        [browser, *FLAGS, f"--remote-debugging-port={port}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json") as r:
+                    targets = json.load(r)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        target = next(t for t in targets if t["type"] == "page")
+        ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=30)
+        errors: list[str] = []
+        ids = iter(range(1, 1 << 30))
+
+        def call(method: str, **params) -> dict:
+            i = next(ids)
+            ws.send(json.dumps({"id": i, "method": method, "params": params}))
+            while True:
+                message = json.loads(ws.recv())
+                if (text := _error(message)) is not None:
+                    errors.append(text)
+                if message.get("id") == i:
+                    return message.get("result", {})
+
+        for domain in ("Runtime", "Log", "Page"):
+            call(f"{domain}.enable")
+        call("Page.navigate", url=url)
+        end = time.monotonic() + wait
+        ws.settimeout(0.2)
+        while time.monotonic() < end:
+            try:
+                message = json.loads(ws.recv())
+            except websocket.WebSocketTimeoutException:
+                continue
+            if (text := _error(message)) is not None:
+                errors.append(text)
+        ws.settimeout(30)
+        dom = call("Runtime.evaluate", expression="document.documentElement.outerHTML")
+        ws.close()
+        return Page(dom["result"]["value"], errors)
+    finally:
+        proc.kill()
+        proc.wait()
