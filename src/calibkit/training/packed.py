@@ -30,7 +30,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from .config import TrainConfig
 
-__all__ = ["MEMBER_FIELDS", "Pack", "pack_key", "stacked"]
+__all__ = ["MEMBER_FIELDS", "Pack", "evaluation", "pack_key", "stacked"]
 
 #: what the members of one packed run may set differently; every other setting is shared
 MEMBER_FIELDS = ("loss", "seed", "mixup")
@@ -58,6 +58,7 @@ class Pack:
     def __init__(self, nets: Sequence[nn.Module], member_opts: Sequence[torch.optim.Optimizer]):
         self.nets, self.member_opts = list(nets), list(member_opts)
         self.params, self.buffers, self._forward = stacked(self.nets)
+        self._evaluate = evaluation(self.nets[0])
         settings = {k: member_opts[0].defaults[k] for k in ("lr", "momentum", "weight_decay")}
         self.opt = torch.optim.SGD(self.params.values(), **settings)
         _stack_momentum(self.opt, self.params, self.nets, self.member_opts)
@@ -68,6 +69,12 @@ class Pack:
     def forward(self, x: Tensor) -> Tensor:
         """The members' logits (members, batch, K) for their inputs x (members, batch, ...)."""
         return self._forward(self.params, self.buffers, x)
+
+    def evaluate(self, x: Tensor) -> Tensor:
+        """Every member's logits (members, batch, K) for one batch x (batch, ...) that all of
+        them read, in eval mode (batch norm on its running statistics), from the stacked
+        parameters as they stand: a split's logits for the whole pack in one pass."""
+        return self._evaluate(self.params, self.buffers, x)
 
     def clip(self, max_norm: float) -> None:
         """Each member's gradient norm clipped to ``max_norm`` on its own, as
@@ -89,12 +96,27 @@ def stacked(nets: Sequence[nn.Module]):
     parameters and buffers stacked along a new first axis (leaves that train), and
     ``forward(params, buffers, x)`` taking x (members, batch, ...) to (members, batch, K)."""
     params, buffers = stack_module_state(list(nets))
-    base = copy.deepcopy(nets[0]).to("meta")
+    base = _base(nets[0], training=True)
+    forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
+    return params, buffers, forward
+
+
+def evaluation(net: nn.Module):
+    """``forward(params, buffers, x)`` of networks of ``net``'s architecture in eval mode,
+    their parameters and buffers stacked as :func:`stacked` stacks them, on one input batch
+    x (batch, ...) that every member reads, to (members, batch, K)."""
+    base = _base(net, training=False)
+    return vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), in_dims=(0, 0, None))
+
+
+def _base(net: nn.Module, training: bool) -> nn.Module:
+    """A copy of ``net`` without storage (the stacked members' tensors are passed in), in
+    training or eval mode, its batch norms on float32 input (:func:`_float_input`)."""
+    base = copy.deepcopy(net).to("meta").train(training)
     for module in base.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
             module.register_forward_pre_hook(_float_input)
-    forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
-    return params, buffers, forward
+    return base
 
 
 def _float_input(module: nn.Module, args: tuple) -> tuple:

@@ -63,6 +63,7 @@ __all__ = [
     "epoch_record",
     "finish_run",
     "predict",
+    "predict_members",
     "provenance",
     "set_epoch_lr",
     "step_inputs",
@@ -203,12 +204,11 @@ def step_inputs(
     return x, targets, y
 
 
-def epoch_record(
-    epoch: int, sums: Tensor, model: nn.Module, bundle: data.DataBundle, device: torch.device
-) -> dict[str, float]:
+def epoch_record(epoch: int, sums: Tensor, val_logits: Tensor, labels: Tensor) -> dict[str, float]:
     """The history entry of 0-based ``epoch`` from its training ``sums`` (loss sum, number
-    correct, number of samples) and the validation metrics of ``model``; a non-finite
-    training loss stops the run (one-line :class:`TrainingError`)."""
+    correct, number of samples) and the metrics of the validation logits ``val_logits``
+    against ``labels`` (``val_time``: the metrics' seconds; the caller adds its pass's); a
+    non-finite training loss stops the run (one-line :class:`TrainingError`)."""
     train_loss = float(sums[0] / sums[2])
     if not math.isfinite(train_loss):
         raise TrainingError(
@@ -216,10 +216,24 @@ def epoch_record(
             "rate or check the data"
         )
     record = {"epoch": epoch + 1, "train_loss": train_loss, "train_acc": float(sums[1] / sums[2])}
-    val_began = time.perf_counter()
-    record |= _val_metrics(predict(model, bundle.val, bundle, device), bundle.val.y, epoch + 1)
-    record["val_time"] = time.perf_counter() - val_began  # the validation pass and its metrics
+    began = time.perf_counter()
+    record |= _val_metrics(val_logits, labels, epoch + 1)
+    record["val_time"] = time.perf_counter() - began
     return record
+
+
+def predict_members(
+    engine: Any, split: data.Split, bundle: data.DataBundle, device: torch.device
+) -> Tensor:
+    """(members, N, K) float32 logits of a split for every member of ``engine`` (a pack, or
+    a network alone) in eval mode, on the CPU: one pass over the split, each batch read once
+    for all members."""
+    out = []
+    with torch.no_grad(), autocast(device):
+        for idx in torch.arange(len(split)).split(1024):
+            x, _ = split.take(idx)
+            out.append(engine.evaluate(data.to_inputs(x, bundle, device)).float().cpu())
+    return torch.cat(out, 1)
 
 
 def build(
@@ -372,8 +386,12 @@ def train_packed(
         if learned is not None:  # each process saw its own shard; the last epochs only grow
             dist.total(learned.last_wrong, op="max")
         engine.settle()
+        val_began = time.perf_counter()
+        val_logits = predict_members(engine, bundle.val, bundle, device)
+        val_pass = time.perf_counter() - val_began  # every member's, in one pass
         for m, config in enumerate(configs):
-            record = epoch_record(epoch, sums[m], nets[m], bundle, device)
+            record = epoch_record(epoch, sums[m], val_logits[m], bundle.val.y)
+            record["val_time"] += val_pass
             if epoch + 1 in config.record_grad_norms:
                 analysis |= _grad_norm_record(nets[m], loss_fns[m], bundle, device, epoch + 1)
             record |= {"lr": lr, "train_time": train_time}
@@ -385,12 +403,17 @@ def train_packed(
             for history in histories:
                 progress((epoch + 1) * steps_per_epoch, total, history[-1])
     results = []
+    logits = {}  # every split but train, for every member in one pass
+    if dist.main:
+        splits = {k: v for k, v in bundle.splits().items() if k != "train"}
+        logits = {k: predict_members(engine, v, bundle, device) for k, v in splits.items()}
     for m, config in enumerate(configs):
         info = provenance(config, device, bundle.augment, loss_fns[m])
         if len(configs) > 1:
             info["packed"] = {"members": len(configs), "member": m}
         if dist.main:
-            finish_run(outs[m], info, nets[m], bundle, device, histories[m], learned, analysis)
+            own = {k: z[m] for k, z in logits.items()}
+            finish_run(outs[m], info, nets[m], bundle, device, histories[m], learned, analysis, own)
         results.append(
             TrainResult(
                 outs[m], histories[m], nets[m], tuple(bundle.input_shape), len(bundle.train)
@@ -414,8 +437,13 @@ class _Alone:
     def __init__(
         self, net: nn.Module, opt: torch.optim.Optimizer, device: torch.device, dist: _Distributed
     ) -> None:
-        self.opt, self.device = opt, device
+        self.opt, self.device, self.net = opt, device, net
         self.module = nn.parallel.DistributedDataParallel(net) if dist.world > 1 else net
+
+    def evaluate(self, x: Tensor) -> Tensor:
+        """The member's logits (1, batch, K) for x (batch, ...) in eval mode."""
+        self.net.eval()
+        return self.net(_layout(x, self.device))[None]
 
     def train(self) -> None:
         self.module.train()
@@ -575,16 +603,18 @@ def finish_run(
     history: list[dict[str, float]],
     learned: LearnedEpochs | None,
     analysis: dict[str, np.ndarray],
+    logits: dict[str, Tensor] | None = None,
 ) -> None:
     """Write a finished run's analysis (when recorded), logits, weights, history and
-    run.json into ``out`` (the trainer and packed training share it)."""
+    run.json into ``out`` (the trainer and packed training share it); ``logits``: every
+    split's, where the caller computed them (:func:`write_run`)."""
     if learned is not None and bundle.train is not None:
         analysis["learned_epoch"] = learned.learned_epoch().cpu().numpy()
         analysis["max_logit"] = predict(model, bundle.train, bundle, device).amax(1).numpy()
         analysis["train_labels"] = bundle.train.y.numpy()
     if analysis:
         save_npz(out / "analysis.npz", **analysis)
-    write_run(out, model, bundle, device, history, record)
+    write_run(out, model, bundle, device, history, record, logits)
 
 
 def write_run(
@@ -594,15 +624,18 @@ def write_run(
     device: torch.device,
     history: list[dict[str, float]],
     info: dict[str, Any],
+    logits: dict[str, Tensor] | None = None,
 ) -> None:
-    """Write a finished run's logits of every split but train, weights, history and run.json."""
+    """Write a finished run's logits of every split but train (``logits``, by split, where
+    the caller has them; else computed here), weights, history and run.json."""
     from safetensors.torch import save_file
 
     arrays: dict[str, Any] = {}
     for name, split in bundle.splits().items():
         if name == "train":
             continue
-        arrays[f"logits_{name}"] = predict(model, split, bundle, device).numpy()
+        z = logits[name] if logits is not None else predict(model, split, bundle, device)
+        arrays[f"logits_{name}"] = z.numpy()
         if not name.startswith("ood_"):  # out-of-distribution labels mean nothing here
             arrays[f"labels_{name}"] = split.y.numpy()
     save_npz(out / "logits.npz", **arrays)
