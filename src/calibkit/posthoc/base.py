@@ -206,6 +206,13 @@ class Method(nn.Module):
     #: learned tensors in which NaN is a value (an empty bin), not damage
     nan_means_empty: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def n_parameters(cls, k: int) -> int | None:
+        """Parameters of the method's map for K classes where it has a count that grows with
+        K (the affine maps: compare's default set leaves out a map with more than a tenth of
+        the calibration rows); None for the others (a temperature, a binning)."""
+        return None
+
     def settings(self) -> dict[str, Any]:
         """The keyword-only settings of ``__init__`` and their values, as given."""
         sig = inspect.signature(type(self).__init__)

@@ -59,10 +59,9 @@ MAX_PARAMETER_SHARE = 0.1
 
 
 def n_parameters(spec: str, k: int) -> int | None:
-    """Parameters of a method's map for K classes, where the map declares them (the affine
-    maps); None for the others (a temperature, a binning)."""
-    count = getattr(REGISTRY.factory(parse_spec(spec).name), "n_parameters", None)
-    return count(k) if count else None
+    """Parameters of a method's map for K classes (:meth:`~calibkit.posthoc.base.Method.
+    n_parameters`: the affine maps count theirs; None for the others)."""
+    return REGISTRY.factory(parse_spec(spec).name).n_parameters(k)
 
 
 def default_methods(
