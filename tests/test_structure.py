@@ -264,3 +264,27 @@ def test_library_errors_name_parameters_and_the_cli_names_flags(tmp_path):
     assert in_flags("(methods='all' adds them); name any in methods= to fit it", compare) == (
         "(--methods all adds them); name any in --methods to fit it"
     )
+
+
+def test_the_public_contract_in_the_docs_is_what_the_package_faces_export():
+    """Issue 56 §3: the public surface is the package faces' names, and docs/api/index.md
+    lists exactly those (the site's API reference); a name added to or dropped from a face
+    without the list fails here, so the contract cannot drift silently."""
+    import sys
+
+    sys.path.insert(0, str(SRC.parents[1] / "docs" / "_hooks"))
+    try:
+        import api_pages
+    finally:
+        sys.path.pop(0)
+    text = (SRC.parents[1] / "docs" / "api" / "index.md").read_text()
+    listed: dict[str, list[str]] = {}
+    face = None
+    for line in text.splitlines():
+        if m := re.fullmatch(r"## `([\w.]+)`", line):
+            face = m.group(1)
+            listed[face] = []
+        elif face and (m := re.match(r"- \[`(\w+)`\]", line)):
+            listed[face].append(m.group(1))
+    assert listed == api_pages._pages()
+    assert 100 <= sum(map(len, listed.values())) <= 140

@@ -1,6 +1,6 @@
 """MkDocs hook: one API reference page per public name of calibkit's package faces (their
-``__all__``), each rendered from its docstring by mkdocstrings, and an index of them. The
-list is the code's own: a name added to a face gets its page on the next build."""
+``__all__``), each rendered from its docstring by mkdocstrings. The index, docs/api/index.md,
+is the public contract kept by hand; tests/test_structure.py compares it with the faces."""
 
 from __future__ import annotations
 
@@ -69,14 +69,10 @@ def on_config(config):
 
 
 def on_files(files, config):
-    """Add ``api/<face>/<name>.md`` for every public name, and ``api/index.md``."""
-    lines = ["# API reference", "", "One page per public name, grouped by where you import it."]
+    """Add ``api/<face>/<name>.md`` for every public name (``api/index.md``, the list of
+    them, is kept by hand: the public contract, which a test compares with the faces)."""
     for face, names in _pages().items():
-        lines += ["", f"## `{face}`", ""]
         for name in names:
-            path = f"api/{face}/{name}.md"
             page = f"# `{face}.{name}`\n\n::: {_defined_at(face, name)}\n"
-            files.append(File.generated(config, path, content=page))
-            lines.append(f"- [`{name}`]({face}/{name}.md)")
-    files.append(File.generated(config, "api/index.md", content="\n".join(lines) + "\n"))
+            files.append(File.generated(config, f"api/{face}/{name}.md", content=page))
     return files
