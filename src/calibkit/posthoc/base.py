@@ -35,7 +35,6 @@ import torch
 from torch import Tensor, nn
 
 from .._docs import Described, documented
-from ..io import FileFormatError
 from ..metrics.inputs import prepare_scores
 from ..registry import SPEC_PARAMETERS
 from ..threads import for_work, size_of
@@ -43,10 +42,8 @@ from .anomalies import check_calibration_split
 from .checks import check_fit_data, next_up
 from .files import (
     FORMAT_VERSION,
-    check_meta,
     first_line,
     loaded_problem,
-    read_checked,
     write_checked,
 )
 
@@ -396,41 +393,6 @@ class Method(nn.Module):
             "fit_report": asdict(self.fit_report_),
         }
         return write_checked(path, tensors, meta)
-
-    @classmethod
-    @documented(POSTHOC_PARAMETERS, "Method: the fitted method, ready to apply.")
-    def load(cls, path: str | Path, model: nn.Module | None = None) -> Method:
-        """Read a file written by :meth:`save`; refuses corrupted or altered files. A
-        model-level method needs the ``model`` it was fitted on."""
-        from . import REGISTRY
-
-        meta, tensors = read_checked(path, "calibrator")
-        check_meta(path, meta)
-        if meta["method"] not in REGISTRY:
-            raise FileFormatError(f"{path}: unknown calibrator {meta['method']!r}")
-        try:
-            obj = REGISTRY.create(meta["method"], **meta["settings"])
-        except (TypeError, ValueError) as err:
-            raise FileFormatError(f"{path}: invalid settings ({first_line(err)})") from None
-        if obj.level == "model":
-            if model is None:
-                raise ValueError(f"{path}: a {obj.name} file needs the model it calibrates")
-            obj.model_ = model
-            device = next(model.parameters()).device
-            tensors = {k: v.to(device) for k, v in tensors.items()}
-        if meta["n_classes"] is not None:
-            obj.n_classes_ = meta["n_classes"]
-        try:
-            obj._load(tensors, meta["learned"])
-            obj.fit_report_ = FitReport(**meta["fit_report"])
-        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
-            raise FileFormatError(
-                f"{path}: the {obj.name} file's values do not fit the method ({first_line(err)})"
-            ) from None
-        problem = loaded_problem(obj, tensors)
-        if problem:
-            raise FileFormatError(f"{path}: {problem}; the file was altered or damaged")
-        return obj
 
 
 @dataclass
