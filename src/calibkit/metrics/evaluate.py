@@ -145,6 +145,12 @@ def check_ci(ci: float) -> float:
     return float(ci)
 
 
+def check_resamples(bootstrap: int) -> int:
+    if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
+        raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
+    return bootstrap
+
+
 @documented(
     METRIC_PARAMETERS,
     "EvaluationResult: every metric's value (fractions; nats for NLL and entropy), the "
@@ -207,9 +213,9 @@ def evaluate(
     >>> round(r["accuracy"], 3), int(r.bins.count.sum())
     (0.244, 500)
     """
-    scheme = BinScheme.make(n_bins, binning, torch.float64)  # checked here, trusted below
-    if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
-        raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
+    # every setting checked here, then trusted below
+    scheme = BinScheme.make(n_bins, binning, torch.float64)
+    bootstrap = check_resamples(bootstrap)
     ci = check_ci(ci)
     interval_method = check_interval(interval)
     only = check_metric_names(metrics)
@@ -230,8 +236,8 @@ def evaluate(
         ood=None if ood is None else (*ood, None),
         only=with_plug_ins(only) if bootstrap else only,
     )
-    metrics = {k: float(v[0]) for k, v in vec.items()}
-    plug_ins = {k: metrics.pop(k) for k in list(metrics) if only is not None and k not in only}
+    values = {k: float(v[0]) for k, v in vec.items()}
+    plug_ins = {k: values.pop(k) for k in list(values) if only is not None and k not in only}
     settings: dict[str, Any] = {
         "n_bins": n_bins,
         "binning": binning,
@@ -245,14 +251,13 @@ def evaluate(
     if ood is not None:
         settings["ood_score"] = ood_score
     notes = []
-    if math.isnan(metrics.get("refinement_auroc", 0.0)):
+    if math.isnan(values.get("refinement_auroc", 0.0)):
         notes.append(undefined_auroc_message(p.n, int(p.correct.sum())))
         warnings.warn(notes[-1], RuntimeWarning, stacklevel=2)
     if optimal and (only is None or "optimal_ece" in only):
-        best, metrics["optimal_ece"] = best_temperature(p, scheme, check_grid(None))
+        best, values["optimal_ece"] = best_temperature(p, scheme, check_grid(None))
         settings["optimal_temperature"] = float(check_grid(None)[best])
-    order = [m for m in (*METRICS, *OOD_METRICS) if m in metrics]
-    metrics = {m: metrics[m] for m in order}
+    values = {m: values[m] for m in (*METRICS, *OOD_METRICS) if m in values}
     intervals = bias = None
     calibration_p: dict[str, float] = {}
     if bootstrap:
@@ -266,7 +271,7 @@ def evaluate(
             progress=progress,
             only=only,
         )[0]
-        calibration_p = _calibration_test(p, scheme, metrics, boot, bootstrap, seed)
+        calibration_p = _calibration_test(p, scheme, values, boot, bootstrap, seed)
         # calibkit's own intervals (auto) start at 0 where the test does not reject, and
         # only where it could: its least p-value is 1 / (draws + 1)
         auto = interval_method == "auto"
@@ -279,7 +284,7 @@ def evaluate(
                 f"{math.ceil(1 / (1 - ci) - 1 - 1e-9)}), so no interval is started at 0"
             )
         intervals, bias, more = bootstrap_intervals(
-            metrics,
+            values,
             boot,
             ci,
             interval_method,
@@ -300,7 +305,7 @@ def evaluate(
         bins.band = np.array([percentile_interval(acc[:, j], ci) for j in range(acc.shape[1])]).T
         bins.band[:, bins.count == 0] = np.nan
     return EvaluationResult(
-        metrics, bins, p.n, p.k, settings, intervals, notes, bias, calibration_p or None
+        values, bins, p.n, p.k, settings, intervals, notes, bias, calibration_p or None
     )
 
 
