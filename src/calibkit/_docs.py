@@ -29,7 +29,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-__all__ = ["Described", "documented"]
+__all__ = ["Described", "declared_fields", "documented"]
 
 F = TypeVar("F", bound=Callable)
 #: a parameter's (type, description), as the Parameters section prints it
@@ -64,6 +64,24 @@ def documented(shared: Mapping[str, Described], returns: str, **own: Described) 
         return fn
 
     return deco
+
+
+def declared_fields(cls: type) -> type:
+    """Class decorator for a dataclass whose fields declare their meaning in
+    ``metadata["help"]``: append a Parameters section (each field, its type, its default and
+    its help) to the class docstring, so the one declaration documents it too."""
+    import dataclasses
+
+    doc = (cls.__doc__ or "").rstrip().splitlines()
+    body = [ln for ln in doc[1:] if ln.strip()]
+    pad = min((ln[: len(ln) - len(ln.lstrip())] for ln in body), key=len, default=" " * 4)
+    lines = ["", f"{pad}Parameters", f"{pad}----------"]
+    for f in dataclasses.fields(cls):
+        default = "[]" if f.default is dataclasses.MISSING else repr(f.default)
+        lines += [f"{pad}{f.name} : {f.type}, default {default}"]
+        lines += _wrapped(f.metadata.get("help", ""), pad)
+    cls.__doc__ = "\n".join([*doc, *lines]) + "\n"
+    return cls
 
 
 def _examples_start(doc: list[str]) -> int:

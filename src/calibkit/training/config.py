@@ -8,14 +8,22 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._docs import Described
+from .._docs import Described, declared_fields
 from ..registry import Spec, SpecError, parse_spec
 
 if TYPE_CHECKING:  # the registries and torch are imported where a config is checked or run:
     import torch  # the CLI builds its options from the fields without importing PyTorch
     from torch import nn
 
-__all__ = ["RANGES", "RUN_PARAMETERS", "TrainConfig", "TrainResult", "TrainingError", "pick_device"]
+__all__ = [
+    "RUN_PARAMETERS",
+    "Bounds",
+    "TrainConfig",
+    "TrainResult",
+    "TrainingError",
+    "pick_device",
+    "setting",
+]
 
 
 #: the parameters of the training and run API, described once for its docstrings
@@ -51,55 +59,108 @@ class TrainingError(ValueError):
     """Training cannot go on (diverged loss, a resume that does not match): one line."""
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """The values a number setting takes: an integer (``integer``) or a finite number, in
+    [``low``, ``high``], either end open. Its text is the setting's error, CLI help and doc."""
+
+    low: float
+    high: float
+    integer: bool = False
+    low_open: bool = False
+    high_open: bool = False
+
+    def __str__(self) -> str:
+        if self.integer:
+            return f"an integer in {self.low:,}..{self.high:,}"
+        low, high = "([)"[0 if self.low_open else 1], ")]"[0 if self.high_open else 1]
+        return f"a number in {low}{self.low:g}, {self.high:g}{high}"
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise a one-line ``ValueError`` naming ``name`` unless ``value`` is within."""
+        kind = int if self.integer else (int, float)
+        if not isinstance(value, kind) or isinstance(value, bool) or not self._within(value):
+            raise ValueError(f"{name}: expected {self}, got {_short(value)}")
+
+    def _within(self, v: float) -> bool:
+        try:
+            if not math.isfinite(float(v)):
+                return False
+        except OverflowError:  # an integer of hundreds of digits
+            return False
+        above = v > self.low if self.low_open else v >= self.low
+        below = v < self.high if self.high_open else v <= self.high
+        return above and below
+
+
+def setting(default: Any, help: str, bounds: Bounds | None = None) -> dict[str, Any]:
+    """One declaration of a :class:`TrainConfig` field, as ``dataclasses.field``'s keyword
+    arguments: its default, what it means and the values it takes. :meth:`TrainConfig.check`
+    checks the bounds, the CLI's option shows the help and the bounds, and the class
+    docstring's Parameters section lists all three."""
+    metadata = {"help": help if bounds is None else f"{help} ({bounds}).", "bounds": bounds}
+    if isinstance(default, list):
+        return {"default_factory": list, "metadata": metadata}
+    return {"default": default, "metadata": metadata}
+
+
+#: the largest epochs and batch a run accepts; the numbers' highs likewise: beyond them
+#: training diverges at once or never ends (an lr of 1e308 or a weight decay of 1e308
+#: overflow the first step; a mixup alpha of 1e308 makes Beta draws of NaN)
+_COUNT = Bounds(1, 1_000_000, integer=True)
+
+
+@declared_fields
 @dataclass
 class TrainConfig:
     """Everything that determines a run. The specs (data, model, loss, schedule, extra) are
     given as text or :class:`~calibkit.registry.Spec`; :meth:`check` parses and checks each
     once and keeps the :class:`~calibkit.registry.Spec`, which the run then builds from;
-    :meth:`as_json` writes them back as text (run.json, the checkpoint)."""
+    :meth:`as_json` writes them back as text (run.json, the checkpoint). Each field is
+    declared once (:func:`setting`): its default, meaning and bounds."""
 
-    data: str | Spec = field(default="digits", metadata={"help": "Dataset spec."})
-    model: str | Spec = field(default="cnn", metadata={"help": "Model spec."})
-    loss: str | Spec = field(default="ce", metadata={"help": "Loss spec, e.g. focal:gamma=3."})
-    epochs: int = field(default=30, metadata={"help": "Training epochs."})
-    batch_size: int = field(default=128, metadata={"help": "Mini-batch size."})
-    lr: float = field(default=0.1, metadata={"help": "Initial learning rate."})
-    momentum: float = field(default=0.9, metadata={"help": "SGD momentum."})
-    weight_decay: float = field(default=5e-4, metadata={"help": "L2 weight decay."})
+    data: str | Spec = field(**setting("digits", "Dataset spec."))
+    model: str | Spec = field(**setting("cnn", "Model spec."))
+    loss: str | Spec = field(**setting("ce", "Loss spec, e.g. focal:gamma=3."))
+    epochs: int = field(**setting(30, "Training epochs", _COUNT))
+    batch_size: int = field(**setting(128, "Mini-batch size", _COUNT))
+    lr: float = field(**setting(0.1, "Initial learning rate", Bounds(0, 100, low_open=True)))
+    momentum: float = field(**setting(0.9, "SGD momentum", Bounds(0, 1, high_open=True)))
+    weight_decay: float = field(**setting(5e-4, "L2 weight decay", Bounds(0, 1)))
     schedule: str | Spec = field(
-        default="cifar",
-        metadata={"help": "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G."},
+        **setting("cifar", "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G.")
     )
-    mixup: float = field(default=0.0, metadata={"help": "Mixup alpha (0: off)."})
+    mixup: float = field(**setting(0.0, "Mixup alpha, 0: off", Bounds(0, 100)))
     grad_clip: float = field(
-        default=0.0,
-        metadata={
-            "help": "Clip each network's gradient norm to this before each step (0: off; "
-            "the papers' focal_calibration code clips at 2)."
-        },
+        **setting(
+            0.0,
+            "Clip each network's gradient norm to this before each step; 0: off (the papers' "
+            "focal_calibration code clips at 2)",
+            Bounds(0, 1e6),
+        )
     )
-    seed: int = field(default=0, metadata={"help": "Seed of every random choice."})
+    seed: int = field(
+        **setting(0, "Seed of every random choice", Bounds(0, 2**63 - 1, integer=True))
+    )
     extra: list[str | Spec] = field(
-        default_factory=list,
-        metadata={"help": "Extra evaluation split (dataset spec); repeat for more."},
+        **setting([], "Extra evaluation split (dataset spec); repeat for more.")
     )
     record_learned_epochs: bool = field(
-        default=False, metadata={"help": "Record learned epochs and final max logits."}
+        **setting(False, "Record learned epochs and final max logits.")
     )
     record_grad_norms: list[int] = field(
-        default_factory=list,
-        metadata={
-            "help": "Epoch at which to record per-sample gradient norms and Brier "
-            "scores; repeat for more."
-        },
+        **setting(
+            [],
+            "Epoch at which to record per-sample gradient norms and Brier scores; repeat for more.",
+        )
     )
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda or cuda:N."})
+    device: str = field(**setting("auto", "auto, cpu, cuda or cuda:N."))
     checkpoint: str | None = field(
-        default=None,
-        metadata={
-            "help": "Pretrained weights to start from (torch or safetensors); with "
-            "--stage2 they are stage 1 (no training)."
-        },
+        **setting(
+            None,
+            "Pretrained weights to start from (torch or safetensors); with --stage2 they are "
+            "stage 1 (no training).",
+        )
     )
 
     def check(self) -> TrainConfig:
@@ -109,22 +170,9 @@ class TrainConfig:
         each layer may call this and only the first checks."""
         if self.__dict__.get("_checked") == self._values():
             return self
-        for name, most in (("epochs", MAX_EPOCHS), ("batch_size", MAX_BATCH)):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= most:
-                raise ValueError(f"{name}: expected an integer in 1..{most:,}, got {_short(v)}")
-        for name, most in RANGES.items():
-            v = getattr(self, name)
-            if not isinstance(v, int | float) or isinstance(v, bool) or not _within(v, most):
-                raise ValueError(f"{name}: expected a number in [0, {most:g}], got {_short(v)}")
-        if self.lr <= 0:
-            raise ValueError(f"lr: expected a learning rate > 0, got {self.lr!r}")
-        if self.momentum >= 1:
-            raise ValueError(f"momentum: expected a value in [0, 1), got {self.momentum!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
-        if self.seed >= 2**63:
-            raise ValueError(f"seed: expected an integer below 2**63, got {self.seed}")
+        for f in fields(self):
+            if f.metadata.get("bounds") is not None:
+                f.metadata["bounds"].check(f.name, getattr(self, f.name))
         device = pick_device(self.device)
         if self.checkpoint is not None and not Path(self.checkpoint).is_file():
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
@@ -180,20 +228,6 @@ class TrainResult:
     model: nn.Module
     input_shape: tuple[int, ...] = ()  # of one input, as the model takes it
     train_images: int = 0  # images in the training split (one epoch)
-
-
-#: the largest setting a run accepts: beyond them training diverges at once or never ends
-#: (an lr of 1e308 or a weight decay of 1e308 overflow the first step; a mixup alpha of
-#: 1e308 makes Beta draws of NaN; 10**30 epochs is not a run)
-RANGES = {"lr": 100.0, "momentum": 1.0, "weight_decay": 1.0, "mixup": 100.0, "grad_clip": 1e6}
-MAX_EPOCHS, MAX_BATCH = 1_000_000, 1_000_000
-
-
-def _within(v: float, most: float) -> bool:
-    try:
-        return math.isfinite(float(v)) and 0 <= v <= most
-    except OverflowError:  # an integer of hundreds of digits
-        return False
 
 
 def _short(v: Any) -> str:
