@@ -7,45 +7,29 @@ from __future__ import annotations
 from .._docs import documented
 from ..io import FileFormatError
 from ..registry import Registry, Spec
-from .affine import (
-    DirichletL2,
-    DirichletODIR,
-    MatrixScaling,
-    MatrixScalingODIR,
-    VectorScaling,
-)
+from . import affine, binning, clamping, maccal, temperature
 from .base import POSTHOC_PARAMETERS, FitReport, Method
-from .binning import (
-    BetaCalibration,
-    HistogramBinning,
-    IsotonicCalibration,
-    PlattScaling,
-    ScalingBinning,
-)
-from .clamping import NeuralClamping
 from .files import check_meta, first_line, loaded_problem, read_checked
-from .maccal import MacCal
-from .temperature import EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
 
 __all__ = ["REGISTRY", "create", "load", "names"]
 
 REGISTRY: Registry[Method] = Registry("calibrator")
-for _cls in (
-    TemperatureScaling,
-    TemperatureGrid,
-    EnsembleTemperatureScaling,
-    VectorScaling,
-    MatrixScaling,
-    MatrixScalingODIR,
-    DirichletL2,
-    DirichletODIR,
-    HistogramBinning,
-    IsotonicCalibration,
-    BetaCalibration,
-    PlattScaling,
-    ScalingBinning,
-    NeuralClamping,
-    MacCal,
+for _cls in (  # by module
+    temperature.TemperatureScaling,
+    temperature.TemperatureGrid,
+    temperature.EnsembleTemperatureScaling,
+    affine.VectorScaling,
+    affine.MatrixScaling,
+    affine.MatrixScalingODIR,
+    affine.DirichletL2,
+    affine.DirichletODIR,
+    binning.HistogramBinning,
+    binning.IsotonicCalibration,
+    binning.BetaCalibration,
+    binning.PlattScaling,
+    binning.ScalingBinning,
+    clamping.NeuralClamping,
+    maccal.MacCal,
 ):
     REGISTRY.register(_cls.name)(_cls)
 #: the names other libraries and papers use (docs/posthoc.md): "dirichlet" is Dir-ODIR, the
