@@ -46,6 +46,8 @@ def test_the_api_reference_has_a_page_per_public_name_with_its_parameters(site):
     evaluate = _text(site / "api" / "calibkit.metrics" / "evaluate" / "index.html")
     assert "n_bins" in evaluate and "EvaluationResult" in evaluate
     assert (site / "api" / "calibkit.posthoc" / "TemperatureScaling" / "index.html").exists()
+    maccal = (site / "api" / "calibkit.posthoc" / "MacCal" / "index.html").read_text()
+    assert 'href="../../../methods/#5-mac-cal"' in maccal  # what it implements (the anchor exists)
 
 
 def test_the_cli_reference_is_generated_from_the_commands(site):

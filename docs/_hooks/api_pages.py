@@ -37,6 +37,27 @@ def _names(face: str) -> list[str]:
     ]
 
 
+#: where docs/methods.md defines what a face's names implement (the paper's equations and
+#: the defaults where the papers are silent), by face; a few names have their own section
+DEFINED = {
+    "calibkit.metrics": "1-metrics",
+    "calibkit.posthoc": "2-post-hoc-calibrators",
+    "calibkit.losses": "3-training-losses",
+    "calibkit.training": "7-protocols",
+}
+DEFINED_BY_NAME = {"NeuralClamping": "4-neural-clamping", "MacCal": "5-mac-cal"}
+
+
+def _definition(face: str, name: str) -> str:
+    """A page's line linking to the methods it implements, or nothing."""
+    anchor = DEFINED_BY_NAME.get(name) or DEFINED.get(face)
+    if anchor is None:
+        return ""
+    return (
+        f"What it implements, with the papers' equations: [Methods](../../methods.md#{anchor}).\n\n"
+    )
+
+
 def _defined_at(face: str, name: str) -> str:
     """Where mkdocstrings finds ``face.name``: a class's or function's defining module (a
     face may hand it out lazily, which a static reading cannot follow), else the face."""
@@ -73,6 +94,6 @@ def on_files(files, config):
     them, is kept by hand: the public contract, which a test compares with the faces)."""
     for face, names in _pages().items():
         for name in names:
-            page = f"# `{face}.{name}`\n\n::: {_defined_at(face, name)}\n"
+            page = f"# `{face}.{name}`\n\n{_definition(face, name)}::: {_defined_at(face, name)}\n"
             files.append(File.generated(config, f"api/{face}/{name}.md", content=page))
     return files
