@@ -46,9 +46,7 @@ def documented(shared: Mapping[str, Described], returns: str, **own: Described) 
         missing = [n for n in names if n not in own and n not in shared]
         if missing:
             raise KeyError(f"{fn.__qualname__}: no description of {', '.join(missing)}")
-        doc = (fn.__doc__ or "").rstrip().splitlines()
-        body = [ln for ln in doc[1:] if ln.strip()]  # its indentation is the sections'
-        pad = min((ln[: len(ln) - len(ln.lstrip())] for ln in body), key=len, default=" " * 4)
+        doc, pad = _lines_and_indent(fn.__doc__)
         lines = ["", f"{pad}Parameters", f"{pad}----------"] if names else []
         for name in names:
             kind, text = own.get(name) or shared[name]
@@ -72,9 +70,7 @@ def declared_fields(cls: type) -> type:
     its help) to the class docstring, so the one declaration documents it too."""
     import dataclasses
 
-    doc = (cls.__doc__ or "").rstrip().splitlines()
-    body = [ln for ln in doc[1:] if ln.strip()]
-    pad = min((ln[: len(ln) - len(ln.lstrip())] for ln in body), key=len, default=" " * 4)
+    doc, pad = _lines_and_indent(cls.__doc__)
     lines = ["", f"{pad}Parameters", f"{pad}----------"]
     for f in dataclasses.fields(cls):
         default = "[]" if f.default is dataclasses.MISSING else repr(f.default)
@@ -82,6 +78,14 @@ def declared_fields(cls: type) -> type:
         lines += _wrapped(f.metadata.get("help", ""), pad)
     cls.__doc__ = "\n".join([*doc, *lines]) + "\n"
     return cls
+
+
+def _lines_and_indent(docstring: str | None) -> tuple[list[str], str]:
+    """A docstring's lines and the indentation of its body (which its sections take)."""
+    doc = (docstring or "").rstrip().splitlines()
+    body = [ln for ln in doc[1:] if ln.strip()]
+    pad = min((ln[: len(ln) - len(ln.lstrip())] for ln in body), key=len, default=" " * 4)
+    return doc, pad
 
 
 def _examples_start(doc: list[str]) -> int:

@@ -66,8 +66,8 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
         )
     except NetworkMethodError as err:  # the library's words for a Python caller: ours here
         raise click.UsageError(
-            f"{str(err).split(': fit it')[0]}: use calibkit calibrate {method} RUN_DIR "
-            "(or --model, --checkpoint, --data)"
+            f"{err.method} calibrates a network, not logits: use calibkit calibrate {method} "
+            "RUN_DIR (or --model, --checkpoint, --data)"
         ) from None
     if as_json:
         echo_json(

@@ -22,7 +22,15 @@ __all__ = ["FileFit", "NetworkMethodError", "apply_file", "fit_file"]
 
 
 class NetworkMethodError(ValueError):
-    """A model-level method (it calibrates a network) asked to fit a file of logits."""
+    """A model-level method (it calibrates a network) asked to fit a file of logits;
+    ``method`` is its name."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        super().__init__(
+            f"{method} calibrates a network, not logits: fit it on a run folder "
+            "(calibkit.runs.calibrate_run)"
+        )
 
 
 class FileFit(NamedTuple):
@@ -50,10 +58,7 @@ def fit_file(
     ``output`` and measure it there; the fit's checks are in ``fit_report_.anomalies``."""
     cal = create(method)  # a bad spec fails before the data is read
     if cal.level != "logits":
-        raise NetworkMethodError(
-            f"{cal.name} calibrates a network, not logits: fit it on a run folder "
-            "(calibkit.runs.calibrate_run)"
-        )
+        raise NetworkMethodError(cal.name)
     scores, labels = load_split(path, "val", logits_key=logits_key, labels_key=labels_key)
     # calibkit's checks first (a column of text, unsigned labels past int64), then torch
     z = to_tensor(scores, f"{path}: logits").to(device)

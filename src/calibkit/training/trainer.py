@@ -112,12 +112,7 @@ def predict(
 ) -> Tensor:
     """(N, K) float32 logits of a split in eval mode, on the CPU."""
     model.eval()
-    out = []
-    with torch.no_grad(), autocast(device):
-        for idx in torch.arange(len(split)).split(1024):
-            x, _ = split.take(idx)
-            out.append(model(_layout(data.to_inputs(x, bundle, device), device)).float().cpu())
-    return torch.cat(out)
+    return predict_members(lambda x: model(_layout(x, device))[None], split, bundle, device)[0]
 
 
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
@@ -223,16 +218,19 @@ def epoch_record(epoch: int, sums: Tensor, val_logits: Tensor, labels: Tensor) -
 
 
 def predict_members(
-    engine: Any, split: data.Split, bundle: data.DataBundle, device: torch.device
+    evaluate: Callable[[Tensor], Tensor],
+    split: data.Split,
+    bundle: data.DataBundle,
+    device: torch.device,
 ) -> Tensor:
-    """(members, N, K) float32 logits of a split for every member of ``engine`` (a pack, or
-    a network alone) in eval mode, on the CPU: one pass over the split, each batch read once
-    for all members."""
+    """(members, N, K) float32 logits of a split, on the CPU, from ``evaluate`` (inputs
+    (batch, ...) to every member's logits (members, batch, K) in eval mode: a pack's, or one
+    network's): one pass over the split, each batch read once for all members."""
     out = []
     with torch.no_grad(), autocast(device):
         for idx in torch.arange(len(split)).split(1024):
             x, _ = split.take(idx)
-            out.append(engine.evaluate(data.to_inputs(x, bundle, device)).float().cpu())
+            out.append(evaluate(data.to_inputs(x, bundle, device)).float().cpu())
     return torch.cat(out, 1)
 
 
@@ -387,7 +385,7 @@ def train_packed(
             dist.total(learned.last_wrong, op="max")
         engine.settle()
         val_began = time.perf_counter()
-        val_logits = predict_members(engine, bundle.val, bundle, device)
+        val_logits = predict_members(engine.evaluate, bundle.val, bundle, device)
         val_pass = time.perf_counter() - val_began  # every member's, in one pass
         for m, config in enumerate(configs):
             record = epoch_record(epoch, sums[m], val_logits[m], bundle.val.y)
@@ -406,7 +404,7 @@ def train_packed(
     logits = {}  # every split but train, for every member in one pass
     if dist.main:
         splits = {k: v for k, v in bundle.splits().items() if k != "train"}
-        logits = {k: predict_members(engine, v, bundle, device) for k, v in splits.items()}
+        logits = {k: predict_members(engine.evaluate, v, bundle, device) for k, v in splits.items()}
     for m, config in enumerate(configs):
         info = provenance(config, device, bundle.augment, loss_fns[m])
         if len(configs) > 1:
@@ -441,7 +439,8 @@ class _Alone:
         self.module = nn.parallel.DistributedDataParallel(net) if dist.world > 1 else net
 
     def evaluate(self, x: Tensor) -> Tensor:
-        """The member's logits (1, batch, K) for x (batch, ...) in eval mode."""
+        """The member's logits (1, batch, K) for x (batch, ...) in eval mode (the next
+        epoch's ``train()`` switches it back)."""
         self.net.eval()
         return self.net(_layout(x, self.device))[None]
 
