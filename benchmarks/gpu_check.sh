@@ -6,6 +6,7 @@
 #   env.txt          the machine, the GPU, the versions
 #   cuda-tier.txt    pytest -m cuda: every case on CUDA against the CPU
 #   throughput.md    benchmarks/packed_speed.py: one ResNet-20 against packs of 8 and 24
+#   maccal-group.md  benchmarks/maccal_group_speed.py: MaC-Cal's stage 2 alone and together
 #   estimate.txt     calibkit bench train-cifar-gpu --estimate, measured on this GPU
 #   study.txt        the study's progress lines, headline table, verdicts and timing
 #   real-gpu.md      the study's tables and verdicts (the section docs/real.md takes)
@@ -72,6 +73,11 @@ else
     timeout 120 python3 benchmarks/packed_speed.py --device cuda --images 20000 --members 1 8 24 \
         > "$OUT/throughput.md" 2>&1 || echo "throughput: stopped at 120 s or failed" >> "$OUT/skipped.txt"
     cat "$OUT/throughput.md"
+
+    say "MaC-Cal stage 2 alone against together"
+    timeout 90 python3 benchmarks/maccal_group_speed.py --device cuda --members 3 9 \
+        > "$OUT/maccal-group.md" 2>&1 || echo "maccal-group: stopped at 90 s or failed" >> "$OUT/skipped.txt"
+    cat "$OUT/maccal-group.md"
 fi
 
 if [ -d ../shared/data/cifar10-jpeg ]; then

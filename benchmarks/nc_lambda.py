@@ -26,17 +26,22 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def pretrained(
-    out: Path, augment: str = "none", train_size: int = 1000, val_size: int = 500
+    out: Path,
+    augment: str = "none",
+    train_size: int = 1000,
+    val_size: int = 500,
+    depth: int = 20,
 ) -> Path:
-    """The pretrained ResNet-20 as a run on the JPEG tree (made once, then reused)."""
+    """The pretrained CIFAR ResNet of ``depth`` layers (20, 32, 44 or 56) as a run on the
+    JPEG tree (made once, then reused)."""
     data = (
         f"folder:root={SHARED / 'cifar10-jpeg'},mean=[0.485,0.456,0.406],"
         f"std=[0.229,0.224,0.225],val_from=test,val_size={val_size},test_size=2000,"
         f"train_size={train_size},augment={augment},in_memory=true"
     )
     if not (out / "run.json").exists():
-        weights = SHARED / "weights" / "resnet20-12fca82f.th"
-        config = TrainConfig(data=data, model="resnet20", checkpoint=str(weights)).check()
+        (weights,) = (SHARED / "weights").glob(f"resnet{depth}-*.th")
+        config = TrainConfig(data=data, model=f"resnet{depth}", checkpoint=str(weights)).check()
         pretrained_with_progress(config, out, True)
     return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,14 @@ from .training.trainer import (
     write_run,
 )
 
-__all__ = ["calibrate_run", "load_run", "pretrained_run", "run_evidence", "stage_one"]
+__all__ = [
+    "calibrate_run",
+    "calibrate_runs",
+    "load_run",
+    "pretrained_run",
+    "run_evidence",
+    "stage_one",
+]
 
 
 def _read_run(path: Path) -> dict[str, Any]:
@@ -155,30 +162,76 @@ def calibrate_run(
     The checks of :mod:`calibkit.posthoc.anomalies` run on the test split (the validation
     split when the test split has no labels): what they flag is in the method's
     ``fit_report_.anomalies`` and ``run.json``, and issued as one ``CalibrationWarning``."""
-    spec = posthoc.REGISTRY.check(method)
-    src, dest = Path(source).resolve(), Path(out).resolve()
-    if dest == src:  # a sub-folder (the CLI's default, RUN/<method>) keeps the source whole
-        raise TrainingError(
-            f"{out}: the output folder is the source run, whose logits, history and run.json "
-            "it would overwrite; choose another -o"
-        )
-    cal = posthoc.create(spec)
-    evidence, info = run_evidence(source, device)
-    if "calibration" in info:
-        raise TrainingError(
-            f"{source} is already calibrated ({info['calibration']['method']}); start from "
-            "its source run"
-        )
-    if cal.fit_split not in evidence.labels:
-        raise TrainingError(f"{source}: the run has no {cal.fit_split} split to fit {cal.name} on")
-    cal.fit_on(evidence, progress=progress)
-    out = Path(out)
+    return _calibrate([source], [method], [out], device, progress)[0]
+
+
+def calibrate_runs(
+    sources: Sequence[str | os.PathLike],
+    methods: Sequence[str | Spec],
+    outs: Sequence[str | os.PathLike],
+    *,
+    device: str | torch.device = "auto",
+    progress: Any = None,
+) -> list[posthoc.Method]:
+    """:func:`calibrate_run` of ``methods[i]`` on ``sources[i]`` into ``outs[i]``, every
+    method one of a kind (one name): fitted together where the method can (MaC-Cal's stage
+    2 trains every network's head in one stack, :meth:`~calibkit.posthoc.model_level.
+    ModelCalibrator.fit_group`), otherwise one after another."""
+    return _calibrate(sources, methods, outs, device, progress)
+
+
+def _calibrate(
+    sources: Sequence[str | os.PathLike],
+    methods: Sequence[str | Spec],
+    outs: Sequence[str | os.PathLike],
+    device: str | torch.device,
+    progress: Any,
+) -> list[posthoc.Method]:
+    """:func:`calibrate_runs`, two frames below the caller's (its warnings point there)."""
+    specs = [posthoc.REGISTRY.check(m) for m in methods]
+    cals = [posthoc.create(spec) for spec in specs]
+    if len({type(c) for c in cals}) > 1:
+        raise ValueError("methods: calibrate_runs fits methods of one kind together")
+    found = []
+    for source, out, cal in zip(sources, outs, cals, strict=True):
+        if Path(out).resolve() == Path(source).resolve():  # RUN/<method> keeps the source whole
+            raise TrainingError(
+                f"{out}: the output folder is the source run, whose logits, history and "
+                "run.json it would overwrite; choose another -o"
+            )
+        evidence, info = run_evidence(source, device)
+        if "calibration" in info:
+            raise TrainingError(
+                f"{source} is already calibrated ({info['calibration']['method']}); start "
+                "from its source run"
+            )
+        if cal.fit_split not in evidence.labels:
+            raise TrainingError(
+                f"{source}: the run has no {cal.fit_split} split to fit {cal.name} on"
+            )
+        found.append((evidence, info))
+    evidences = [evidence for evidence, _ in found]
+    if len(cals) == 1:
+        cals[0].fit_on(evidences[0], progress=progress)
+    else:
+        type(cals[0]).fit_group_on(cals, evidences, progress)
+    for cal, spec, source, out, (evidence, info) in zip(
+        cals, specs, sources, outs, found, strict=True
+    ):
+        _write_calibrated(cal, spec, evidence, info, Path(source), Path(out))
+    return cals
+
+
+def _write_calibrated(
+    cal: posthoc.Method, spec: Spec, evidence: Evidence, info: dict, source: Path, out: Path
+) -> None:
+    """The calibrated network of ``cal`` (fitted on the run ``source``) as a run in ``out``,
+    after the checks of :mod:`calibkit.posthoc.anomalies` on its test split."""
     arrays: dict[str, Any] = {}
     outputs = cal.apply_on(evidence)
     split = "test" if evidence.labels.get("test") is not None else "val"
-    check_fit(
-        cal, evidence.logits[split], outputs[split].detach().cpu(), evidence.labels[split], split
-    )
+    before, after = evidence.logits[split], outputs[split].detach().cpu()
+    check_fit(cal, before, after, evidence.labels[split], split, stacklevel=5)  # the caller's
     for name, z in outputs.items():
         arrays[f"logits_{name}"] = z.detach().float().cpu().numpy()
         if not name.startswith("ood_"):
@@ -187,18 +240,18 @@ def calibrate_run(
     cal.save(out / "calibrator.safetensors")
     atomic_write(
         out / "model.safetensors",
-        lambda tmp: shutil.copyfile(Path(source) / "model.safetensors", tmp),
+        lambda tmp: shutil.copyfile(source / "model.safetensors", tmp),
     )
     write_text(out / "history.json", json.dumps(cal.history(), indent=1))
     record = info | {
         "calibration": {
             "method": str(spec),
-            "source": str(Path(source).resolve()),
+            "source": str(source.resolve()),
             "anomalies": cal.fit_report_.anomalies,
+            "seconds": cal.fit_report_.seconds,  # of fitting: a group's share each
         }
     }
     write_text(out / "run.json", json.dumps(record, indent=1, default=str))
-    return cal
 
 
 @documented(RUN_PARAMETERS, "Path: the run's folder.")

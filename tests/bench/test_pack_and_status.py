@@ -1,6 +1,7 @@
 """The bench on devices (issue 40 §4-5): a sweep's stage-1 networks trained as packs give
 the numbers of the same sweep trained network by network (within float tolerance), its runs
-reuse the packed networks, and the workers tell the driver what they are doing while runs
+reuse the packed networks, MaC-Cal's stage 2 of every seed is fitted together (issue 52),
+and the workers tell the driver what they are doing while runs
 run (a status per busy worker, each training epoch's end among them)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from calibkit.bench.pack import packs
 from calibkit.bench.results import Results
 from calibkit.bench.runner import run_bench
 from calibkit.bench.spec import resolve
+from calibkit.bench.stage2 import stage2_groups
 from calibkit.bench.store import Store
 from calibkit.bench.study import rate_table
 
@@ -50,6 +52,9 @@ def test_packed_stage_one_gives_the_numbers_of_networks_trained_alone(tmp_path):
     assert counts["done"] == 6 and counts["failed"] == 0
     assert any(s and "pack of 4 cnn on digits: epoch 2" in s for s in seen), seen
     assert any(s and "fitting ts" in s for s in seen)
+    # MaC-Cal's stage 2 of both seeds fitted together, after the pack, before the runs
+    assert any(s and "stage 2 (maccal) of 2 cnn networks" in s for s in seen), seen
+    assert not stage2_groups(spec.runs, tmp_path / "packed")
     for folder in (tmp_path / "packed" / "train").iterdir():
         if folder.is_dir():
             run = json.loads((folder / "run.json").read_text())

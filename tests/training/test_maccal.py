@@ -17,13 +17,12 @@ from calibkit.posthoc.base import FitDivergedError
 from calibkit.posthoc.maccal import (
     ABLATIONS,
     MacCal,
-    MaskedHead,
     converged,
     eta_at,
     mask_stopped,
     masked_inference,
-    masked_sgd_step,
 )
+from calibkit.posthoc.masked_heads import HeadStack, MaskedHead
 from calibkit.runs import calibrate_run, load_run, run_evidence
 from calibkit.training import TrainConfig, train
 from calibkit.training.trainer import TrainingError
@@ -42,54 +41,95 @@ def fitted(stage1, **settings) -> MacCal:
 
 
 def step_pair(restrict: bool):
-    torch.manual_seed(0)
-    head = MaskedHead(6, 3, head="bottleneck", width=5, restrict=restrict)
-    h, y = torch.randn(16, 6), torch.randint(3, (16,))
-    gen = torch.Generator().manual_seed(1)
-    state: dict = {}
+    """Two heads stacked, three steps; the last step's before and after, per member."""
+    heads = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        heads.append(MaskedHead(6, 3, head="bottleneck", width=5, restrict=restrict))
+    stack = HeadStack(heads)
+    h, y = torch.randn(2, 16, 6), torch.randint(3, (2, 16))
+    gens = [torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)]
+
+    def loss() -> torch.Tensor:
+        z = stack(h)
+        return sum(nn.functional.cross_entropy(z[m], y[m]) for m in range(2))
+
     for _ in range(2):  # a first step fills the momentum buffers
-        head.resample(0.5, gen)
-        nn.functional.cross_entropy(head(h), y).backward()
-        masked_sgd_step(head, state, 0.1, 0.9, 5e-4)
-        head.zero_grad()
-    head.resample(0.5, gen)
-    before = [p.detach().clone() for p in head.parameters()]
-    bufs = {i: b.clone() for i, b in state.items()}
-    nn.functional.cross_entropy(head(h), y).backward()
-    grads = [p.grad.clone() for p in head.parameters()]
-    masked_sgd_step(head, state, 0.1, 0.9, 5e-4)
-    return head, before, bufs, grads, state
+        stack.resample([0.5, 0.5], gens)
+        loss().backward()
+        stack.step(0.1, 0.9, 5e-4)
+        stack.zero_grad()
+    stack.resample([0.5, 0.5], gens)
+    before = [p.detach().clone() for p in stack.parameters()]
+    bufs = {i: b.clone() for i, b in stack.momentum.items()}
+    loss().backward()
+    grads = [p.grad.clone() for p in stack.parameters()]
+    stack.step(0.1, 0.9, 5e-4)
+    return stack, before, bufs, grads
 
 
 def test_gradient_restriction_leaves_masked_weights_and_momentum_bit_identical():
-    head, before, bufs, grads, state = step_pair(restrict=True)
-    params = list(head.parameters())
-    for i, (p, old) in enumerate(zip(params, before, strict=True)):
-        mask = next(
-            (m for lin, m in zip(head.layers, head.masks, strict=True) if lin.weight is p), None
-        )
+    stack, before, bufs, grads = step_pair(restrict=True)
+    masks = [*stack.masks, *([None] * len(stack.biases))]
+    for i, (p, old, mask) in enumerate(zip(stack.parameters(), before, masks, strict=True)):
         expected_buf = bufs[i] * 0.9 + grads[i] + 5e-4 * old  # torch.optim.SGD's rule
         if mask is None:  # biases: a plain SGD step
-            assert torch.allclose(state[i], expected_buf) and torch.allclose(
-                p, old - 0.1 * expected_buf
-            )
+            assert torch.allclose(stack.momentum[i], expected_buf)
+            assert torch.allclose(p, old - 0.1 * expected_buf)
             continue
-        assert not mask.all() and mask.any()
-        assert torch.equal(p[~mask], old[~mask]) and torch.equal(state[i][~mask], bufs[i][~mask])
+        assert not mask.all() and mask.any() and not torch.equal(mask[0], mask[1])
+        assert torch.equal(p[~mask], old[~mask])
+        assert torch.equal(stack.momentum[i][~mask], bufs[i][~mask])
         assert torch.equal(grads[i][~mask], torch.zeros_like(grads[i][~mask]))
         assert torch.allclose(p[mask], (old - 0.1 * expected_buf)[mask])
 
 
 def test_without_restriction_the_gradient_is_straight_through():
     torch.manual_seed(0)
-    head = MaskedHead(4, 3, head="linear", restrict=False)
-    head.resample(0.5, torch.Generator().manual_seed(2))
+    stack = HeadStack([MaskedHead(4, 3, head="linear", restrict=False)])
+    stack.resample([0.5], [torch.Generator().manual_seed(2)])
     h, y = torch.randn(8, 4), torch.randint(3, (8,))
-    nn.functional.cross_entropy(head(h), y).backward()
-    w_eff = (head.layers[0].weight * head.masks[0]).detach().requires_grad_(True)
-    nn.functional.cross_entropy(nn.functional.linear(h, w_eff, head.layers[0].bias), y).backward()
-    assert torch.allclose(head.layers[0].weight.grad, w_eff.grad)
-    assert (head.layers[0].weight.grad[~head.masks[0]] != 0).any()
+    nn.functional.cross_entropy(stack(h[None])[0], y).backward()
+    w, b, mask = stack.weights[0][0], stack.biases[0][0, 0], stack.masks[0][0]
+    w_eff = (w * mask).detach().requires_grad_(True)
+    nn.functional.cross_entropy(nn.functional.linear(h, w_eff, b), y).backward()
+    assert torch.allclose(stack.weights[0].grad[0], w_eff.grad)
+    assert (stack.weights[0].grad[0][~mask] != 0).any()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"epochs": 4, "batch_size": 32},
+        {"epochs": 3, "batch_size": 50, "head": "linear", "restrict": False, "resample": "epoch"},
+        {"epochs": 3, "batch_size": 32, "inference": "expected", "adaptive": "static"},
+    ],
+)
+def test_heads_fitted_together_equal_each_fitted_alone(tmp_path_factory, stage1, settings):
+    # three networks (two seeds of stage 1, one twice) with their own seeds of stage 2
+    other = tmp_path_factory.mktemp("stage1b")
+    train(TrainConfig(epochs=2, seed=4), other)
+    evidences = [run_evidence(r, "cpu")[0] for r in (stage1, other, stage1)]
+    seeds = [0, 1, 2]
+    together = MacCal.fit_group_on([MacCal(**settings, seed=s) for s in seeds], evidences)
+    for cal, evidence, seed in zip(together, evidences, seeds, strict=True):
+        alone = MacCal(**settings, seed=seed).fit_on(evidence)
+        for a, b in zip(alone.history(), cal.history(), strict=True):
+            assert a.keys() == b.keys()
+            for key in a:
+                assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), key
+        assert cal.fit_report_.details["q"] == pytest.approx(alone.fit_report_.details["q"])
+        x = evidence.inputs("test", None)
+        assert torch.allclose(cal(x), alone(x), atol=1e-5)
+    # members differ: each drew its own masks and order
+    assert together[0].history()[-1]["train_loss"] != together[2].history()[-1]["train_loss"]
+
+
+def test_methods_fitted_together_must_agree_but_for_their_seed(stage1):
+    evidence, _ = run_evidence(stage1, "cpu")
+    methods = [MacCal(epochs=1), MacCal(epochs=2)]
+    with pytest.raises(ValueError, match="agree in every setting but seed"):
+        MacCal.fit_group_on(methods, [evidence, evidence])
 
 
 def test_eta_schedule_is_eq_13_and_q_follows_eq_12(stage1):

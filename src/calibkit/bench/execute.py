@@ -146,6 +146,8 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
                 with _phase(phases, "stage2"):
                     method = posthoc.REGISTRY.seeded(run.stage2, run.seed)
                     calibrate_run(stage1, method, out, device="auto")
+            else:  # fitted with others (calibkit.bench.stage2): its share of their time
+                phases["stage2"] += _json(out / "run.json")["calibration"].get("seconds", 0.0)
             history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
         evidence, info = run_evidence(out)
         artefacts = {"folder": str(out), "logits": str(out / "logits.npz")}
@@ -256,7 +258,7 @@ def _file_evidence(path: str, fraction: float, seed: int) -> tuple[Evidence, dic
     return evidence, info | {"n_classes": logits.shape[1]}
 
 
-def _json(path: Path) -> list:
+def _json(path: Path) -> Any:
     return json.loads(path.read_text())
 
 

@@ -41,6 +41,7 @@ from ..outputs import file_lock, inside
 from .execute import execute
 from .pack import label, packs, train_pack, trains_on_cuda
 from .runspec import BenchSpec, RunSpec
+from .stage2 import fit_stage2_group, stage2_groups
 from .store import Store
 
 __all__ = ["RETRIES", "check_data", "folder_lock", "run_bench", "run_label", "worker_pool"]
@@ -73,12 +74,15 @@ def _attempt(run: RunSpec, root: str, threads: int, report: Any = None) -> dict[
         torch.set_num_threads(before)
 
 
-def _attempt_pack(runs: list[RunSpec], root: str, threads: int, report: Any = None) -> str:
-    """Train a pack's stage-1 networks; '' or the error (its runs then train alone)."""
+def _attempt_group(
+    stage: str, runs: list[RunSpec], root: str, threads: int, report: Any = None
+) -> str:
+    """Train a pack's stage-1 networks (``stage="pack"``) or fit a group's stage 2
+    (``"stage2"``); '' or the error (its runs then train or fit alone)."""
     retain_freed_memory()
     torch.set_num_threads(threads)
     try:
-        train_pack(runs, Path(root), report or _report)
+        (train_pack if stage == "pack" else fit_stage2_group)(runs, Path(root), report or _report)
         return ""
     except Exception:  # the runs train alone instead, and record their own failure
         return traceback.format_exc(limit=3).strip().splitlines()[-1]
@@ -255,10 +259,13 @@ def _sweep(
     cuda = trains_on_cuda(todo)
     groups = packs(todo, out) if (cuda if pack is None else pack) else []
     say = _Status(progress, counts)
+    grouping = cuda if pack is None else pack  # stage 2 fitted together where packs train
     if workers == 1 or len(todo) + len(groups) <= 1:
         for group in groups:
             say.single(label(group))
-            _attempt_pack(group, str(out), threads, say.single)
+            _attempt_group("pack", group, str(out), threads, say.single)
+        for group in stage2_groups(todo, out) if grouping else []:
+            _attempt_group("stage2", group, str(out), threads, say.single)
         for run in todo:
             say.single(run_label(run))
             land(run, _attempt(run, str(out), threads, say.single))
@@ -266,12 +273,12 @@ def _sweep(
     reports = get_context("spawn").Queue()
     pool = worker_pool(workers, reports, torch.cuda.device_count() if cuda else 0)
     try:
-        waiting = {pool.submit(_attempt_pack, g, str(out), threads): g for g in groups}
-        while waiting:  # the runs need their packs' networks: packs first
-            done, _ = wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED)
-            for fut in done:
-                waiting.pop(fut)
-            say.drain(reports)
+        for stage in ("pack", "stage2"):  # the runs need their packs' networks: packs first
+            found = groups if stage == "pack" else stage2_groups(todo, out) if grouping else []
+            waiting = {pool.submit(_attempt_group, stage, g, str(out), threads) for g in found}
+            while waiting:
+                done, waiting = wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED)
+                say.drain(reports)
         pending = {pool.submit(_attempt, r, str(out), threads): r for r in todo}
         while pending:
             done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -358,10 +365,11 @@ def _run_ray(
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     root = str(out.resolve())
-    groups = packs(todo, out) if (bool(gpus) if pack is None else pack) else []
-    if groups:
-        pack_task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=RETRIES)(_attempt_pack)
-        ray.get([pack_task.remote(g, root, threads) for g in groups])
+    grouping = bool(gpus) if pack is None else pack
+    group_task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=RETRIES)(_attempt_group)
+    for stage in ("pack", "stage2") if grouping else ():  # packs first: stage 2 needs them
+        found = packs(todo, out) if stage == "pack" else stage2_groups(todo, out)
+        ray.get([group_task.remote(stage, g, root, threads) for g in found])
     task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=RETRIES)(_attempt)
     refs = {task.remote(r, root, threads): r for r in todo}
     while refs:

@@ -48,8 +48,8 @@ Switches reach every row of the paper's Table 5 (``ABLATIONS``):
 
 from __future__ import annotations
 
-import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,7 @@ from torch import Tensor, nn
 from ..metrics import functional as M
 from .base import Evidence, FitDivergedError, FitReport
 from .clamping import frozen
+from .masked_heads import HeadStack, MaskedHead
 from .model_level import ModelCalibrator, settled
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
     "MIN_STEPS",
     "SCHEDULES",
     "MacCal",
-    "MaskedHead",
     "auto_batch",
     "converged",
     "eta_at",
@@ -78,8 +78,7 @@ __all__ = [
     "lr_at",
     "mask_stopped",
     "masked_inference",
-    "masked_sgd_step",
-    "train_head",
+    "train_heads",
 ]
 
 ADAPTIVE = ("fixed", "static", "decaying")
@@ -191,85 +190,59 @@ class MacCal(ModelCalibrator):
             out["val"] = (evidence.inputs("val", None), evidence.labels["val"])
         return out
 
-    def _fit(
-        self,
-        model: nn.Module,
-        x: Tensor,
-        y: Tensor,
-        *,
-        val: tuple[Tensor, Tensor] | None = None,
-        progress: Any = None,
-        augment: Any = None,
-    ) -> FitReport:
-        s = self.checked()
-        if s["images"] == "augmented" and augment is None:
+    @classmethod
+    def _fit_group(
+        cls, methods: Sequence[MacCal], problems: Sequence[tuple[nn.Module, Tensor, Tensor, dict]]
+    ) -> list[FitReport]:
+        """Stage 2 for every (network, training inputs, labels, data) of ``problems``, each
+        with its method of ``methods``: their heads in one :class:`HeadStack`, trained by
+        one loop (:func:`train_heads`). The methods' settings must agree except ``seed``,
+        and the networks must give features of one width for as many training rows."""
+        settings = [m.checked() for m in methods]
+        shared = [{k: v for k, v in s.items() if k != "seed"} for s in settings]
+        if any(x != shared[0] for x in shared[1:]):
+            raise ValueError("maccal: methods fitted together must agree in every setting but seed")
+        s = settings[0]
+        data = [
+            _Stage2Data.of(model, x, y, t, **extra)
+            for (model, x, y, extra), t in zip(problems, settings, strict=True)
+        ]
+        if len({(d.h_train.shape, d.val is None) for d in data}) > 1:
             raise ValueError(
-                "images: 'augmented' needs the run's training augmentation, and this data "
-                "has none (augment=none, or digits); use images=plain"
+                "maccal: networks fitted together need features of one width for as many "
+                "training rows, each with or without a validation split"
             )
-        if not all(hasattr(model, a) for a in ("forward_features", "num_features", "num_classes")):
-            raise ValueError(
-                "maccal needs a model split into forward_features and head (calibkit.models)"
+        batch = auto_batch(len(data[0].y)) if s["batch_size"] == "auto" else s["batch_size"]
+        heads = []
+        for seed in (t["seed"] for t in settings):
+            torch.manual_seed(seed)  # each head starts where it would alone
+            heads.append(
+                MaskedHead(
+                    data[0].h_train.shape[1],
+                    data[0].k,
+                    head=s["head"],
+                    width=s["width"],
+                    restrict=s["restrict"],
+                    inference=s["inference"],
+                ).to(data[0].h_train.device)
             )
-        device = next(model.parameters()).device
-        with frozen(model):
-            h_train = features(model, x)
-            h_val = None if val is None else features(model, val[0])
-        if h_train.shape[1] != model.num_features:
-            raise ValueError(
-                f"the features have width {h_train.shape[1]} but the model says num_features = "
-                f"{model.num_features}"
-            )
-        k = model.num_classes
-        if bool((y < 0).any()) or bool((y >= k).any()):
-            raise ValueError(f"labels: expected classes in 0..{k - 1} for a {k}-class model")
-        y = y.to(device)
-        s = s | {"batch_size": auto_batch(len(y)) if s["batch_size"] == "auto" else s["batch_size"]}
-        torch.manual_seed(s["seed"])
-        head = MaskedHead(
-            model.num_features,
-            k,
-            head=s["head"],
-            width=s["width"],
-            restrict=s["restrict"],
-            inference=s["inference"],
-        ).to(device)
-        before = _train_loss(head, h_train, y)
-        epoch_features = None
-        if s["images"] == "augmented":
-            # the augmentation's own stream, so the order of rows is the plain fit's
-            gen = torch.Generator().manual_seed(s["seed"] + 1)
-
-            def epoch_features() -> Tensor:
-                with frozen(model):
-                    return torch.cat([features(model, augment(c, gen)) for c in x.split(CHUNK)])
-
-        history = train_head(head, h_train, y, s, h_val, val, progress, epoch_features)
-        head.q.fill_(history[-1]["q"])  # the rate of the last epoch: q_T for expected weights
-        head.masks = None
-        self.head_, self.history_, self.n_classes_ = head.eval(), history, k
-        last = history[-1]
-        qs = [r["q"] for r in history]
-        details = {
-            "q": last["q"],
-            "q_range": (min(qs), max(qs)),
-            "train_acc": last["train_acc"],
-            "batch_size": s["batch_size"],
-        }
-        if "val_ece" in last:
-            details |= {"val_acc": last["val_acc"], "val_ece": last["val_ece"]}
-        stopped = mask_stopped(history, s)
-        if stopped:
-            details["mask_stopped"] = stopped
-        return FitReport(
-            "cross-entropy of the inference head (train)",
-            before,
-            _train_loss(head, h_train, y),
-            len(history),
-            converged(history),
-            0.0,
-            details,
+        befores = [_train_loss(h, d.h_train, d.y) for h, d in zip(heads, data, strict=True)]
+        stack = HeadStack(heads)
+        histories = train_heads(
+            stack,
+            data,
+            s | {"batch_size": batch},
+            [t["seed"] for t in settings],
+            problems[0][3].get("progress"),
         )
+        stack.settle([h[-1]["q"] for h in histories])  # q_T of each member, for expected weights
+        reports = []
+        for method, head, d, history, before in zip(
+            methods, heads, data, histories, befores, strict=True
+        ):
+            method.head_, method.history_, method.n_classes_ = head, history, d.k
+            reports.append(_report(history, s | {"batch_size": batch}, before, head, d))
+        return reports
 
     def forward(self, x: Tensor) -> Tensor:
         """Logits of the retrained head on ``model_``'s features of ``x``."""
@@ -335,153 +308,176 @@ def features(model: nn.Module, x: Tensor) -> Tensor:
         return torch.cat([model.forward_features(c).float() for c in x.split(CHUNK)])
 
 
-def train_head(
-    head: MaskedHead,
-    h_train: Tensor,
-    y_train: Tensor,
+class _Stage2Data:
+    """One network's stage-2 data: its frozen features of the training rows (N, F), their
+    labels, the validation features and split where given, the number of classes, and
+    ``epoch_features()`` (features of each epoch's augmented images) for
+    ``images="augmented"``."""
+
+    def __init__(self, h_train, y, k, h_val, val, epoch_features) -> None:
+        self.h_train, self.y, self.k = h_train, y, k
+        self.h_val, self.val, self.epoch_features = h_val, val, epoch_features
+
+    @classmethod
+    def of(
+        cls,
+        model: nn.Module,
+        x: Tensor,
+        y: Tensor,
+        s: dict[str, Any],
+        *,
+        val: tuple[Tensor, Tensor] | None = None,
+        augment: Any = None,
+        progress: Any = None,
+    ) -> _Stage2Data:
+        if s["images"] == "augmented" and augment is None:
+            raise ValueError(
+                "images: 'augmented' needs the run's training augmentation, and this data "
+                "has none (augment=none, or digits); use images=plain"
+            )
+        if not all(hasattr(model, a) for a in ("forward_features", "num_features", "num_classes")):
+            raise ValueError(
+                "maccal needs a model split into forward_features and head (calibkit.models)"
+            )
+        with frozen(model):
+            h_train = features(model, x)
+            h_val = None if val is None else features(model, val[0])
+        if h_train.shape[1] != model.num_features:
+            raise ValueError(
+                f"the features have width {h_train.shape[1]} but the model says num_features = "
+                f"{model.num_features}"
+            )
+        k = model.num_classes
+        if bool((y < 0).any()) or bool((y >= k).any()):
+            raise ValueError(f"labels: expected classes in 0..{k - 1} for a {k}-class model")
+        epoch_features = None
+        if s["images"] == "augmented":
+            # the augmentation's own stream, so the order of rows is the plain fit's
+            gen = torch.Generator().manual_seed(s["seed"] + 1)
+
+            def epoch_features() -> Tensor:
+                with frozen(model):
+                    return torch.cat([features(model, augment(c, gen)) for c in x.split(CHUNK)])
+
+        return cls(h_train, y.to(h_train.device), k, h_val, val, epoch_features)
+
+
+def _report(
+    history: list[dict[str, Any]],
     s: dict[str, Any],
-    h_val: Tensor | None,
-    val: tuple[Tensor, Tensor] | None,
-    progress: Any,
-    epoch_features: Any = None,
-) -> list[dict[str, float]]:
-    """Algorithm 1 on cached features: one record per epoch (q used, η, training accuracy,
-    confidence and loss, validation accuracy and ECE where ``val`` is given).
-    ``epoch_features()``, where given, gives each epoch's training features (of augmented
-    images); Acc_t and Conf_t are still measured on the plain ``h_train``."""
-    gen = torch.Generator().manual_seed(s["seed"])
-    q, state, history = s["q0"], {}, []
+    before: float,
+    head: MaskedHead,
+    d: _Stage2Data,
+) -> FitReport:
+    """A member's fit report: the loss before and after, whether it settled, q's path."""
+    last = history[-1]
+    qs = [r["q"] for r in history]
+    details = {
+        "q": last["q"],
+        "q_range": (min(qs), max(qs)),
+        "train_acc": last["train_acc"],
+        "batch_size": s["batch_size"],
+    }
+    if "val_ece" in last:
+        details |= {"val_acc": last["val_acc"], "val_ece": last["val_ece"]}
+    stopped = mask_stopped(history, s)
+    if stopped:
+        details["mask_stopped"] = stopped
+    return FitReport(
+        "cross-entropy of the inference head (train)",
+        before,
+        _train_loss(head, d.h_train, d.y),
+        len(history),
+        converged(history),
+        0.0,
+        details,
+    )
+
+
+def train_heads(
+    stack: HeadStack,
+    data: Sequence[_Stage2Data],
+    s: dict[str, Any],
+    seeds: Sequence[int],
+    progress: Any = None,
+) -> list[list[dict[str, float]]]:
+    """Algorithm 1 for the M heads of ``stack``, member m on ``data[m]`` (its cached
+    features) with its own generator seeded ``seeds[m]`` (its order of rows and its masks):
+    one record per epoch and member (q used, η, training accuracy, confidence and loss,
+    validation accuracy and ECE where given). With ``images="augmented"`` each epoch trains
+    on that epoch's features of augmented images; Acc_t and Conf_t are still measured on
+    the plain features. ``progress(epoch, epochs, record)`` gets the first member's record."""
+    gens = [torch.Generator().manual_seed(seed) for seed in seeds]
+    m_count, n = len(data), len(data[0].y)
+    q = [float(s["q0"])] * m_count
+    histories: list[list[dict[str, float]]] = [[] for _ in data]
+    h_train = torch.stack([d.h_train for d in data])  # (M, N, F)
+    y = torch.stack([d.y for d in data])  # (M, N)
     device = h_train.device
+    rows = torch.arange(m_count, device=device)[:, None]
+    sizes = torch.tensor([len(b) for b in torch.arange(n).split(s["batch_size"])])
     for epoch in range(1, s["epochs"] + 1):
         lr = lr_at(s, epoch)
-        h_epoch = h_train if epoch_features is None else epoch_features()
-        head.train()
-        order = torch.randperm(len(y_train), generator=gen).to(device)
+        h_epoch = h_train
+        if s["images"] == "augmented":
+            h_epoch = torch.stack([d.epoch_features() for d in data])
+        order = torch.stack([torch.randperm(n, generator=g) for g in gens]).to(device)
         step_losses = []  # summed after the epoch: no operation per step
         if s["resample"] == "epoch":
-            head.resample(q, gen)
-        for idx in order.split(s["batch_size"]):
+            stack.resample(q, gens)
+        for idx in order.split(s["batch_size"], dim=1):
             if s["resample"] == "batch":
-                head.resample(q, gen)
-            loss = nn.functional.cross_entropy(head(h_epoch[idx]), y_train[idx])
-            head.zero_grad(set_to_none=True)
-            loss.backward()
-            masked_sgd_step(head, state, lr, s["momentum"], s["weight_decay"])
-            step_losses.append(loss.detach())
-        sizes = torch.tensor([len(i) for i in order.split(s["batch_size"])], dtype=torch.float64)
-        mean_loss = float(torch.stack(step_losses).double() @ sizes.to(device)) / len(y_train)
-        if not math.isfinite(mean_loss):
-            raise FitDivergedError(
-                f"maccal diverged: the loss became {mean_loss} in epoch {epoch}; lower its lr"
+                stack.resample(q, gens)
+            logits = stack(h_epoch[rows, idx])  # (M, B, K)
+            losses = nn.functional.cross_entropy(
+                logits.flatten(0, 1), y[rows, idx].flatten(), reduction="none"
             )
-        head.eval()  # Acc_t and Conf_t of the deterministic head on the training set
-        with torch.no_grad():
-            conf, pred = torch.softmax(head(h_train), 1).max(1)
-            acc, mean_conf = float((pred == y_train).double().mean()), float(conf.mean())
+            loss = losses.view(m_count, -1).mean(1)  # each member's own mean
+            stack.zero_grad()
+            loss.sum().backward()  # each member's gradient is that of its own loss
+            stack.step(lr, s["momentum"], s["weight_decay"])
+            step_losses.append(loss.detach())
+        mean_losses = (torch.stack(step_losses, 1).double() @ sizes.to(device).double()) / n
+        for member, mean_loss in enumerate(mean_losses.tolist()):
+            if not math.isfinite(mean_loss):
+                raise FitDivergedError(
+                    f"maccal diverged: the loss became {mean_loss} in epoch {epoch}"
+                    + (f" (network {member + 1} of {m_count})" if m_count > 1 else "")
+                    + "; lower its lr"
+                )
+        with torch.no_grad():  # Acc_t and Conf_t of the deterministic heads on the training set
+            conf, pred = torch.softmax(stack.evaluate(h_train, torch.tensor(q)), -1).max(-1)
+            accs = (pred == y).double().mean(1).tolist()
+            confs = conf.mean(1).tolist()
+            val_logits = None
+            if data[0].h_val is not None:
+                h_val = torch.stack([d.h_val for d in data])
+                val_logits = stack.evaluate(h_val, torch.tensor(q)).cpu()
+        for member, d in enumerate(data):
+            acc, mean_conf = accs[member], confs[member]
             record = {
                 "epoch": epoch,
-                "q": q,
+                "q": q[member],
                 "train_acc": acc,
                 "train_conf": mean_conf,
-                "train_loss": mean_loss,
+                "train_loss": mean_losses[member].item(),
             }
-            if val is not None:
-                val_logits, y_val = head(h_val).cpu(), val[1]
+            if val_logits is not None:
                 record |= {
-                    "val_acc": M.accuracy(val_logits, y_val),
-                    "val_ece": M.ece(val_logits, y_val),
+                    "val_acc": M.accuracy(val_logits[member], d.val[1]),
+                    "val_ece": M.ece(val_logits[member], d.val[1]),
                 }
-        record["lr"] = lr
-        if s["adaptive"] != "fixed":
-            eta = eta_at(s, epoch)
-            step = float(np.clip(mean_conf - s["gamma"] * acc, -eta, eta))
-            q = min(1.0, max(s["q_min"], q + step))
-            record["eta"] = eta
-        record["q_next"] = q
-        history.append(record)
+            record["lr"] = lr
+            if s["adaptive"] != "fixed":
+                eta = eta_at(s, epoch)
+                step = float(np.clip(mean_conf - s["gamma"] * acc, -eta, eta))
+                q[member] = min(1.0, max(s["q_min"], q[member] + step))
+                record["eta"] = eta
+            record["q_next"] = q[member]
+            histories[member].append(record)
         if progress is not None:
-            progress(epoch, s["epochs"], record)
-    return history
-
-
-class MaskedHead(nn.Module):
-    """A linear or bottleneck head whose weight matrices are masked while training."""
-
-    def __init__(
-        self,
-        in_features: int,
-        num_classes: int,
-        *,
-        head: str = "bottleneck",
-        width: int = 128,
-        restrict: bool = True,
-        inference: str = "full",
-    ) -> None:
-        super().__init__()
-        sizes = (
-            [in_features, width, num_classes]
-            if head == "bottleneck"
-            else [in_features, num_classes]
-        )
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
-        self.restrict, self.inference = restrict, inference
-        self.register_buffer("q", torch.tensor(1.0))
-        self.masks: list[Tensor] | None = None
-
-    def resample(self, q: float, generator: torch.Generator) -> None:
-        """Draw a new Bernoulli(q) mask for every weight matrix."""
-        self.q.fill_(q)
-        self.masks = [
-            (torch.rand(lin.weight.shape, generator=generator) < q).to(lin.weight.device)
-            for lin in self.layers
-        ]
-
-    def weight(self, i: int) -> Tensor:
-        w = self.layers[i].weight
-        if self.training and self.masks is not None:
-            masked = w * self.masks[i]
-            return masked if self.restrict else w + (masked - w).detach()  # straight-through
-        if not self.training and self.inference == "expected":
-            return w * self.q
-        return w
-
-    def forward(self, h: Tensor) -> Tensor:
-        for i, lin in enumerate(self.layers):
-            h = nn.functional.linear(h, self.weight(i), lin.bias)
-            if i < len(self.layers) - 1:
-                h = torch.relu(h)
-        return h
-
-
-def masked_sgd_step(
-    head: MaskedHead, state: dict[int, Tensor], lr: float, momentum: float, weight_decay: float
-) -> None:
-    """SGD with momentum and weight decay (torch's update rule) in which, with gradient
-    restriction, the entries where the mask is 0 keep their weight and momentum exactly."""
-    with torch.no_grad():
-        for i, p in enumerate(head.parameters()):
-            if p.grad is None:
-                continue
-            d = p.grad + weight_decay * p
-            buf = state.get(i)
-            buf = d.clone() if buf is None else buf * momentum + d
-            new = p - lr * buf
-            mask = _mask_of(head, p)
-            if mask is not None and head.restrict:
-                old = state.get(i, torch.zeros_like(p))
-                buf = torch.where(mask, buf, old)
-                new = torch.where(mask, new, p)
-            state[i] = buf
-            p.copy_(new)
-
-
-def _mask_of(head: MaskedHead, p: Tensor) -> Tensor | None:
-    if head.masks is None:
-        return None
-    for lin, m in zip(head.layers, head.masks, strict=True):
-        if p is lin.weight:
-            return m
-    return None
+            progress(epoch, s["epochs"], histories[0][-1])
+    return histories
 
 
 #: how much the last epochs' training loss (relative, or 0.01 nats) and accuracy (absolute)

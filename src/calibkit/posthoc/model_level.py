@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -57,24 +58,54 @@ class ModelCalibrator(Method):
     def fit(self, model: nn.Module, inputs: Tensor, labels: Tensor, **data: Any) -> ModelCalibrator:
         """Fit on calibration ``inputs`` (N, *input shape) and ``labels`` (N,) of ``model``;
         ``data`` holds properties of the data a method may use (``input_range``)."""
-        self.checked()
-        if inputs.ndim < 2 or len(inputs) != len(labels) or len(inputs) == 0:
-            raise ValueError(
-                f"inputs and labels: expected N >= 1 matching samples, got {tuple(inputs.shape)} "
-                f"and {tuple(labels.shape)}"
-            )
-        if not bool(torch.isfinite(inputs).all()):
-            raise ValueError("inputs: NaN or inf in the calibration inputs")
-        start = time.perf_counter()
-        report = self._fit(model, inputs, labels.long(), **data)
-        report.seconds = time.perf_counter() - start
-        self.model_ = model
-        self.fit_report_ = report
-        return self
+        return self.fit_group([self], [(model, inputs, labels, data)])[0]
 
     def fit_on(
         self, evidence: Evidence, idx: Tensor | None = None, progress: Any = None
     ) -> ModelCalibrator:
+        return self.fit_group([self], [self._problem(evidence, idx, progress)])[0]
+
+    @classmethod
+    def fit_group(
+        cls,
+        methods: Sequence[ModelCalibrator],
+        problems: Sequence[tuple[nn.Module, Tensor, Tensor, dict[str, Any]]],
+    ) -> list[ModelCalibrator]:
+        """Fit ``methods[i]`` (all of this class) on ``problems[i]`` = (model, inputs,
+        labels, data), as :meth:`fit` does one: together where the method can (MaC-Cal
+        trains every network's head in one stack), otherwise one after another. Each
+        method's ``fit_report_.seconds`` is its share of the time."""
+        for method in methods:
+            method.checked()
+        for _, inputs, labels, _ in problems:
+            if inputs.ndim < 2 or len(inputs) != len(labels) or len(inputs) == 0:
+                raise ValueError(
+                    f"inputs and labels: expected N >= 1 matching samples, got "
+                    f"{tuple(inputs.shape)} and {tuple(labels.shape)}"
+                )
+            if not bool(torch.isfinite(inputs).all()):
+                raise ValueError("inputs: NaN or inf in the calibration inputs")
+        start = time.perf_counter()
+        reports = cls._fit_group(methods, [(m, x, y.long(), d) for m, x, y, d in problems])
+        seconds = (time.perf_counter() - start) / len(methods)
+        for method, (model, *_), report in zip(methods, problems, reports, strict=True):
+            report.seconds = seconds
+            method.model_, method.fit_report_ = model, report
+        return list(methods)
+
+    @classmethod
+    def fit_group_on(
+        cls, methods: Sequence[ModelCalibrator], evidences: Sequence[Evidence], progress: Any = None
+    ) -> list[ModelCalibrator]:
+        """:meth:`fit_group` on runs' evidence, method i on run i (``progress`` as
+        :meth:`fit_on`'s, for the group)."""
+        problems = [m._problem(e, None, progress) for m, e in zip(methods, evidences, strict=True)]
+        return cls.fit_group(methods, problems)
+
+    def _problem(
+        self, evidence: Evidence, idx: Tensor | None, progress: Any
+    ) -> tuple[nn.Module, Tensor, Tensor, dict[str, Any]]:
+        """(model, inputs, labels, data) of this method's fit on a run's evidence."""
         if evidence.model is None or evidence.inputs is None:
             raise ValueError(f"{self.name} calibrates a network: it needs a run's model and inputs")
         if evidence.labels.get(self.fit_split) is None:
@@ -84,7 +115,19 @@ class ModelCalibrator(Method):
         extra = self._from_evidence(evidence)
         if progress is not None:
             extra["progress"] = progress
-        return self.fit(evidence.model, x, y if idx is None else y[idx], **extra)
+        return evidence.model, x, y if idx is None else y[idx], extra
+
+    @classmethod
+    def _fit_group(
+        cls,
+        methods: Sequence[ModelCalibrator],
+        problems: Sequence[tuple[nn.Module, Tensor, Tensor, dict[str, Any]]],
+    ) -> list[FitReport]:
+        """The methods' fit reports, each fitted alone by ``_fit``; a method that fits
+        several networks together overrides this."""
+        return [
+            m._fit(model, x, y, **d) for m, (model, x, y, d) in zip(methods, problems, strict=True)
+        ]
 
     def _from_evidence(self, evidence: Evidence) -> dict[str, Any]:
         """What else ``_fit`` takes from a run (keyword arguments); override per method."""
