@@ -24,6 +24,8 @@
 # resumes from its store and its members' epoch checkpoints in build/gpu-study/, a folder
 # git ignores, so a device tool that syncs the working tree between calls keeps it.
 # STUDY_ONLY=1 skips the CUDA tier, the throughput table and the estimate (a second call).
+# REGIME=1 runs the protocol tries of benchmarks/regime_gpu.py (regime.txt, regime.jsonl)
+# instead of the study: with STUDY_ONLY=1, `STUDY_ONLY=1 REGIME=1 BUDGET=560 bash ...`.
 # WORKERS (default 8) processes share the GPU: the pack trains in one of them, then the
 # runs' stage 2, Neural Clamping and measurements run side by side instead of in one line.
 set -uo pipefail
@@ -87,6 +89,15 @@ if [ -d ../shared/data/cifar10-jpeg ]; then
         cat "$OUT/estimate.txt"
     fi
     LEFT=$(( BUDGET - $(elapsed) ))
+    if [ "${REGIME:-0}" = 1 ]; then  # the protocol tries instead of the study (issue 52 §5)
+        say "protocol tries (at most $LEFT s)"
+        python3 benchmarks/regime_gpu.py --device cuda -o build/regime --budget "$((LEFT - 30))" \
+            > "$OUT/regime.txt" 2>&1
+        cp build/regime/rows.jsonl "$OUT/regime.jsonl" 2>/dev/null
+        cat "$OUT/regime.txt"
+        say "done"
+        exit 0
+    fi
     STUDY_SECONDS="${STUDY_SECONDS:-$LEFT}"
     say "study (at most $STUDY_SECONDS s)"
     timeout --signal=INT "$STUDY_SECONDS" "${CALIBKIT[@]}" bench train-cifar-gpu -o "$STUDY" --workers "${WORKERS:-8}" \
