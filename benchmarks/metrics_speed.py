@@ -66,7 +66,7 @@ def cases(z: torch.Tensor, y: torch.Tensor, tu, quick: bool) -> dict[str, Callab
         "floor: torch.sum": lambda: z.sum(),
         "log_softmax": lambda: torch.log_softmax(z, 1),
         "calibkit ece": lambda: M.ece(z, y),
-        "calibkit ece, trusted": lambda: M.ece(z, y, validate=False),
+        "calibkit ece, trusted": lambda: M.ece(M.trusted(z, y)),
         "calibkit aece": lambda: M.aece(z, y),
         "calibkit classwise_ece": lambda: M.classwise_ece(z, y),
         "calibkit evaluate (core)": lambda: M.evaluate(z, y, optimal=False, smooth=False),

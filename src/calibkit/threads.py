@@ -171,8 +171,9 @@ def for_work(elements: int) -> Iterator[None]:
 
 
 def size_of(value: Any) -> int:
-    """Elements of an array, a tensor or a sequence of them (a list of groups: the sum)."""
-    if isinstance(value, torch.Tensor):
+    """Elements of an array, a tensor (or anything with ``numel()``: a prepared metric
+    input) or a sequence of them (a list of groups: the sum)."""
+    if isinstance(value, torch.Tensor) or callable(getattr(value, "numel", None)):
         return value.numel()
     if isinstance(value, list | tuple) and value and isinstance(value[0], tuple | list):
         return sum(size_of(v[0]) for v in value)

@@ -1,5 +1,7 @@
-"""The fast paths change no number: ``validate=False`` (trusted input) and ``evaluate``'s
-``metrics=`` selection give bit-identical values to the checked, complete evaluation."""
+"""The fast paths change no number: a checked input (``prepare``) measured by every
+function, an input vouched for (``trusted``) and ``evaluate``'s ``metrics=`` selection give
+bit-identical values to the checked, complete evaluation; a prepared input says what it is
+and refuses a reading that contradicts it."""
 
 from __future__ import annotations
 
@@ -54,15 +56,32 @@ def test_every_metric_is_bit_identical_without_validation(name):
         if "binary" in kw and name in ("refinement_auroc", "aurc"):
             continue
         checked = fn(scores, labels, **kw)
-        trusted = fn(scores, labels, **kw, validate=False)
-        assert checked == trusted, what
+        assert fn(M.trusted(scores, labels, **kw)) == checked, what
+        prepared = M.prepare(scores, labels, **kw)
+        assert fn(prepared) == checked, what
+        assert fn(prepared, **kw) == checked, what  # the same reading said again
 
 
 def test_evaluate_is_bit_identical_without_validation():
     for what, scores, labels, kw in _inputs():
         a = M.evaluate(scores, labels, **kw, bootstrap=30)
-        b = M.evaluate(scores, labels, **kw, bootstrap=30, validate=False)
-        assert a.to_dict() == b.to_dict(), what
+        b = M.evaluate(M.trusted(scores, labels, **kw), bootstrap=30)
+        c = M.evaluate(M.prepare(scores, labels, **kw), bootstrap=30)
+        assert a.to_dict() == b.to_dict() == c.to_dict(), what
+
+
+def test_a_prepared_input_is_checked_once_and_refuses_another_reading():
+    z = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5]])
+    p = M.prepare(z, [0, 1, 1])
+    assert M.prepare(p) is p
+    with pytest.raises(TypeError, match="carries its labels"):
+        M.ece(p, [0, 1, 1])
+    with pytest.raises(ValueError, match="holds logits; prepare it with probs=True"):
+        M.ece(p, probs=True)
+    with pytest.raises(ValueError, match="measures 'top-label'; prepare it with binary='positive'"):
+        M.ece(p, binary="positive")
+    with pytest.raises(TypeError, match="labels: required"):
+        M.ece(z)
 
 
 def test_a_selection_of_metrics_equals_the_full_evaluation():

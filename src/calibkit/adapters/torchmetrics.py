@@ -38,7 +38,7 @@ from .._checks import check_flag, check_positive_int
 from ..metrics import stats as st
 from ..metrics.binning import BinScheme
 from ..metrics.functional import undefined_auroc_message
-from ..metrics.inputs import Runs, prepare
+from ..metrics.inputs import Runs, prepare, trusted
 
 __all__ = [
     "AURC",
@@ -223,7 +223,8 @@ class _TorchmetricsCalibration(_BinnedCalibration):
         self.validate_args = check_flag(validate_args, "validate_args")
 
     def _add(self, probs: Tensor, target: Tensor, binary: str, dtype: torch.dtype) -> None:
-        p = prepare(probs, target, probs=True, binary=binary, validate=self.validate_args)
+        read = prepare if self.validate_args else trusted
+        p = read(probs, target, probs=True, binary=binary)
         sums = st.topbin_sums(p, BinScheme.make(self.n_bins, self.binning, dtype))
         self.bins += sums[0].to(self.bins)
 

@@ -19,7 +19,7 @@ import torch
 
 from .. import posthoc
 from ..io import load_split
-from ..metrics import EvaluationResult, evaluate
+from ..metrics import EvaluationResult, evaluate, trusted
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.resample import bootstrap_replicates
 from ..metrics.table import HARNESS
@@ -183,7 +183,7 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
             if first:
                 curves.append(("test", calibrator, "bins", r.bins.to_dict()))
                 reps = bootstrap_replicates(
-                    z, labels[split], NESTED_METRICS, REPLICATES, validate=False
+                    trusted(z, labels[split]), None, NESTED_METRICS, REPLICATES
                 )
                 curves.append(
                     ("test", calibrator, "bootstrap", {m: v.tolist() for m, v in reps.items()})

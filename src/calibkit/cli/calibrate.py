@@ -322,7 +322,7 @@ def _test_effect(source, output) -> dict | None:
     import warnings
 
     from ..io import load_split
-    from ..metrics import evaluate
+    from ..metrics import evaluate, trusted
 
     try:
         z0, y = load_split(str(Path(source) / "logits.npz"), "test")
@@ -331,6 +331,6 @@ def _test_effect(source, output) -> dict | None:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an undefined AUROC is a NaN
-        before = evaluate(z0, y, optimal=False, smooth=False, validate=False).metrics
-        after = evaluate(z1, y, optimal=False, smooth=False, validate=False).metrics
+        before = evaluate(trusted(z0, y), optimal=False, smooth=False).metrics
+        after = evaluate(trusted(z1, y), optimal=False, smooth=False).metrics
     return {"n_samples": len(y), "before": before, "after": after}

@@ -24,6 +24,7 @@ from .functional import (
     sce,
     smooth_ece,
 )
+from .inputs import Prepared, prepare, trusted
 from .meter import CalibrationMeter
 from .ood import ood_aupr, ood_auroc, ood_fpr95, ood_score
 from .paired import PairedComparison, compare_nested, compare_paired
@@ -37,6 +38,7 @@ __all__ = [
     "CalibrationMeter",
     "EvaluationResult",
     "PairedComparison",
+    "Prepared",
     "accuracy",
     "ace",
     "aece",
@@ -58,8 +60,10 @@ __all__ = [
     "ood_fpr95",
     "ood_score",
     "optimal_ece",
+    "prepare",
     "refinement_auroc",
     "rms_ce",
     "sce",
     "smooth_ece",
+    "trusted",
 ]

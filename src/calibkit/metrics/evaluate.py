@@ -172,7 +172,7 @@ def check_resamples(bootstrap: int) -> int:
 @sized_by_first_argument
 def evaluate(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
@@ -188,7 +188,6 @@ def evaluate(
     interval: str = "auto",
     progress: Callable[[int], None] | None = None,
     metrics: Iterable[str] | None = None,
-    validate: bool = True,
 ) -> EvaluationResult:
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
@@ -203,7 +202,8 @@ def evaluate(
     ``progress(k)`` is called after each chunk of k resamples. ``metrics`` names the metrics
     wanted (default: all of :data:`METRICS` and, with ``ood_scores``, :data:`OOD_METRICS`);
     only what they need is computed, and each value equals the full evaluation's.
-    ``validate=False`` trusts the input (see :func:`calibkit.metrics.inputs.prepare`).
+    ``scores`` may be a checked input (:func:`calibkit.metrics.inputs.prepare`), trusted
+    as it is, with ``labels`` left out.
 
     >>> import torch
     >>> g = torch.Generator().manual_seed(0)
@@ -219,13 +219,14 @@ def evaluate(
     ci = check_ci(ci)
     interval_method = check_interval(interval)
     only = check_metric_names(metrics)
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare(scores, labels, probs=probs, binary=binary)
+    probs, binary = p.is_probs, p.binary  # a prepared input says what it holds
     scheme = scheme.for_dtype(p.dtype)
     ood = None
     if ood_scores is not None and (only is None or not only.isdisjoint(OOD_METRICS)):
         if p.k != prepare_scores(ood_scores, probs=probs, name="ood_scores").shape[1]:
             raise ValueError("ood_scores: must have as many classes (columns) as scores")
-        s_in = score_of(scores, score=ood_score, probs=probs)
+        s_in = score_of(p.scores, score=ood_score, probs=probs)
         s_out = score_of(ood_scores, score=ood_score, probs=probs, name="ood_scores")
         ood = (s_in, s_out.to(s_in.device))
     vec = metric_vectors(

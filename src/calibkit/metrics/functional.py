@@ -8,9 +8,10 @@ naming ``probs=True``; :func:`calibkit._checks.refuse_probabilities`). Results
 are Python floats. Binned metrics take ``n_bins`` (default 15) and ``binning`` (see
 :mod:`calibkit.metrics.binning`). ``binary="positive"`` measures a K = 2 problem on
 P(class 1) against 1[y = 1] instead of on the top label; ``"pooled"`` and ``"top-<r>"``
-are the named reductions of :mod:`calibkit.metrics.pairs`. ``validate=False`` skips the input
-checks for trusted input (see :func:`calibkit.metrics.inputs.prepare`): the same numbers
-for valid input, less time per call.
+are the named reductions of :mod:`calibkit.metrics.pairs`. Every function also takes a
+checked input, :func:`~calibkit.metrics.inputs.prepare`'s ``Prepared``, in place of
+``scores`` (no ``labels``): it is trusted as it is, and several metrics of it share one
+check and one pass over the rows.
 
 Examples
 --------
@@ -104,11 +105,11 @@ _FRACTION = documented(METRIC_PARAMETERS, "float: the metric's value (a fraction
 
 def _sample_metric(name: str, about: str) -> Callable[..., float]:
     """The functional form of the table's row ``name`` for a metric with no settings but
-    the inputs' (``probs``, ``validate``); ``about``: its docstring."""
+    the inputs' (``probs``); ``about``: its docstring."""
 
     @sized_by_first_argument
-    def metric(scores: Any, labels: Any, *, probs: bool = False, validate: bool = True) -> float:
-        p = prepare(scores, labels, probs=probs, validate=validate)
+    def metric(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
+        p = prepare(scores, labels, probs=probs)
         return _value(p, _NO_BINS, name)
 
     metric.__name__ = metric.__qualname__ = name
@@ -138,14 +139,13 @@ def _selective_area(name: str, about: str) -> Callable[..., float]:
     @sized_by_first_argument
     def metric(
         scores: Any,
-        labels: Any,
+        labels: Any = None,
         *,
         probs: bool = False,
         convention: str = "calibkit",
-        validate: bool = True,
     ) -> float:
         check_choice(convention, "convention", SELECTIVE_CONVENTIONS)
-        p = prepare(scores, labels, probs=probs, validate=validate)
+        p = prepare(scores, labels, probs=probs)
         value = _value(p, _NO_BINS, name)
         if convention == "calibkit":
             return value
@@ -207,19 +207,18 @@ augrc = _selective_area(
 @sized_by_first_argument
 def ace(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
     binning: str = "calibkit",
     binary: str = "top-label",
-    validate: bool = True,
 ) -> float:
     """Average calibration error (Neumann et al. 2018, netcal's ``ACE``): the mean of
     |acc − conf| over the non-empty equal-width bins, each bin counting once whatever its
     size. Not the adaptive ECE (:func:`aece`), which some papers also call ACE.
     ``binning="netcal", n_bins=10`` is netcal's ``ACE(bins=10)``."""
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(p, _scheme(p, n_bins, binning), "ace")
 
 
@@ -227,16 +226,15 @@ def ace(
 @sized_by_first_argument
 def mce(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
     binning: str = "calibkit",
     binary: str = "top-label",
-    validate: bool = True,
 ) -> float:
     """Maximum calibration error: max over non-empty bins of |acc − conf|."""
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(p, _scheme(p, n_bins, binning), "mce")
 
 
@@ -244,11 +242,10 @@ def mce(
 @sized_by_first_argument
 def ks_error(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     binary: str = "top-label",
-    validate: bool = True,
 ) -> float:
     """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
 
@@ -256,7 +253,7 @@ def ks_error(
     confidences so that the result does not depend on the order of tied samples (Gupta
     et al.'s code takes it after every sorted sample; without ties the two agree).
     """
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(p, _NO_BINS, "ks_error")
 
 
@@ -264,14 +261,13 @@ def ks_error(
 @sized_by_first_argument
 def ece(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
     binning: str = "calibkit",
     binary: str = "top-label",
     debias: bool = False,
-    validate: bool = True,
 ) -> float:
     """Expected calibration error with ``n_bins`` equal-width bins (Naeini et al. 2015).
 
@@ -280,7 +276,7 @@ def ece(
     gap whose expected plug-in value equals the observed one under the bin's sampling
     noise (docs/metrics.md, "Debiased binned errors"; the row ``debiased_ece``).
     """
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(
         p, _scheme(p, n_bins, binning), "debiased_ece" if check_flag(debias, "debias") else "ece"
     )
@@ -290,21 +286,20 @@ def ece(
 @sized_by_first_argument
 def rms_ce(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
     binning: str = "calibkit",
     binary: str = "top-label",
     debias: bool = False,
-    validate: bool = True,
 ) -> float:
     """RMS (L2) calibration error with ``n_bins`` equal-width top-label bins: sqrt(Σ_m
     |B_m|/N · (acc(B_m) − conf(B_m))²) (torchmetrics' ``norm="l2"``). ``debias=True``:
     Kumar et al. (2019, "Verified uncertainty calibration", §5)'s debiased estimator, which
     subtracts each bin's sampling variance acc(1 − acc)/(|B_m| − 1) from its squared gap
     before the root (clipped at 0; the row ``debiased_rms_ce``)."""
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(
         p,
         _scheme(p, n_bins, binning),
@@ -330,13 +325,12 @@ AECE_CONVENTIONS = ("calibkit", "focal-calibration")
 @sized_by_first_argument
 def aece(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
     convention: str = "calibkit",
     binary: str = "top-label",
-    validate: bool = True,
 ) -> float:
     """Adaptive (equal-mass) ECE: bins of N/M samples each (sizes differ by at most one).
 
@@ -346,7 +340,7 @@ def aece(
     ``convention="focal-calibration"`` (:func:`~calibkit.metrics.stats.focal_calibration_aece`).
     """
     check_choice(convention, "convention", AECE_CONVENTIONS)
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary)
     if convention == "focal-calibration":
         check_n_bins(n_bins)
         return st.focal_calibration_aece(*p.cal_pair, n_bins)
@@ -365,7 +359,7 @@ def aece(
 @sized_by_first_argument
 def classwise_ece(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
@@ -373,7 +367,6 @@ def classwise_ece(
     cells: str = "marginal",
     power: int = 1,
     debias: bool = False,
-    validate: bool = True,
 ) -> float:
     """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
 
@@ -407,7 +400,7 @@ def classwise_ece(
         cells != "marginal" or power != 1 or binning == "equal-mass"
     ):
         raise ValueError("debias=True needs equal-width marginal cells and power=1")
-    p = prepare(scores, labels, probs=probs, validate=validate)
+    p = prepare(scores, labels, probs=probs)
     if binning == "equal-mass":
         if cells == "joint" or power != 1:
             raise ValueError(
@@ -462,11 +455,10 @@ def nll_clip_eps(clip: str | float) -> float:
 @sized_by_first_argument
 def nll(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     clip: str | float | None = None,
-    validate: bool = True,
 ) -> float:
     """Mean negative log-likelihood −log p_y (natural log), from log-softmax of the logits.
 
@@ -487,7 +479,7 @@ def nll(
     floor, −log 2.2e-308). scikit-learn also clips the other classes and renormalises the
     row; that moves the result by at most K·ε relative, below any printed digit.
     """
-    p = prepare(scores, labels, probs=probs, validate=validate)
+    p = prepare(scores, labels, probs=probs)
     if clip is None:
         return _value(p, _NO_BINS, "nll")
     eps = nll_clip_eps(clip)
@@ -514,15 +506,13 @@ def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
 
 @_FRACTION
 @sized_by_first_argument
-def refinement_auroc(
-    scores: Any, labels: Any, *, probs: bool = False, validate: bool = True
-) -> float:
+def refinement_auroc(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
     """AUROC of the confidence separating correct (positive) from wrong predictions.
 
     Ties count one half (mid-ranks; Dark Side §3.3). Raises ``ValueError`` when every
     prediction is correct or every one is wrong, where AUROC is undefined.
     """
-    p = prepare(scores, labels, probs=probs, validate=validate)
+    p = prepare(scores, labels, probs=probs)
     value = _value(p, _NO_BINS, "refinement_auroc")
     if math.isnan(value):
         raise ValueError(undefined_auroc_message(p.n, int(p.correct.sum())))
@@ -547,13 +537,12 @@ _DECOMPOSITION = ("mean_confidence", "gap", "overconfident", "underconfident")
 @sized_by_first_argument
 def ece_decomposition(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
     binning: str = "calibkit",
     binary: str = "top-label",
-    validate: bool = True,
 ) -> dict[str, float]:
     """Mean confidence E[C], accuracy E[A], gap E[C] − E[A] and ECE split by bin direction.
 
@@ -562,7 +551,7 @@ def ece_decomposition(
     every bin is over-confident, ECE = E[C] − E[A]). ``accuracy`` is the mean outcome of the
     calibration pair (with ``binary="positive"``, the share of positives).
     """
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare(scores, labels, probs=probs, binary=binary)
     v = _values(p, _scheme(p, n_bins, binning), *_DECOMPOSITION)
     accuracy = v["mean_confidence"] - v["gap"]
     return {"mean_confidence": v["mean_confidence"], "accuracy": accuracy} | {
@@ -588,13 +577,12 @@ def ece_decomposition(
 @sized_by_first_argument
 def smooth_ece(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     sigma: float | None = None,
     convention: str = "calibkit",
     binary: str = "top-label",
-    validate: bool = True,
 ) -> float:
     """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma`` (a
     setting of this function alone; the table's row takes the fixed point).
@@ -605,7 +593,7 @@ def smooth_ece(
     if sigma is not None and not (isinstance(sigma, float | int) and 0 < sigma <= 1):
         raise ValueError(f"sigma: expected a bandwidth in (0, 1], got {sigma!r}")
     check_choice(convention, "convention", SMOOTH_CONVENTIONS)
-    p = prepare_pair(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare_pair(scores, labels, probs=probs, binary=binary)
     if convention == "torch-uncertainty":
         return float(smooth_ece_logit(*p.cal_pair, sigma=sigma))
     if sigma is None:
@@ -625,7 +613,7 @@ def smooth_ece(
 @sized_by_first_argument
 def optimal_ece(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     n_bins: int = 15,
@@ -633,7 +621,6 @@ def optimal_ece(
     binary: str = "top-label",
     grid: Any = None,
     return_temperature: bool = False,
-    validate: bool = True,
 ) -> float | tuple[float, float]:
     """ECE after temperature scaling with the temperature chosen on these samples.
 
@@ -641,7 +628,7 @@ def optimal_ece(
     min over T in ``grid`` (default 0.01, 0.02, ..., 10) of ECE(z / T). Ties go to the
     smallest T. With ``return_temperature=True`` returns ``(ece, T)``.
     """
-    p = prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+    p = prepare(scores, labels, probs=probs, binary=binary)
     temps = check_grid(grid)
     best, value = best_temperature(p, _scheme(p, n_bins, binning), temps)
     return (value, float(temps[best])) if return_temperature else value

@@ -32,12 +32,14 @@ from .._checks import (
     to_float,
     to_tensor,
 )
+from .._docs import documented
 from ..threads import for_work
 from . import native_scan
 from .binning import BinScheme
+from .parameters import METRIC_PARAMETERS
 from .scan import RowStats, scan_rows
 
-__all__ = ["BINARY_MODES", "Prepared", "Runs", "prepare", "prepare_scores"]
+__all__ = ["BINARY_MODES", "Prepared", "Runs", "prepare", "prepare_scores", "trusted"]
 
 BINARY_MODES = ("top-label", "positive")
 
@@ -107,6 +109,10 @@ class Prepared:
     _rows: RowStats | None = field(default=None, repr=False)
     cache: dict = field(default_factory=dict, repr=False)  # results keyed by bin scheme
     unchecked: str | None = None
+
+    def numel(self) -> int:
+        """Elements of the scores (N · K), as a tensor counts them."""
+        return self.raw.numel()
 
     @property
     def scores(self) -> Tensor:
@@ -289,23 +295,30 @@ class Runs:
         return len(self.values)
 
 
+@documented(METRIC_PARAMETERS, "Prepared: the checked input, for any metric function.")
 def prepare(
     scores: Any,
-    labels: Any,
+    labels: Any = None,
     *,
     probs: bool = False,
     binary: str = "top-label",
-    validate: bool = True,
 ) -> Prepared:
-    """Validate ``scores`` (N, K) or (N,) and ``labels`` (N,) into a :class:`Prepared`.
+    """Check ``scores`` (N, K) or (N,) and ``labels`` (N,) once, into a :class:`Prepared`:
+    the checked input's own type, which every metric function, ``evaluate`` and the
+    resampling functions take in place of ``scores`` (``labels`` left out) and trust as it
+    is. Measuring several metrics of one input through one ``Prepared`` checks it once and
+    shares its per-row pass. A ``Prepared`` given here is returned as it is; ``probs`` and
+    ``binary`` must then be left at their defaults or say what it already says.
 
-    ``validate=False`` trusts the input (torchmetrics' ``validate_args=False``): no check of
-    finiteness, shapes, label range or probability rows, only the conversions. Every metric
-    of valid input is bit-identical either way; invalid input gives a wrong number or a
-    low-level error. calibkit's own loops use it on logits they produced themselves.
+    >>> import torch
+    >>> p = prepare(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), [0, 0])
+    >>> prepare(p) is p
+    True
     """
-    if not validate:
-        return _trusted(scores, labels, probs, binary)
+    if isinstance(scores, Prepared):
+        return _reused(scores, labels, probs, binary)
+    if labels is None:
+        raise TypeError("labels: required with scores (only a prepared input carries its own)")
     if not isinstance(probs, bool):
         raise TypeError(f"probs: expected True or False, got {probs!r}")
     check_choice(binary, "binary", BINARY_MODES)
@@ -333,8 +346,32 @@ def prepare(
     return Prepared(s, y, probs, binary, unchecked=unchecked)
 
 
-def _trusted(scores: Any, labels: Any, probs: bool, binary: str) -> Prepared:
-    """:func:`prepare` without its checks: the same conversions, nothing else."""
+def _reused(p: Prepared, labels: Any, probs: bool, binary: str) -> Prepared:
+    """A prepared input given again: its own labels and reading, or one line on a conflict."""
+    if labels is not None:
+        raise TypeError("labels: a prepared input carries its labels; pass none beside it")
+    if probs is True and not p.is_probs:
+        raise ValueError(
+            "probs=True, but the prepared input holds logits; prepare it with probs=True"
+        )
+    if binary != "top-label" and binary != p.binary:
+        raise ValueError(
+            f"binary={binary!r}, but the prepared input measures {p.binary!r}; prepare it "
+            f"with binary={binary!r}"
+        )
+    return p
+
+
+@documented(METRIC_PARAMETERS, "Prepared: the input as given, taken as checked.")
+def trusted(
+    scores: Any, labels: Any, *, probs: bool = False, binary: str = "top-label"
+) -> Prepared:
+    """``scores`` and ``labels`` as a :class:`Prepared` without any check, only the
+    conversions of :func:`prepare`: the caller vouches for them (torchmetrics'
+    ``validate_args=False``). On valid input every metric equals that of :func:`prepare`'s
+    result, bit for bit; on invalid input it is wrong or a low-level error. Logits whose
+    rows happen to look like probabilities, which :func:`prepare` refuses, pass here.
+    calibkit's own loops use it on logits they produced and checked themselves."""
     s = to_float(to_tensor(scores, "scores"))
     if s.ndim == 1 or s.shape[1] == 1:
         s = _as_two_columns(s, probs)

@@ -31,15 +31,13 @@ __all__ = ["joint_cell_gaps", "prepare_pair"]
 _TOP_R = re.compile(r"top-([0-9]+)")
 
 
-def prepare_pair(
-    scores: Any, labels: Any, *, probs: bool, binary: str, validate: bool = True
-) -> Prepared:
+def prepare_pair(scores: Any, labels: Any, *, probs: bool, binary: str) -> Prepared:
     """:func:`~calibkit.metrics.inputs.prepare`, plus the ``"pooled"`` and ``"top-<r>"``
     reductions (module docstring), returned as a binary problem in probabilities."""
     if binary in BINARY_MODES:
-        return prepare(scores, labels, probs=probs, binary=binary, validate=validate)
+        return prepare(scores, labels, probs=probs, binary=binary)
     rank = _rank(binary)
-    p = prepare(scores, labels, probs=probs, validate=validate)
+    p = prepare(scores, labels, probs=probs)
     prob = p.probs
     if rank is None:  # pooled
         conf = prob.reshape(-1)

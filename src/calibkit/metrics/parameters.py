@@ -9,12 +9,14 @@ __all__ = ["METRIC_PARAMETERS"]
 
 METRIC_PARAMETERS: dict[str, Described] = {
     "scores": (
-        "array-like or Tensor, shape (N, K), or (N,) for a binary problem",
+        "array-like or Tensor, shape (N, K), or (N,) for a binary problem; or Prepared",
         "Logits, or probabilities with ``probs=True``; NumPy, PyTorch on any device, or "
-        "anything ``torch.as_tensor`` takes. Computed where they are.",
+        "anything ``torch.as_tensor`` takes. Computed where they are. Or an input checked "
+        "once by :func:`~calibkit.metrics.prepare` (or vouched for by "
+        ":func:`~calibkit.metrics.trusted`), taken as it is, without ``labels``.",
     ),
     "labels": (
-        "array-like or Tensor of int, shape (N,)",
+        "array-like or Tensor of int, shape (N,); None with a prepared input",
         "The true class of each row, in 0..K-1.",
     ),
     "probs": (
@@ -33,11 +35,6 @@ METRIC_PARAMETERS: dict[str, Described] = {
         "Which calibration pair is measured: 'top-label' (confidence and correctness), "
         "'positive' (P(class 1) and 1[y = 1], K = 2), 'pooled' or 'top-<r>' "
         "(:mod:`calibkit.metrics.pairs`).",
-    ),
-    "validate": (
-        "bool, default True",
-        "Check the inputs (shape, finiteness, label range); False trusts them: the same "
-        "numbers for valid input, less time per call.",
     ),
     "debias": (
         "bool, default False",

@@ -331,7 +331,6 @@ def metric_values(
     *,
     probs: bool = False,
     n_bins: int = 15,
-    validate: bool = True,
 ) -> dict[str, float]:
     """The value of each of ``metrics`` (names of :data:`METRICS`, not optimal ECE) on the
     sample, from one pass over the scores and no resampling: the cheap call for a few
@@ -344,7 +343,7 @@ def metric_values(
     """
     only = check_metric_names(metrics)
     scheme = BinScheme.make(n_bins, "calibkit", torch.float64)
-    p = prepare(scores, labels, probs=probs, validate=validate)
+    p = prepare(scores, labels, probs=probs)
     smooth = only is None or "smooth_ece" in only
     values = metric_vectors(p, scheme, None, smooth=smooth, only=only)
     return {m: float(values[m].reshape(-1)[0]) for m in METRICS if m in values}
@@ -361,7 +360,6 @@ def bootstrap_replicates(
     probs: bool = False,
     n_bins: int = 15,
     binning: str = "calibkit",
-    validate: bool = True,
 ) -> dict[str, np.ndarray]:
     """(B,) bootstrap replicates of each of ``metrics`` (not optimal ECE). The resamples
     depend only on (N, B, ``seed``): two score sets of the same N rows and seed get the
@@ -369,7 +367,7 @@ def bootstrap_replicates(
     over test rows uses, :func:`~calibkit.metrics.paired.compare_nested`)."""
     only = check_metric_names(metrics)
     scheme = BinScheme.make(n_bins, binning, torch.float64)
-    p = prepare(scores, labels, probs=probs, validate=validate)
+    p = prepare(scores, labels, probs=probs)
     smooth = only is None or "smooth_ece" in only
     boot = bootstrap_vectors([p], scheme, bootstrap, seed, smooth=smooth, only=only)[0]
     return {m: boot[m].cpu().numpy() for m in (only or METRICS) if m in boot}

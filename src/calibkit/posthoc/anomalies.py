@@ -52,6 +52,7 @@ from typing import Any
 
 import torch
 
+from ..metrics.inputs import trusted
 from ..metrics.resample import metric_values
 
 __all__ = [
@@ -199,8 +200,8 @@ def check_fit(
     when there are any, pointing ``stacklevel`` frames up (default: the caller's caller)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        plain = metric_values(before, labels, CHECKED, validate=False)
-        calibrated = metric_values(after, labels, CHECKED, validate=False)
+        plain = metric_values(trusted(before, labels), None, CHECKED)
+        calibrated = metric_values(trusted(after, labels), None, CHECKED)
     found = check_method(method, plain, calibrated, logits_before=before, logits_after=after)
     flagged = [{"kind": kind, "detail": detail, "split": split} for kind, detail in found]
     method.fit_report_.anomalies += flagged

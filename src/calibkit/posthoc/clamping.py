@@ -58,6 +58,7 @@ from torch import Tensor, nn
 from .._checks import check_choice, check_number, check_positive_int
 from ..losses.weighted import Focal
 from ..metrics import functional as M
+from ..metrics.inputs import trusted
 from .base import FitDivergedError, FitReport
 from .model_level import ModelCalibrator, settled
 
@@ -200,7 +201,7 @@ class NeuralClamping(ModelCalibrator):
             best = None
             fits = _fit_pool(model, x, y, bounds, s, progress)
             for gamma, fit in zip(s["gamma_pool"], fits, strict=True):
-                score = M.ece(fit["z"], y, validate=False)
+                score = M.ece(trusted(fit["z"], y))
                 if best is None or score < best[0]:
                     best = (score, gamma, fit, fit["z"])
         score, gamma, fit, z = best

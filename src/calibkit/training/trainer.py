@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from .. import __version__, data, losses, models
 from .._docs import documented
 from ..data.augment import augmentation
-from ..metrics import evaluate
+from ..metrics import evaluate, trusted
 from ..outputs import atomic_write, save_npz, write_text
 from ..registry import parse_spec
 from . import schedule as schedules
@@ -140,13 +140,14 @@ VAL_METRICS = {
 
 def _val_metrics(logits: Tensor, labels: Tensor, epoch: int) -> dict[str, float]:
     """The epoch's validation metrics, from one evaluation of the logits. The model's own
-    logits and the split's labels need no checks (``validate=False``) but finiteness."""
+    logits and the split's labels need no check but finiteness: they enter as
+    :func:`~calibkit.metrics.inputs.trusted`."""
     if not bool(torch.isfinite(logits.sum())):
         raise TrainingError(
             f"the validation logits became non-finite in epoch {epoch}; lower the learning "
             "rate or check the data"
         )
-    m = evaluate(logits, labels, metrics=VAL_METRICS.values(), validate=False).metrics
+    m = evaluate(trusted(logits, labels), metrics=VAL_METRICS.values()).metrics
     return {field: m[name] for field, name in VAL_METRICS.items()}
 
 
