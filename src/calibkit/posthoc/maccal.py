@@ -203,8 +203,9 @@ class MacCal(ModelCalibrator):
         if any(x != shared[0] for x in shared[1:]):
             raise ValueError("maccal: methods fitted together must agree in every setting but seed")
         s = settings[0]
+        seen: dict[tuple[int, int], tuple[Tensor, Tensor | None]] = {}  # one network's once
         data = [
-            _Stage2Data.of(model, x, y, t, **extra)
+            _Stage2Data.of(model, x, y, t, seen, **extra)
             for (model, x, y, extra), t in zip(problems, settings, strict=True)
         ]
         if len({(d.h_train.shape, d.val is None) for d in data}) > 1:
@@ -309,8 +310,9 @@ def features(model: nn.Module, x: Tensor) -> Tensor:
 
 
 class _Stage2Data:
-    """One network's stage-2 data: its frozen features of the training rows (N, F), their
-    labels, the validation features and split where given, the number of classes, and
+    """One network's stage-2 data: its frozen features of the training rows (N, F) (computed
+    once for members that share a network and its inputs, ``seen``), their labels, the
+    validation features and split where given, the number of classes, and
     ``epoch_features()`` (features of each epoch's augmented images) for
     ``images="augmented"``."""
 
@@ -325,6 +327,7 @@ class _Stage2Data:
         x: Tensor,
         y: Tensor,
         s: dict[str, Any],
+        seen: dict[tuple[int, int], tuple[Tensor, Tensor | None]],
         *,
         val: tuple[Tensor, Tensor] | None = None,
         augment: Any = None,
@@ -339,9 +342,11 @@ class _Stage2Data:
             raise ValueError(
                 "maccal needs a model split into forward_features and head (calibkit.models)"
             )
-        with frozen(model):
-            h_train = features(model, x)
-            h_val = None if val is None else features(model, val[0])
+        key = (id(model), id(x))  # the same network and inputs (seeds of one network)
+        if key not in seen:
+            with frozen(model):
+                seen[key] = features(model, x), None if val is None else features(model, val[0])
+        h_train, h_val = seen[key]
         if h_train.shape[1] != model.num_features:
             raise ValueError(
                 f"the features have width {h_train.shape[1]} but the model says num_features = "

@@ -98,9 +98,11 @@ class ModelCalibrator(Method):
         cls, methods: Sequence[ModelCalibrator], evidences: Sequence[Evidence], progress: Any = None
     ) -> list[ModelCalibrator]:
         """:meth:`fit_group` on runs' evidence, method i on run i (``progress`` as
-        :meth:`fit_on`'s, for the group)."""
-        problems = [m._problem(e, None, progress) for m, e in zip(methods, evidences, strict=True)]
-        return cls.fit_group(methods, problems)
+        :meth:`fit_on`'s, for the group); a run given several times is read once."""
+        made: dict[int, tuple] = {}  # one problem per run: its inputs read once
+        for m, e in zip(methods, evidences, strict=True):
+            made.setdefault(id(e), m._problem(e, None, progress))
+        return cls.fit_group(methods, [made[id(e)] for e in evidences])
 
     def _problem(
         self, evidence: Evidence, idx: Tensor | None, progress: Any
