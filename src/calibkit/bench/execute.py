@@ -24,7 +24,7 @@ from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.resample import bootstrap_replicates
 from ..metrics.table import HARNESS
 from ..outputs import file_lock, inside, write_text
-from ..posthoc.anomalies import CalibrationWarning, check_method, checked_elsewhere
+from ..posthoc.anomalies import CalibrationWarning, check_method
 from ..posthoc.base import Evidence, FitDivergedError
 from ..posthoc.checks import check_fit_data
 from ..posthoc.compare import stratified_split
@@ -82,12 +82,11 @@ def execute(
 ) -> dict[str, Any]:
     """Train and evaluate ``run``; the store's rows for it (:func:`_execute`). ``report``
     receives a phrase at each phase of the run and at the end of each training epoch (the
-    bench's progress lines show it). The run
-    checks each calibrator on its test split and stores what it finds, so the fits skip
-    their own calibration-split checks (:func:`~calibkit.posthoc.anomalies.checked_elsewhere`)
-    and stage 2's :class:`~calibkit.posthoc.anomalies.CalibrationWarning` (kept in its
-    run.json) is not printed from the workers."""
-    with warnings.catch_warnings(), checked_elsewhere():
+    bench's progress lines show it). The run checks each calibrator on its test split and
+    stores what it finds; the :class:`~calibkit.posthoc.anomalies.CalibrationWarning` of each
+    fit's calibration-split checks and of stage 2 (kept in its run.json) is not printed from
+    the workers."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", CalibrationWarning)
         return _execute(run, root, report or (lambda text: None))
 

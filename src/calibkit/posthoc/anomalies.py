@@ -45,9 +45,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -64,10 +62,8 @@ __all__ = [
     "SANE_TEMPERATURE",
     "CalibrationWarning",
     "check_calibrated",
-    "check_calibration_split",
     "check_fit",
     "check_method",
-    "checked_elsewhere",
     "warn_flagged",
 ]
 
@@ -96,28 +92,6 @@ class CalibrationWarning(UserWarning):
 
         warnings.simplefilter("error", calibkit.posthoc.CalibrationWarning)  # make it fatal
     """
-
-
-_ELSEWHERE: ContextVar[bool] = ContextVar("calibkit_checked_elsewhere", default=False)
-
-
-@contextmanager
-def checked_elsewhere() -> Iterator[None]:
-    """Within it, ``Calibrator.fit`` leaves out its checks of the calibration split: the
-    caller checks the test split itself (``bench`` and ``compare``), and would otherwise pay
-    for two more passes over the calibration split per fit and silence what they found."""
-    token = _ELSEWHERE.set(True)
-    try:
-        yield
-    finally:
-        _ELSEWHERE.reset(token)
-
-
-def check_calibration_split(method: Any, z: torch.Tensor, y: torch.Tensor) -> None:
-    """:func:`check_fit` of ``method`` on the split it was just fitted on (``Calibrator.fit``
-    calls it), unless :func:`checked_elsewhere` is in force."""
-    if not _ELSEWHERE.get():
-        check_fit(method, z, method.calibrated(z), y, "calibration", stacklevel=4)
 
 
 def check_calibrated(

@@ -38,7 +38,7 @@ from .._docs import Described, documented
 from ..metrics.inputs import prepare_scores
 from ..registry import SPEC_PARAMETERS
 from ..threads import for_work, size_of
-from .anomalies import check_calibration_split
+from .anomalies import check_fit
 from .checks import check_fit_data, next_up
 from .files import (
     FORMAT_VERSION,
@@ -437,7 +437,7 @@ class Calibrator(Method):
             if broken:  # the same check as at load: the fit keeps what a file must hold
                 raise FitDivergedError(f"{self.name}: the fit broke its own invariant: {broken}")
             self.fit_report_ = report
-            check_calibration_split(self, z, y)
+            check_fit(self, z, self.calibrated(z), y, "calibration")  # warns at the caller
         return self
 
     def fit_on(
