@@ -30,14 +30,13 @@ import torch
 from calibkit.cli.progress import progress
 from calibkit.metrics.binning import BinScheme
 from calibkit.metrics.inputs import prepare
-from calibkit.metrics.intervals import interval
+from calibkit.metrics.intervals import interval, policy
 from calibkit.metrics.resample import (
     bootstrap_vectors,
     jackknife_vectors,
     metric_vectors,
 )
 from calibkit.metrics.synthetic import SyntheticClassifier
-from calibkit.metrics.table import info
 
 METHODS = ("percentile", "basic", "bca")
 #: the study's bins: 15, calibkit's convention
@@ -84,7 +83,7 @@ def coverage_cell(
             valid[m] += 1
             for meth in METHODS:
                 lo, hi = interval(
-                    rep[m], est[m], 0.95, meth, lower_bound=info(m).least, jack=jack[m]
+                    rep[m], est[m], 0.95, meth, lower_bound=policy(m).least, jack=jack[m]
                 )
                 hits[m][meth] += lo <= truth[m] <= hi
                 outside[m][meth] += not lo <= est[m] <= hi
@@ -229,7 +228,7 @@ def choose(path: Path) -> dict[str, tuple[str, float, float]]:
 def choice_table(path: Path) -> str:
     """Before (percentile everywhere) and after (each metric's chosen method): the lowest
     and the mean coverage over every cell of both cases, and calibkit's default."""
-    from calibkit.metrics.table import info
+    from calibkit.metrics.intervals import policy
 
     rows = read(path)
     lines = [
@@ -241,7 +240,7 @@ def choice_table(path: Path) -> str:
         pct = [c["coverage"][m]["percentile"] for c in rows if m in c["coverage"]]
         lines.append(
             f"| `{m}` | {100 * min(pct):.0f} / {100 * np.mean(pct):.0f} | {t} | "
-            f"{100 * low:.0f} / {100 * mean:.0f} | {info(m).interval} |"
+            f"{100 * low:.0f} / {100 * mean:.0f} | {policy(m).method} |"
         )
     return "\n".join(lines)
 

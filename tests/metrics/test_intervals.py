@@ -175,7 +175,7 @@ def test_coverage_of_the_chosen_intervals_small_study():
     interval passes: means about 95 % (bound 87), over-confident ECE by the basic interval
     87 % (bound 78), classwise ECE 76 % basic against 0 % percentile; calibrated, KS error
     88 % basic against 0 % percentile."""
-    from calibkit.metrics.table import info
+    from calibkit.metrics.intervals import policy
 
     over = coverage_cell(
         500,
@@ -186,7 +186,7 @@ def test_coverage_of_the_chosen_intervals_small_study():
         smooth=False,
         metrics=("accuracy", "nll", "brier", "gap", "ece", "classwise_ece", "debiased_rms_ce"),
     )
-    cov = {m: c[info(m).interval] for m, c in over["coverage"].items()}
+    cov = {m: c[policy(m).method] for m, c in over["coverage"].items()}
     assert min(cov[m] for m in ("accuracy", "nll", "brier", "gap")) >= 0.87, cov
     assert cov["ece"] >= 0.78 and cov["debiased_rms_ce"] >= 0.72, cov
     assert cov["classwise_ece"] >= 0.6 >= 0.1 >= over["coverage"]["classwise_ece"]["percentile"]
@@ -194,7 +194,7 @@ def test_coverage_of_the_chosen_intervals_small_study():
         500, 10, 1.0, 60, 300, smooth=False, metrics=("ks_error", "overconfident")
     )
     for m, c in calibrated["coverage"].items():
-        assert c[info(m).interval] >= 0.7 and c["percentile"] <= 0.1, (m, c)
+        assert c[policy(m).method] >= 0.7 and c["percentile"] <= 0.1, (m, c)
 
 
 def test_replicates_are_paired_across_score_sets_of_the_same_rows():
@@ -266,25 +266,27 @@ def test_every_interval_lies_within_its_metrics_range(method):
     its greatest value got [0.94, 1.80] from ``compare``. Every metric of the table with a
     range keeps its interval inside it: an estimate at each end of the range, replicates
     spread away from it (the case a reflection pushes out), for every method."""
+    from calibkit.metrics.intervals import policy
     from calibkit.metrics.resample import bootstrap_intervals
     from calibkit.metrics.table import METRICS_TABLE
 
     spread = torch.linspace(0.0, 0.4, 201, dtype=torch.float64)
     checked = 0
     for row in METRICS_TABLE:
-        for end, away in ((row.most, -1.0), (row.least, 1.0)):
+        rule = policy(row.name)
+        for end, away in ((rule.most, -1.0), (rule.least, 1.0)):
             if end is None:
                 continue
             estimates = {row.name: end + away * 0.01}
             replicates = {row.name: end + away * spread}
-            plug_ins = {row.plug_in: end} if row.plug_in else None
+            plug_ins = {rule.plug_in: end} if rule.plug_in else None
             jack = lambda names, e=end, a=away: {n: e + a * spread[:20] for n in names}  # noqa: E731
             got, _, _ = bootstrap_intervals(
                 estimates, replicates, 0.95, method, jack=jack, plug_ins=plug_ins
             )
             lo, hi = got[row.name]
-            least = -math.inf if row.least is None else row.least
-            most = math.inf if row.most is None else row.most
+            least = -math.inf if rule.least is None else rule.least
+            most = math.inf if rule.most is None else rule.most
             assert least <= lo <= hi <= most, (row.name, method, lo, hi)
             checked += 1
     assert checked >= 2 * len(METRICS_TABLE) - 4  # NLL and entropy have no greatest value

@@ -57,3 +57,16 @@ def test_a_meter_without_samples_gives_every_metric_but_the_rank_based():
     z, y = make_logits(300, 4, 1)
     meter = M.CalibrationMeter(4, keep_samples=False).update(z, y)
     assert set(meter.compute()) == {m.name for m in COMPUTED} - set(SAMPLE_METRICS)
+
+
+def test_each_metric_is_shown_and_has_an_interval_policy_of_the_tables_names():
+    """A metric is three entries (docs/architecture.md, "Adding a metric"): its row, how it
+    is shown (every row, in the table's order) and its interval policy (listed only where it
+    departs from the percentile interval within [0, 1], never for a name the table lacks)."""
+    from calibkit.metrics.display import SHOWN
+    from calibkit.metrics.intervals import POLICIES
+    from calibkit.metrics.table import METRICS_TABLE
+
+    names = [r.name for r in METRICS_TABLE]
+    assert list(SHOWN) == names
+    assert set(POLICIES) <= set(names)

@@ -162,7 +162,7 @@ def test_an_interval_that_misses_its_estimate_or_the_mean_is_noted():
 
 def test_compare_names_what_a_method_does_by_design():
     """Issue 42 §5: histogram binning's NLL rise is not flagged, and compare says why."""
-    from calibkit.metrics.table import with_unit
+    from calibkit.metrics.display import with_unit
     from calibkit.posthoc.compare import expected_lines
 
     lines = expected_lines({"uncalibrated": {}, "ts": {}, "hist-binning:n_bins=10": {}})

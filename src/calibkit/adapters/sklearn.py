@@ -34,7 +34,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import metrics, posthoc
-from ..metrics import table
+from ..metrics import display
 
 __all__ = [
     "METRIC_NAMES",
@@ -540,7 +540,7 @@ def scorer(metric: str = "ece", **options: Any):
     fn = getattr(metrics, metric, None)
     if fn is None or not callable(fn):
         raise ValueError(f"metric: calibkit.metrics has no function {metric!r}")
-    sign = -1.0 if table.direction(metric) < 0 else 1.0
+    sign = -1.0 if display.direction(metric) < 0 else 1.0
 
     def score(estimator: Any, X: Any, y: Any) -> float:
         proba = np.asarray(estimator.predict_proba(X), dtype=np.float64)

@@ -22,7 +22,6 @@ from ..io import load_split
 from ..metrics import EvaluationResult, evaluate, trusted
 from ..metrics.ood import ood_auroc, ood_fpr95
 from ..metrics.resample import bootstrap_replicates
-from ..metrics.table import HARNESS
 from ..outputs import file_lock, inside, write_text
 from ..posthoc.anomalies import CalibrationWarning, check_method
 from ..posthoc.base import Evidence, FitDivergedError
@@ -47,13 +46,27 @@ def _subset(n: int, size: int | None, seed: int) -> torch.Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:size]
 
 
+#: what a bench run stores per split and calibrator: the metrics its report and verdicts read
+STORED = (
+    "accuracy",
+    "ece",
+    "aece",
+    "mce",
+    "classwise_ece",
+    "nll",
+    "brier",
+    "entropy",
+    "refinement_auroc",
+)
+
+
 def _measure(
     z: torch.Tensor, y: torch.Tensor, ood: dict[str, torch.Tensor], optimal: bool
 ) -> tuple[dict[str, float], EvaluationResult]:
     """The harness's metrics of one split from one evaluation (with optimal ECE where asked),
     OOD AUROC and FPR95 against each OOD split's scores, and the evaluation itself."""
     r = evaluate(z, y, optimal=optimal, smooth=False)
-    out = {m: r.metrics[m] for m in HARNESS}
+    out = {m: r.metrics[m] for m in STORED}
     for name, z_out in ood.items():
         out[f"ood_auroc:{name}"] = ood_auroc(z, z_out)
         out[f"ood_fpr95:{name}"] = ood_fpr95(z, z_out)

@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from ..io import load_split
-from ..metrics.table import info, mean_std, spread
+from ..metrics.display import mean_std, shown, spread
 from .results import REFERENCE, Results
 from .store import ALL
 
@@ -95,11 +95,11 @@ def ranks_table(res: Results, columns: list[Column]) -> Table:
         for c in _names(res, columns, res.baseline)
         if all(math.isfinite(network_mean(res, n, "test", c, "ece")) for n in columns)
     ]
-    table = [["calibrator", *(f"{info(m).label} rank" for m in RANKED)]]
+    table = [["calibrator", *(f"{shown(m).label} rank" for m in RANKED)]]
     ranks, flags, ps = {}, {}, []
     for m in RANKED:
         mat = np.array([[network_mean(res, n, "test", c, m) for c in cals] for n in columns])
-        sign = -1 if info(m).direction > 0 else 1
+        sign = -1 if shown(m).direction > 0 else 1
         ranks[m] = np.vstack([stats.rankdata(sign * row) for row in mat]).mean(0)
         with warnings.catch_warnings():  # identical columns: scipy warns, p is kept
             warnings.simplefilter("ignore", RuntimeWarning)

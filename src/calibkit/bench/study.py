@@ -25,7 +25,7 @@ from pathlib import Path
 from scipy import stats
 
 from ..escape import md_text
-from ..metrics.table import info
+from ..metrics.display import shown
 from .given import given_by, given_sections
 from .report import anomaly_table, markdown_table
 from .results import Results
@@ -62,7 +62,7 @@ def interval(values: Iterable[float], scale: float = 1.0, digits: int = 2) -> st
 
 
 def _scale(metric: str) -> float:
-    return 100.0 if metric != "temperature" and info(metric).percent else 1.0
+    return 100.0 if metric != "temperature" and shown(metric).percent else 1.0
 
 
 def calibratability_table(res: Results, column: tuple[str, str]) -> Table:
@@ -70,7 +70,7 @@ def calibratability_table(res: Results, column: tuple[str, str]) -> Table:
     ECE / classwise ECE / NLL before TS, after TS and after histogram binning."""
     stages = [(label, res.calibrator(cal) or cal) for label, cal in STAGES]
     head = ["method", "accuracy", "T"] + [
-        f"{info(m).label} {label}" for m in ("ece", "classwise_ece", "nll") for label, _ in stages
+        f"{shown(m).label} {label}" for m in ("ece", "classwise_ece", "nll") for label, _ in stages
     ]
     rows = [head]
     for method in res.methods:

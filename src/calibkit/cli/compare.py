@@ -150,7 +150,7 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     from rich.table import Table
 
     best = best_per_column(results)
-    from ..metrics.table import with_unit
+    from ..metrics.display import with_unit
 
     heads = {c: f"{with_unit(c)} ± std" if seeds > 1 else with_unit(c) for c in COLUMNS}
     cells = {

@@ -175,7 +175,7 @@ def print_before_after(out, title: str, before, after) -> None:
 
 def metric_rows(before, after) -> list[tuple[str, str, str]]:
     """(metric with its unit, before, after) rows in the unit each metric is printed in."""
-    from ..metrics.table import info, with_unit
+    from ..metrics.display import display, with_unit
     from ..posthoc.compare import COLUMNS
 
-    return [(with_unit(c), info(c).display(before[c]), info(c).display(after[c])) for c in COLUMNS]
+    return [(with_unit(c), display(c, before[c]), display(c, after[c])) for c in COLUMNS]

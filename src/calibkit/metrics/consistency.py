@@ -28,7 +28,7 @@ from torch import Tensor
 from . import stats as st
 from .binning import BinScheme
 from .inputs import Prepared
-from .table import Statistics, info
+from .table import Statistics, row
 
 __all__ = ["DRAW_CHUNK", "calibrated_replicates", "p_value"]
 
@@ -103,7 +103,7 @@ def calibrated_replicates(
     perfectly calibrated. The draws depend on ``seed`` alone, not on the bootstrap's."""
     gen = torch.Generator().manual_seed(seed)
     drawn: Statistics = _Drawn(p, scheme, draws, gen)  # type: ignore[assignment]
-    return {m: info(m).compute(drawn) for m in names}  # type: ignore[misc]
+    return {m: row(m).compute(drawn) for m in names}  # type: ignore[misc]
 
 
 def p_value(estimate: float, null: Tensor) -> float:

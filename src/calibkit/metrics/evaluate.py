@@ -28,6 +28,7 @@ from . import stats as st
 from .binning import BinScheme
 from .bins import Bins, bins_of
 from .consistency import calibrated_replicates, p_value
+from .display import shown, with_unit
 from .functional import undefined_auroc_message
 from .inputs import prepare, prepare_scores
 from .intervals import check_interval, describe
@@ -43,7 +44,7 @@ from .resample import (
     percentile_interval,
     with_plug_ins,
 )
-from .table import METRICS, OOD_METRICS, info, with_unit
+from .table import METRICS, OOD_METRICS, row
 from .temperatures import best_temperature, check_grid
 
 __all__ = ["EvaluationResult", "evaluate"]
@@ -91,12 +92,12 @@ class EvaluationResult:
         nats for NLL; docs/metrics.md), where :meth:`to_dict` keeps fractions."""
         out = []
         for name, value in self.metrics.items():
-            row = info(name)
+            how = shown(name)
             iv = ""
             if self.intervals and name in self.intervals:
                 lo, hi = self.intervals[name]
-                iv = f"[{row.display(lo)}, {row.display(hi)}]"
-            out.append((with_unit(name), row.display(value), iv))
+                iv = f"[{how.display(lo)}, {how.display(hi)}]"
+            out.append((with_unit(name), how.display(value), iv))
         return out
 
     def calibration_line(self) -> str | None:
@@ -313,6 +314,6 @@ def evaluate(
 def _calibration_test(p, scheme, metrics, boot, draws: int, seed: int) -> dict[str, float]:
     """The consistency test's p-value of each binned error with ``null_test`` in ``metrics``
     that the bootstrap gives an interval (docs/metrics.md, "Is the model calibrated?")."""
-    names = [m for m in metrics if m in boot and info(m).null_test]
+    names = [m for m in metrics if m in boot and row(m).null_test]
     null = calibrated_replicates(p, scheme, names, draws, seed + 1) if names else {}
     return {m: p_value(metrics[m], null[m]) for m in names}

@@ -30,11 +30,12 @@ from torch import Tensor
 from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BinScheme
+from .display import shown
 from .inputs import Prepared, Runs, prepare
-from .intervals import interval, jackknife_groups
+from .intervals import interval, jackknife_groups, policy
 from .ood import fpr_at_tpr
 from .smooth import smooth_ece_batch
-from .table import COMPUTED, METRICS, OOD_METRICS, Memo, info
+from .table import COMPUTED, METRICS, OOD_METRICS, Memo
 
 __all__ = [
     "bootstrap_intervals",
@@ -239,32 +240,32 @@ def bootstrap_intervals(
     consistency test does not reject calibration (:mod:`calibkit.metrics.consistency`)."""
     plug_ins = {**(plug_ins or {}), **estimates}
     names = [m for m in estimates if m in replicates]
-    used = {m: info(m).interval if method == "auto" else method for m in names}
+    used = {m: policy(m).method if method == "auto" else method for m in names}
     bca = frozenset(m for m, u in used.items() if u == "bca")
     jv = jack(bca) if bca and jack is not None else {}
     intervals, bias, outside = {}, {}, []
     for m in names:
         est, rep = estimates[m], replicates[m]
-        row = info(m)
+        rule = policy(m)
         # a plug-in metric is its own plug-in: its two-pivot interval is the basic one
-        plug_in = plug_ins.get(row.plug_in) if row.plug_in else est
+        plug_in = plug_ins.get(rule.plug_in) if rule.plug_in else est
         intervals[m] = interval(
             rep,
             est,
             ci,
             used[m],
-            lower_bound=row.least,
-            upper_bound=row.most,
+            lower_bound=rule.least,
+            upper_bound=rule.most,
             jack=jv.get(m),
             plug_in=plug_in,
         )
         if m in reaches_zero:
-            intervals[m] = (row.least, max(intervals[m][1], est))
+            intervals[m] = (rule.least, max(intervals[m][1], est))
         finite = rep[~torch.isnan(rep)]
         bias[m] = float(finite.double().mean()) - est if finite.numel() else math.nan
         lo, hi = intervals[m]
         if not lo <= est <= hi and math.isfinite(est) and math.isfinite(lo):
-            row = info(m)  # in the unit a table prints (% for an error), as the rows are
+            row = shown(m)  # in the unit a table prints (% for an error), as the rows are
             scale = 100 if row.percent else 1
             unit = f" {row.shown_unit}" if row.shown_unit else ""
             d = _telling_digits(row, est, lo, hi)
@@ -304,7 +305,7 @@ def with_plug_ins(only: frozenset[str] | None) -> frozenset[str] | None:
     those estimates); None (every metric) stays None."""
     if only is None:
         return None
-    return only | {info(m).plug_in for m in only if m in METRICS and info(m).plug_in}
+    return only | {policy(m).plug_in for m in only if m in METRICS and policy(m).plug_in}
 
 
 def check_metric_names(metrics: Iterable[str] | None) -> frozenset[str] | None:

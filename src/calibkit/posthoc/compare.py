@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..metrics import evaluate, table
+from ..metrics import display, evaluate
 from ..registry import Spec, parse_spec
 from . import REGISTRY, create, names
 from .anomalies import WHY_EXPECTED, CalibrationWarning, check_method
@@ -49,9 +49,10 @@ __all__ = [
     "stratified_split",
 ]
 
-#: Columns of the comparison, in order (the metrics table's ``COMPARE``); a column whose
-#: metric has no direction (entropy: Neural Clamping's "Entropy ↑") is shown, not ranked.
-COLUMNS = table.COMPARE
+#: Columns of the comparison, in order (compare's own choice; the bench stores more); a
+#: column whose metric has no direction (entropy: Neural Clamping's "Entropy ↑") is shown,
+#: not ranked.
+COLUMNS = ("accuracy", "ece", "aece", "mce", "classwise_ece", "nll", "brier", "entropy")
 
 
 #: The default set leaves out a map with more parameters than this share of the rows.
@@ -331,23 +332,23 @@ def best_per_column(results: dict[str, dict[str, Any]]) -> dict[str, str]:
     best = {}
     results = {m: r for m, r in results.items() if r["seeds"]}
     for c in COLUMNS:
-        if not table.direction(c):
+        if not display.direction(c):
             continue
         vals = {m: r["metrics"][c] for m, r in results.items() if not math.isnan(r["metrics"][c])}
-        pick = max if table.direction(c) > 0 else min
+        pick = max if display.direction(c) > 0 else min
         best[c] = pick(vals, key=vals.get)
     return best
 
 
 def cell(result: dict[str, Any], column: str, intervals: bool = True) -> str:
     """'1.13 ± 0.04 [0.95, 1.31]' for one method and column, in the column's unit
-    (``table.with_unit``: % for an error, nats for NLL)."""
-    row = table.info(column)
+    (``display.with_unit``: % for an error, nats for NLL)."""
+    row = display.shown(column)
     scale, digits = (100, 2) if row.percent else (1, 4)
     v = result["metrics"][column]
     text = row.display(v)
     if result["std"]:
-        text = table.plus_minus(v * scale, result["std"][column] * scale, digits)
+        text = display.plus_minus(v * scale, result["std"][column] * scale, digits)
     if intervals and result["intervals"]:
         lo, hi = result["intervals"][column]
         text += f" [{row.display(lo)}, {row.display(hi)}]"
