@@ -46,7 +46,7 @@ QUICK = {"batch_size": [16], "lr": [0.1, 0.01], "schedule": ["constant"], "width
 #: the CIFAR search: the digits search's constant schedule (cosine was no better there), a
 #: bottleneck of 32 under the ResNets' 64 features against the expansion of 128
 CIFAR = {
-    "batch_size": [64, 128, 256],
+    "batch_size": [128, 64, 256],
     "lr": [0.1, 0.01],
     "schedule": ["constant"],
     "width": [32, 128],
