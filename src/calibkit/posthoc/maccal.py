@@ -60,7 +60,7 @@ from ..metrics import functional as M
 from .base import Evidence, FitDivergedError, FitReport
 from .clamping import frozen
 from .masked_heads import HeadStack, MaskedHead
-from .model_level import ModelCalibrator, settled
+from .model_level import ModelCalibrator, Problem, settled
 
 __all__ = [
     "ABLATIONS",
@@ -191,9 +191,7 @@ class MacCal(ModelCalibrator):
         return out
 
     @classmethod
-    def _fit_group(
-        cls, methods: Sequence[MacCal], problems: Sequence[tuple[nn.Module, Tensor, Tensor, dict]]
-    ) -> list[FitReport]:
+    def _fit_group(cls, methods: Sequence[MacCal], problems: Sequence[Problem]) -> list[FitReport]:
         """Stage 2 for every (network, training inputs, labels, data) of ``problems``, each
         with its method of ``methods``: their heads in one :class:`HeadStack`, trained by
         one loop (:func:`train_heads`). The methods' settings must agree except ``seed``,

@@ -15,7 +15,10 @@ from torch import Tensor, nn
 from .._docs import documented
 from .base import POSTHOC_PARAMETERS, Evidence, FitReport, Method
 
-__all__ = ["SETTLE_EPOCHS", "ModelCalibrator", "settled"]
+__all__ = ["SETTLE_EPOCHS", "ModelCalibrator", "Problem", "settled"]
+
+#: one fit's problem: (network, inputs (N, ...), labels (N,), data: what else the method takes)
+Problem = tuple[nn.Module, Tensor, Tensor, dict[str, Any]]
 
 #: a stochastic fit counts as converged when its last SETTLE_EPOCHS epochs moved little
 #: (:func:`settled`); with fewer epochs than that it cannot tell, and does not say so
@@ -69,7 +72,7 @@ class ModelCalibrator(Method):
     def fit_group(
         cls,
         methods: Sequence[ModelCalibrator],
-        problems: Sequence[tuple[nn.Module, Tensor, Tensor, dict[str, Any]]],
+        problems: Sequence[Problem],
     ) -> list[ModelCalibrator]:
         """Fit ``methods[i]`` (all of this class) on ``problems[i]`` = (model, inputs,
         labels, data), as :meth:`fit` does one: together where the method can (MaC-Cal
@@ -104,9 +107,7 @@ class ModelCalibrator(Method):
             made.setdefault(id(e), m._problem(e, None, progress))
         return cls.fit_group(methods, [made[id(e)] for e in evidences])
 
-    def _problem(
-        self, evidence: Evidence, idx: Tensor | None, progress: Any
-    ) -> tuple[nn.Module, Tensor, Tensor, dict[str, Any]]:
+    def _problem(self, evidence: Evidence, idx: Tensor | None, progress: Any) -> Problem:
         """(model, inputs, labels, data) of this method's fit on a run's evidence."""
         if evidence.model is None or evidence.inputs is None:
             raise ValueError(f"{self.name} calibrates a network: it needs a run's model and inputs")
@@ -123,7 +124,7 @@ class ModelCalibrator(Method):
     def _fit_group(
         cls,
         methods: Sequence[ModelCalibrator],
-        problems: Sequence[tuple[nn.Module, Tensor, Tensor, dict[str, Any]]],
+        problems: Sequence[Problem],
     ) -> list[FitReport]:
         """The methods' fit reports, each fitted alone by ``_fit``; a method that fits
         several networks together overrides this."""
