@@ -103,6 +103,26 @@ def test_a_checked_spec_is_trusted_downstream_and_checked_once(monkeypatch):
     assert len(calls) == 4
 
 
+def test_overrides_of_a_checked_spec_check_only_what_they_add(monkeypatch):
+    """``models.create(checked_spec, num_classes=..., input_shape=...)`` (every run builds its
+    model so) checks the two overrides, not the spec's own parameters again; a bad override
+    is still refused in one line."""
+    import calibkit.registry as registry
+    from calibkit import models
+
+    spec = models.REGISTRY.check("resnet20:input_shape=[3,32,32]")
+    seen = []
+    real = registry._accepts
+    monkeypatch.setattr(registry, "_accepts", lambda a, v: seen.append(v) or real(a, v))
+    models.REGISTRY.check(spec, num_classes=10)
+    assert seen == [10]
+    seen.clear()
+    models.REGISTRY.check("resnet20:num_classes=10", input_shape=(3, 32, 32))  # text: all
+    assert len(seen) == 2
+    with pytest.raises(registry.SpecError, match="no parameter 'depth'"):
+        models.REGISTRY.check(spec, depth=3)
+
+
 def test_a_seeded_spec_stays_checked_and_keeps_its_own_seed():
     from calibkit import posthoc
 

@@ -318,7 +318,8 @@ class Registry(Generic[T]):
 
     def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> tuple[Spec, Any]:
         """(:meth:`check`'s spec, the object where checking built it, else None)."""
-        if isinstance(spec, Spec) and spec.checked == self.family and not overrides:
+        trusted = isinstance(spec, Spec) and spec.checked == self.family
+        if trusted and not overrides:
             return spec, None  # checked where it entered: trusted
         parsed = parse_spec(spec)
         name = self.canonical(parsed.name)
@@ -327,7 +328,8 @@ class Registry(Generic[T]):
         if overrides:
             parsed = parsed.with_params(**overrides)
         signature = self._signature(parsed.name)
-        for key, value in parsed.params:
+        # a checked spec's own parameters are trusted; only what overrides it is new
+        for key, value in overrides.items() if trusted else parsed.params:
             if key not in signature:
                 raise SpecError(
                     f"{self.family} {parsed.name!r} has no parameter {key!r}; "
