@@ -28,6 +28,7 @@ from .io import read_arrays
 from .outputs import atomic_write, save_npz, write_text
 from .posthoc.anomalies import check_fit
 from .posthoc.base import Evidence
+from .posthoc.model_level import fits_together
 from .registry import Spec
 from .training.config import RUN_PARAMETERS, pick_device
 from .training.trainer import (
@@ -211,10 +212,11 @@ def _calibrate(
             )
         found.append((evidence, info))
     evidences = [evidence for evidence, _ in found]
-    if len(cals) == 1:
-        cals[0].fit_on(evidences[0], progress=progress)
-    else:
+    if len(cals) > 1 and fits_together(type(cals[0])):
         type(cals[0]).fit_group_on(cals, evidences, progress)
+    else:
+        for cal, evidence in zip(cals, evidences, strict=True):
+            cal.fit_on(evidence, progress=progress)
     for cal, spec, source, out, (evidence, info) in zip(
         cals, specs, sources, outs, found, strict=True
     ):

@@ -132,6 +132,20 @@ def test_methods_fitted_together_must_agree_but_for_their_seed(stage1):
         MacCal.fit_group_on(methods, [evidence, evidence])
 
 
+def test_calibrate_runs_fits_together_only_the_methods_that_can(stage1, tmp_path):
+    from calibkit.posthoc.clamping import NeuralClamping
+    from calibkit.posthoc.model_level import fits_together
+    from calibkit.posthoc.temperature import TemperatureScaling
+    from calibkit.runs import calibrate_runs
+
+    assert fits_together(MacCal)
+    assert not fits_together(NeuralClamping) and not fits_together(TemperatureScaling)
+    outs = [tmp_path / "a", tmp_path / "b"]
+    cals = calibrate_runs([stage1, stage1], ["ts", "ts:t_max=50"], outs, device="cpu")
+    assert all(c.fit_report_ is not None for c in cals)
+    assert all((o / "run.json").exists() for o in outs)
+
+
 def test_eta_schedule_is_eq_13_and_q_follows_eq_12(stage1):
     s = MacCal.check_settings(epochs=4, adaptive="decaying", batch_size=32)
     assert eta_at(s, 4) == pytest.approx(0.001) and eta_at(s, 0) == pytest.approx(0.1)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import posthoc
 from ..outputs import inside
+from ..posthoc.model_level import fits_together
 from ..runs import calibrate_runs
 from .runspec import RunSpec
 
@@ -27,11 +28,15 @@ __all__ = ["fit_stage2_group", "stage2_groups"]
 
 def stage2_groups(runs: list[RunSpec], root: Path) -> list[list[RunSpec]]:
     """The groups of ``runs`` whose stage 2 can be fitted together: runs with a stage-2
-    method that is not fitted yet and whose stage-1 network is trained, grouped by method
-    spec (its seed is the run's), dataset and model, in groups of 2 or more (spec order)."""
+    method that fits several networks in one go (MaC-Cal,
+    :func:`~calibkit.posthoc.model_level.fits_together`), not fitted yet, whose stage-1
+    network is trained, grouped by method spec (its seed is the run's), dataset and model,
+    in groups of 2 or more (spec order). Other stage-2 methods fit alone, in their runs."""
     groups: dict[tuple[str, str, str], list[RunSpec]] = defaultdict(list)
     for run in runs:
         if run.stage2 is None or run.logits is not None:
+            continue
+        if not fits_together(posthoc.REGISTRY.factory(run.stage2.name)):
             continue
         if (root / "runs" / run.key / "run.json").exists():
             continue

@@ -420,6 +420,7 @@ def train_heads(
     y = torch.stack([d.y for d in data])  # (M, N)
     device = h_train.device
     rows = torch.arange(m_count, device=device)[:, None]
+    h_val = None if data[0].h_val is None else torch.stack([d.h_val for d in data])
     sizes = torch.tensor([len(b) for b in torch.arange(n).split(s["batch_size"])])
     for epoch in range(1, s["epochs"] + 1):
         lr = lr_at(s, epoch)
@@ -451,13 +452,11 @@ def train_heads(
                     + "; lower its lr"
                 )
         with torch.no_grad():  # Acc_t and Conf_t of the deterministic heads on the training set
-            conf, pred = torch.softmax(stack.evaluate(h_train, torch.tensor(q)), -1).max(-1)
+            q_now = torch.tensor(q, device=device)  # on the heads' device (expected weights)
+            conf, pred = torch.softmax(stack.evaluate(h_train, q_now), -1).max(-1)
             accs = (pred == y).double().mean(1).tolist()
             confs = conf.mean(1).tolist()
-            val_logits = None
-            if data[0].h_val is not None:
-                h_val = torch.stack([d.h_val for d in data])
-                val_logits = stack.evaluate(h_val, torch.tensor(q)).cpu()
+            val_logits = None if h_val is None else stack.evaluate(h_val, q_now).cpu()
         for member, d in enumerate(data):
             acc, mean_conf = accs[member], confs[member]
             record = {

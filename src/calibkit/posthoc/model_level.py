@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from .._docs import documented
 from .base import POSTHOC_PARAMETERS, Evidence, FitReport, Method
 
-__all__ = ["SETTLE_EPOCHS", "ModelCalibrator", "Problem", "settled"]
+__all__ = ["SETTLE_EPOCHS", "ModelCalibrator", "Problem", "fits_together", "settled"]
 
 #: one fit's problem: (network, inputs (N, ...), labels (N,), data: what else the method takes)
 Problem = tuple[nn.Module, Tensor, Tensor, dict[str, Any]]
@@ -143,3 +143,11 @@ class ModelCalibrator(Method):
 
     def _fit(self, model: nn.Module, x: Tensor, y: Tensor, **data: Any) -> FitReport:
         raise NotImplementedError
+
+
+def fits_together(method: type) -> bool:
+    """Whether the calibration method class ``method`` fits several networks in one go
+    (it overrides :meth:`ModelCalibrator._fit_group`: MaC-Cal), rather than one after
+    another (every other method: a logits calibrator, Neural Clamping)."""
+    own = getattr(method, "_fit_group", None)
+    return own is not None and own.__func__ is not ModelCalibrator._fit_group.__func__
