@@ -21,14 +21,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+import progress_lines
 from calibkit import posthoc
 from calibkit.metrics import accuracy, ece
+from calibkit.outputs import LinkRefused, inside
 from calibkit.training import TrainConfig
 from calibkit.training.trainer import train_packed
 
@@ -102,7 +105,7 @@ def main() -> None:
     parser.add_argument("--epochs-scale", type=float, default=1.0, help="(a check)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows_file = args.out / "rows.jsonl"
+    rows_file = inside(args.out, "rows.jsonl")  # a link planted there is refused
     done = [json.loads(x) for x in rows_file.read_text().splitlines()] if rows_file.exists() else []
     started = time.perf_counter()
     rate = None  # ResNet-20-equivalent images per second of the last pack: the next one's time
@@ -118,9 +121,11 @@ def main() -> None:
             if need > left:
                 print(f"{name}: skipped, needs about {need:.0f} s, {left:.0f} s left", flush=True)
                 continue
-        outs = [args.out / f"{model}-e{epochs}-wd{wd:g}-s{c.seed}" for c in group]
+        outs = [inside(args.out, f"{model}-e{epochs}-wd{wd:g}-s{c.seed}") for c in group]
         t0 = time.perf_counter()
-        train_packed(group, outs, resume=all((o / "checkpoint.pt").exists() for o in outs))
+        resume = all((o / "checkpoint.pt").exists() for o in outs)
+        with progress_lines.epochs(f"{name}, pack of {len(group)}") as report:  # every 10 s
+            train_packed(group, outs, resume=resume, progress=report)
         seconds = time.perf_counter() - t0
         rate = work / seconds
         row = {"protocol": name, "seconds": round(seconds, 1), "seeds": []}
@@ -143,4 +148,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except LinkRefused as err:  # one line, as calibkit's commands say it
+        sys.exit(f"error: {err}")
