@@ -57,6 +57,7 @@ import torch
 from torch import Tensor, nn
 
 from ..metrics import functional as M
+from ..metrics.inputs import trusted
 from .base import Evidence, FitDivergedError, FitReport
 from .clamping import frozen
 from .masked_heads import HeadStack, MaskedHead
@@ -466,11 +467,9 @@ def train_heads(
                 "train_conf": mean_conf,
                 "train_loss": mean_losses[member].item(),
             }
-            if val_logits is not None:
-                record |= {
-                    "val_acc": M.accuracy(val_logits[member], d.val[1]),
-                    "val_ece": M.ece(val_logits[member], d.val[1]),
-                }
+            if val_logits is not None:  # the heads' own logits: checked once, one pass
+                v = trusted(val_logits[member], d.val[1])
+                record |= {"val_acc": M.accuracy(v), "val_ece": M.ece(v)}
             record["lr"] = lr
             if s["adaptive"] != "fixed":
                 eta = eta_at(s, epoch)
