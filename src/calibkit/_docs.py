@@ -25,11 +25,12 @@ float
 from __future__ import annotations
 
 import inspect
-import textwrap
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-__all__ = ["Described", "declared_fields", "documented"]
+from ._settings import parameters_section, wrapped
+
+__all__ = ["Described", "documented", "documented_settings"]
 
 F = TypeVar("F", bound=Callable)
 #: a parameter's (type, description), as the Parameters section prints it
@@ -50,10 +51,10 @@ def documented(shared: Mapping[str, Described], returns: str, **own: Described) 
         lines = ["", f"{pad}Parameters", f"{pad}----------"] if names else []
         for name in names:
             kind, text = own.get(name) or shared[name]
-            lines += [f"{pad}{name} : {kind}", *_wrapped(text, pad)]
+            lines += [f"{pad}{name} : {kind}", *wrapped(text, pad)]
         kind, _, what = returns.partition(": ")
         what = what[:1].upper() + what[1:]
-        lines += ["", f"{pad}Returns", f"{pad}-------", f"{pad}{kind}", *_wrapped(what, pad)]
+        lines += ["", f"{pad}Returns", f"{pad}-------", f"{pad}{kind}", *wrapped(what, pad)]
         at = _examples_start(doc)
         head = doc[:at]
         while head and not head[-1].strip():
@@ -64,19 +65,12 @@ def documented(shared: Mapping[str, Described], returns: str, **own: Described) 
     return deco
 
 
-def declared_fields(cls: type) -> type:
-    """Class decorator for a dataclass whose fields declare their meaning in
-    ``metadata["help"]``: append a Parameters section (each field, its type, its default and
-    its help) to the class docstring, so the one declaration documents it too."""
-    import dataclasses
-
+def documented_settings(cls: type) -> type:
+    """Class decorator: append the Parameters section of the settings ``cls`` declares
+    (:func:`calibkit._settings.parameters_section`) to its docstring, so the one
+    declaration documents it too."""
     doc, pad = _lines_and_indent(cls.__doc__)
-    lines = ["", f"{pad}Parameters", f"{pad}----------"]
-    for f in dataclasses.fields(cls):
-        default = "[]" if f.default is dataclasses.MISSING else repr(f.default)
-        lines += [f"{pad}{f.name} : {f.type}, default {default}"]
-        lines += _wrapped(f.metadata.get("help", ""), pad)
-    cls.__doc__ = "\n".join([*doc, *lines]) + "\n"
+    cls.__doc__ = "\n".join([*doc, *parameters_section(cls, pad)]) + "\n"
     return cls
 
 
@@ -93,8 +87,3 @@ def _examples_start(doc: list[str]) -> int:
     before them); its length where it has none."""
     starts = (i for i, ln in enumerate(doc) if ln.strip() == "Examples" or ln.strip()[:3] == ">>>")
     return next(starts, len(doc))
-
-
-def _wrapped(text: str, pad: str) -> list[str]:
-    """A description's lines, indented under its name and wrapped at 88 columns."""
-    return textwrap.wrap(text, 88, initial_indent=pad + "    ", subsequent_indent=pad + "    ")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import click
 
+from .._settings import declarations
 from ..training.config import TrainConfig
 from .calibrate import calibrate_and_print
 from .common import CONTEXT, cli, options_named
@@ -23,17 +24,16 @@ __all__ = ["config_of", "options_from", "train"]
 
 
 def options_from(config: type):
-    """Decorator: one option per field of the dataclass ``config`` (``--field-name``), its
-    type, default and help (the field's ``metadata["help"]``) taken from the field; a list
-    field is a repeatable option, a bool field a flag. The command receives the fields as
-    keyword arguments (lists as lists), ready for ``config(**...)``."""
-    hints = typing.get_type_hints(config)
+    """Decorator: one option per declared field of the dataclass ``config``
+    (``--field-name``), its type, default and help (:mod:`calibkit._settings`'s declaration)
+    taken from the field; a list field is a repeatable option, a bool field a flag. The
+    command receives the fields as keyword arguments (lists as lists), ready for
+    ``config(**...)``."""
 
     def decorate(f):
-        for fld in reversed(fields(config)):
-            hint = hints[fld.name]
-            default = fld.default_factory() if fld.default is MISSING else fld.default
-            kind = {"help": fld.metadata.get("help"), "show_default": bool(default)}
+        for declared in reversed(declarations(config).values()):
+            hint, default = declared.annotation, declared.default
+            kind = {"help": declared.text(), "show_default": bool(default)}
             if hint is bool:
                 kind |= {"is_flag": True, "default": default}
             elif typing.get_origin(hint) is list:
@@ -44,7 +44,8 @@ def options_from(config: type):
                 }
             else:
                 kind |= {"type": _first(hint), "default": default}
-            f = click.option("--" + fld.name.replace("_", "-"), fld.name, **kind)(f)
+            name = declared.name
+            f = click.option("--" + name.replace("_", "-"), name, **kind)(f)
         return f
 
     return decorate

@@ -3,12 +3,12 @@ built), its result, the device it runs on and the error it stops with."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from .._docs import Described, declared_fields
+from .._docs import Described, documented_settings
+from .._settings import Bounds, Setting, declarations
 from ..registry import Spec, SpecError, parse_spec
 
 if TYPE_CHECKING:  # the registries and torch are imported where a config is checked or run:
@@ -17,12 +17,10 @@ if TYPE_CHECKING:  # the registries and torch are imported where a config is che
 
 __all__ = [
     "RUN_PARAMETERS",
-    "Bounds",
     "TrainConfig",
     "TrainResult",
     "TrainingError",
     "pick_device",
-    "setting",
 ]
 
 
@@ -59,109 +57,64 @@ class TrainingError(ValueError):
     """Training cannot go on (diverged loss, a resume that does not match): one line."""
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """The values a number setting takes: an integer (``integer``) or a finite number, in
-    [``low``, ``high``], either end open. Its text is the setting's error, CLI help and doc."""
-
-    low: float
-    high: float
-    integer: bool = False
-    low_open: bool = False
-    high_open: bool = False
-
-    def __str__(self) -> str:
-        if self.integer:
-            return f"an integer in {self.low:,}..{self.high:,}"
-        low, high = "([)"[0 if self.low_open else 1], ")]"[0 if self.high_open else 1]
-        return f"a number in {low}{self.low:g}, {self.high:g}{high}"
-
-    def check(self, name: str, value: Any) -> None:
-        """Raise a one-line ``ValueError`` naming ``name`` unless ``value`` is within."""
-        kind = int if self.integer else (int, float)
-        if not isinstance(value, kind) or isinstance(value, bool) or not self._within(value):
-            raise ValueError(f"{name}: expected {self}, got {_short(value)}")
-
-    def _within(self, v: float) -> bool:
-        try:
-            if not math.isfinite(float(v)):
-                return False
-        except OverflowError:  # an integer of hundreds of digits
-            return False
-        above = v > self.low if self.low_open else v >= self.low
-        below = v < self.high if self.high_open else v <= self.high
-        return above and below
-
-
-def setting(default: Any, help: str, bounds: Bounds | None = None) -> dict[str, Any]:
-    """One declaration of a :class:`TrainConfig` field, as ``dataclasses.field``'s keyword
-    arguments: its default, what it means and the values it takes. :meth:`TrainConfig.check`
-    checks the bounds, the CLI's option shows the help and the bounds, and the class
-    docstring's Parameters section lists all three."""
-    metadata = {"help": help if bounds is None else f"{help} ({bounds}).", "bounds": bounds}
-    if isinstance(default, list):
-        return {"default_factory": list, "metadata": metadata}
-    return {"default": default, "metadata": metadata}
-
-
 #: the largest epochs and batch a run accepts; the numbers' highs likewise: beyond them
 #: training diverges at once or never ends (an lr of 1e308 or a weight decay of 1e308
 #: overflow the first step; a mixup alpha of 1e308 makes Beta draws of NaN)
 _COUNT = Bounds(1, 1_000_000, integer=True)
 
 
-@declared_fields
+@documented_settings
 @dataclass
 class TrainConfig:
     """Everything that determines a run. The specs (data, model, loss, schedule, extra) are
     given as text or :class:`~calibkit.registry.Spec`; :meth:`check` parses and checks each
     once and keeps the :class:`~calibkit.registry.Spec`, which the run then builds from;
     :meth:`as_json` writes them back as text (run.json, the checkpoint). Each field is
-    declared once (:func:`setting`): its default, meaning and bounds."""
+    declared once (:mod:`calibkit._settings`): its type, default, meaning and bounds."""
 
-    data: str | Spec = field(**setting("digits", "Dataset spec."))
-    model: str | Spec = field(**setting("cnn", "Model spec."))
-    loss: str | Spec = field(**setting("ce", "Loss spec, e.g. focal:gamma=3."))
-    epochs: int = field(**setting(30, "Training epochs", _COUNT))
-    batch_size: int = field(**setting(128, "Mini-batch size", _COUNT))
-    lr: float = field(**setting(0.1, "Initial learning rate", Bounds(0, 100, low_open=True)))
-    momentum: float = field(**setting(0.9, "SGD momentum", Bounds(0, 1, high_open=True)))
-    weight_decay: float = field(**setting(5e-4, "L2 weight decay", Bounds(0, 1)))
-    schedule: str | Spec = field(
-        **setting("cifar", "cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G.")
-    )
-    mixup: float = field(**setting(0.0, "Mixup alpha, 0: off", Bounds(0, 100)))
-    grad_clip: float = field(
-        **setting(
-            0.0,
+    data: Annotated[str | Spec, Setting("Dataset spec.")] = "digits"
+    model: Annotated[str | Spec, Setting("Model spec.")] = "cnn"
+    loss: Annotated[str | Spec, Setting("Loss spec, e.g. focal:gamma=3.")] = "ce"
+    epochs: Annotated[int, Setting("Training epochs", _COUNT)] = 30
+    batch_size: Annotated[int, Setting("Mini-batch size", _COUNT)] = 128
+    lr: Annotated[float, Setting("Initial learning rate", Bounds(0, 100, low_open=True))] = 0.1
+    momentum: Annotated[float, Setting("SGD momentum", Bounds(0, 1, high_open=True))] = 0.9
+    weight_decay: Annotated[float, Setting("L2 weight decay", Bounds(0, 1))] = 5e-4
+    schedule: Annotated[
+        str | Spec, Setting("cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G.")
+    ] = "cifar"
+    mixup: Annotated[float, Setting("Mixup alpha, 0: off", Bounds(0, 100))] = 0.0
+    grad_clip: Annotated[
+        float,
+        Setting(
             "Clip each network's gradient norm to this before each step; 0: off (the papers' "
             "focal_calibration code clips at 2)",
             Bounds(0, 1e6),
-        )
-    )
-    seed: int = field(
-        **setting(0, "Seed of every random choice", Bounds(0, 2**63 - 1, integer=True))
-    )
-    extra: list[str | Spec] = field(
-        **setting([], "Extra evaluation split (dataset spec); repeat for more.")
-    )
-    record_learned_epochs: bool = field(
-        **setting(False, "Record learned epochs and final max logits.")
-    )
-    record_grad_norms: list[int] = field(
-        **setting(
-            [],
-            "Epoch at which to record per-sample gradient norms and Brier scores; repeat for more.",
-        )
-    )
-    device: str = field(**setting("auto", "auto, cpu, cuda or cuda:N."))
-    checkpoint: str | None = field(
-        **setting(
-            None,
+        ),
+    ] = 0.0
+    seed: Annotated[
+        int, Setting("Seed of every random choice", Bounds(0, 2**63 - 1, integer=True))
+    ] = 0
+    extra: Annotated[
+        list[str | Spec], Setting("Extra evaluation split (dataset spec); repeat for more.")
+    ] = field(default_factory=list)
+    record_learned_epochs: Annotated[
+        bool, Setting("Record learned epochs and final max logits.")
+    ] = False
+    record_grad_norms: Annotated[
+        list[int],
+        Setting(
+            "Epoch at which to record per-sample gradient norms and Brier scores; repeat for more."
+        ),
+    ] = field(default_factory=list)
+    device: Annotated[str, Setting("auto, cpu, cuda or cuda:N.")] = "auto"
+    checkpoint: Annotated[
+        str | None,
+        Setting(
             "Pretrained weights to start from (torch or safetensors); with --stage2 they are "
-            "stage 1 (no training).",
-        )
-    )
+            "stage 1 (no training)."
+        ),
+    ] = None
 
     def check(self) -> TrainConfig:
         """Validate every field, building nothing heavy, keep each spec parsed and checked (a
@@ -170,9 +123,9 @@ class TrainConfig:
         each layer may call this and only the first checks."""
         if self.__dict__.get("_checked") == self._values():
             return self
-        for f in fields(self):
-            if f.metadata.get("bounds") is not None:
-                f.metadata["bounds"].check(f.name, getattr(self, f.name))
+        for name, declared in declarations(type(self)).items():
+            if declared.setting.values is not None:
+                declared.check(getattr(self, name))
         device = pick_device(self.device)
         if self.checkpoint is not None and not Path(self.checkpoint).is_file():
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
@@ -228,11 +181,6 @@ class TrainResult:
     model: nn.Module
     input_shape: tuple[int, ...] = ()  # of one input, as the model takes it
     train_images: int = 0  # images in the training split (one epoch)
-
-
-def _short(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
 
 
 def pick_device(name: str | torch.device) -> torch.device:

@@ -1,0 +1,237 @@
+"""Settings declared once, on the parameter itself: its name, type and default are the
+signature's, what it means and the values it takes ride in ``typing.Annotated``.
+
+>>> from typing import Annotated
+>>> def fit(*, tol: Annotated[float, Setting("Stop when |g| is below this", Bounds(0, 1))] = 1e-9):
+...     ...
+>>> declarations(fit)["tol"].text()
+'Stop when |g| is below this (a number in [0, 1]).'
+>>> check_declared(fit, {"tol": 2})
+Traceback (most recent call last):
+...
+ValueError: tol: expected a number in [0, 1], got 2
+
+From that one declaration come the check at the boundary (:func:`check_declared`, which the
+registries, ``Method.check_settings`` and ``TrainConfig.check`` run), the docstring's
+Parameters section (:func:`parameters_section`), the CLI's option help and ``calibkit
+methods``' listing. A setting several functions share is declared once as a type alias
+(``NBins = Annotated[int, Setting(...)]``). docs/architecture.md says why this is not
+pydantic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "Bounds",
+    "Declared",
+    "OneOf",
+    "Setting",
+    "check_declared",
+    "declarations",
+    "parameters_section",
+    "type_text",
+]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a number setting takes: an integer (``integer``) or a finite number, in
+    [``low``, ``high``], either end open. Its text is the setting's error, CLI help and doc."""
+
+    low: float
+    high: float
+    integer: bool = False
+    low_open: bool = False
+    high_open: bool = False
+
+    def __str__(self) -> str:
+        if self.integer:
+            return f"an integer in {self.low:,}..{self.high:,}"
+        low, high = "([)"[0 if self.low_open else 1], ")]"[0 if self.high_open else 1]
+        return f"a number in {low}{self.low:g}, {self.high:g}{high}"
+
+    def check(self, name: str, value: Any) -> int | float:
+        """``value`` (an int, or a float where not ``integer``), or a one-line ``ValueError``
+        naming ``name``."""
+        kind = int if self.integer else (int, float)
+        if not isinstance(value, kind) or isinstance(value, bool) or not self._within(value):
+            raise ValueError(f"{name}: expected {self}, got {_short(value)}")
+        return int(value) if self.integer else float(value)
+
+    def _within(self, v: float) -> bool:
+        try:
+            if not math.isfinite(float(v)):
+                return False
+        except OverflowError:  # an integer of hundreds of digits
+            return False
+        above = v > self.low if self.low_open else v >= self.low
+        below = v < self.high if self.high_open else v <= self.high
+        return above and below
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """The values a text setting takes: one of ``choices``."""
+
+    choices: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(map(repr, self.choices))
+
+    def check(self, name: str, value: Any) -> str:
+        """``value``, or a one-line ``ValueError`` naming ``name`` and the choices."""
+        if not isinstance(value, str) or value not in self.choices:
+            raise ValueError(f"{name}: expected {self}; got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a setting means (``help``, a sentence) and the values it takes (``values``; a
+    bool-typed setting takes True or False without saying so), for ``typing.Annotated``."""
+
+    help: str
+    values: Bounds | OneOf | None = None
+
+
+#: a parameter without a default
+REQUIRED = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared setting: its name, annotation (without ``Annotated``), default
+    (:data:`REQUIRED` where none) and :class:`Setting`."""
+
+    name: str
+    annotation: Any
+    default: Any
+    setting: Setting
+
+    def text(self) -> str:
+        """What it means and, where bounded, the values it takes: one sentence."""
+        help = self.setting.help.rstrip(".")
+        values = self.setting.values
+        return f"{help} ({values})." if values is not None else f"{help}."
+
+    def check(self, value: Any) -> Any:
+        """``value`` checked (and normalised: an int bound gives an int, a number a float)."""
+        if self.setting.values is not None:
+            return self.setting.values.check(self.name, value)
+        if self.annotation is bool and not isinstance(value, bool):
+            raise ValueError(f"{self.name}: expected true or false, got {value!r}")
+        return value
+
+
+def _target(obj: Any) -> list[Callable]:
+    """The callables whose keyword-only parameters a class or function declares: a
+    dataclass's fields (its generated ``__init__``), a class's ``__init__`` along its MRO
+    (the most derived wins), or the function itself."""
+    if not inspect.isclass(obj):
+        return [obj]
+    mro = [k for k in obj.__mro__ if k is not object and not k.__module__.startswith("torch")]
+    return [k.__dict__["__init__"] for k in reversed(mro) if "__init__" in k.__dict__]
+
+
+@functools.cache
+def declarations(obj: Any) -> dict[str, Declared]:
+    """Every declared setting of a function, a class's ``__init__`` (its MRO's too) or a
+    dataclass, by name, in signature order: the keyword parameters (fields) whose
+    annotation is ``Annotated[type, Setting(...)]``."""
+    if dataclasses.is_dataclass(obj):
+        hints = typing.get_type_hints(obj, include_extras=True)
+        found = {}
+        for f in dataclasses.fields(obj):
+            default = f.default if f.default is not dataclasses.MISSING else REQUIRED
+            if f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            found[f.name] = _declared(f.name, hints.get(f.name), default)
+        return {k: v for k, v in found.items() if v is not None}
+    found = {}
+    for fn in _target(obj):
+        hints = typing.get_type_hints(fn, include_extras=True)
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
+                declared = _declared(p.name, hints.get(p.name), p.default)
+                if declared is not None:
+                    found.pop(p.name, None)
+                    found[p.name] = declared
+    return found
+
+
+def _declared(name: str, hint: Any, default: Any) -> Declared | None:
+    if typing.get_origin(hint) is not typing.Annotated:
+        return None
+    base, *extras = typing.get_args(hint)
+    setting = next((e for e in extras if isinstance(e, Setting)), None)
+    return None if setting is None else Declared(name, base, default, setting)
+
+
+def check_declared(obj: Any, given: Mapping[str, Any], *, who: str = "") -> dict[str, Any]:
+    """Every declared setting of ``obj`` (its default, or the value ``given``) checked
+    against its declaration, by name; a setting ``obj`` does not declare is a ``TypeError``
+    naming ``who`` (default: ``obj``'s name). Raises the first failing setting's one-line
+    ``ValueError``."""
+    declared = declarations(obj)
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise TypeError(f"{who or obj.__name__} has no setting {unknown[0]!r}")
+    values = {}
+    for name, d in declared.items():
+        value = given.get(name, d.default)
+        values[name] = value if value is REQUIRED else d.check(value)
+    return values
+
+
+def type_text(annotation: Any) -> str:
+    """An annotation as the Parameters section writes it: ``float or sequence of float``."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(type_text(a) for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) is typing.Literal:
+        return " or ".join(map(repr, typing.get_args(annotation)))
+    if annotation is type(None):
+        return "None"
+    if annotation is Any:
+        return "any"
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, Sequence):
+        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        return "sequence" + (f" of {type_text(args[0])}" if args else "")
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def parameters_section(obj: Any, pad: str = "    ") -> list[str]:
+    """The NumPy-style Parameters section of every declared setting of ``obj``: type,
+    default, meaning and values, indented by ``pad``; empty where it declares none."""
+    declared = declarations(obj)
+    if not declared:
+        return []
+    lines = ["", f"{pad}Parameters", f"{pad}----------"]
+    for d in declared.values():
+        default = "" if d.default is REQUIRED else f", default {d.default!r}"
+        lines.append(f"{pad}{d.name} : {type_text(d.annotation)}{default}")
+        lines += wrapped(d.text(), pad)
+    return lines
+
+
+def wrapped(text: str, pad: str) -> list[str]:
+    """A description's lines, indented under its name and wrapped at 88 columns."""
+    import textwrap
+
+    return textwrap.wrap(text, 88, initial_indent=pad + "    ", subsequent_indent=pad + "    ")
+
+
+def _short(value: Any) -> str:
+    """A value as an error quotes it: its repr, cut short where long."""
+    text = repr(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
