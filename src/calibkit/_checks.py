@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ._settings import MAX_BINS
+
 #: Largest allowed ``|sum_k p_k - 1|`` for a row of probabilities (``probs=True``), by the
 #: dtype the user passed: 1e-4, or 8 rounding steps of that dtype per class where that is
 #: larger (float16 softmax rows of 10 classes sum to one within about 3e-4, bfloat16 within
@@ -205,11 +207,6 @@ def check_positive_int(
     if maximum is not None and value > maximum:
         raise ValueError(f"{name}: at most {maximum:,}, got {value:,}{why}")
     return int(value)
-
-
-#: the most bins a binned metric takes: more bins than that hold at most a sample or two
-#: each, while their tables grow with the bins (times the classes for classwise ECE)
-MAX_BINS = 100_000
 
 
 def check_n_bins(n_bins: Any) -> int:

@@ -29,12 +29,19 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 __all__ = [
+    "COUNT",
+    "MAX_BINS",
+    "BatchSize",
     "Bounds",
     "Declared",
+    "Epochs",
+    "Momentum",
+    "NBins",
     "OneOf",
+    "Seed",
     "Setting",
     "check_declared",
     "declarations",
@@ -58,7 +65,7 @@ class Bounds:
         if self.integer:
             return f"an integer in {self.low:,}..{self.high:,}"
         low, high = "([)"[0 if self.low_open else 1], ")]"[0 if self.high_open else 1]
-        return f"a number in {low}{self.low:g}, {self.high:g}{high}"
+        return f"a number in {low}{_number(self.low)}, {_number(self.high)}{high}"
 
     def check(self, name: str, value: Any) -> int | float:
         """``value`` (an int, or a float where not ``integer``), or a one-line ``ValueError``
@@ -104,6 +111,19 @@ class Setting:
     values: Bounds | OneOf | None = None
 
 
+#: the most bins a binned metric or map takes: more bins than that hold at most a sample or
+#: two each, while their tables grow with the bins (times the classes for classwise ECE)
+MAX_BINS = 100_000
+
+#: settings many functions share, each declared once
+NBins = Annotated[int, Setting("Number of bins", Bounds(1, MAX_BINS, integer=True))]
+Seed = Annotated[int, Setting("Seed of every random choice", Bounds(0, 2**63 - 1, integer=True))]
+#: the most epochs and the largest batch a training loop accepts: beyond, it never ends
+COUNT = Bounds(1, 1_000_000, integer=True)
+Epochs = Annotated[int, Setting("Training epochs", COUNT)]
+BatchSize = Annotated[int, Setting("Mini-batch size", COUNT)]
+Momentum = Annotated[float, Setting("SGD momentum", Bounds(0, 1, high_open=True))]
+
 #: a parameter without a default
 REQUIRED = inspect.Parameter.empty
 
@@ -125,7 +145,10 @@ class Declared:
         return f"{help} ({values})." if values is not None else f"{help}."
 
     def check(self, value: Any) -> Any:
-        """``value`` checked (and normalised: an int bound gives an int, a number a float)."""
+        """``value`` checked (and normalised: an int bound gives an int, a number a float);
+        None where the annotation admits it."""
+        if value is None and _admits_none(self.annotation):
+            return None
         if self.setting.values is not None:
             return self.setting.values.check(self.name, value)
         if self.annotation is bool and not isinstance(value, bool):
@@ -133,21 +156,24 @@ class Declared:
         return value
 
 
-def _target(obj: Any) -> list[Callable]:
-    """The callables whose keyword-only parameters a class or function declares: a
-    dataclass's fields (its generated ``__init__``), a class's ``__init__`` along its MRO
-    (the most derived wins), or the function itself."""
-    if not inspect.isclass(obj):
-        return [obj]
-    mro = [k for k in obj.__mro__ if k is not object and not k.__module__.startswith("torch")]
-    return [k.__dict__["__init__"] for k in reversed(mro) if "__init__" in k.__dict__]
+def _admits_none(annotation: Any) -> bool:
+    return annotation is type(None) or (
+        typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        and type(None) in typing.get_args(annotation)
+    )
+
+
+def _target(obj: Any) -> Callable:
+    """The callable whose parameters a class or function declares: a class's ``__init__``
+    (its own or the one it inherits), or the function itself."""
+    return obj.__init__ if inspect.isclass(obj) else obj
 
 
 @functools.cache
 def declarations(obj: Any) -> dict[str, Declared]:
-    """Every declared setting of a function, a class's ``__init__`` (its MRO's too) or a
-    dataclass, by name, in signature order: the keyword parameters (fields) whose
-    annotation is ``Annotated[type, Setting(...)]``."""
+    """Every declared setting of a function, a class's ``__init__`` or a dataclass, by
+    name, in signature order: the keyword parameters (fields) whose annotation is
+    ``Annotated[type, Setting(...)]``."""
     if dataclasses.is_dataclass(obj):
         hints = typing.get_type_hints(obj, include_extras=True)
         found = {}
@@ -157,15 +183,14 @@ def declarations(obj: Any) -> dict[str, Declared]:
                 default = f.default_factory()
             found[f.name] = _declared(f.name, hints.get(f.name), default)
         return {k: v for k, v in found.items() if v is not None}
+    fn = _target(obj)
+    hints = typing.get_type_hints(fn, include_extras=True)
     found = {}
-    for fn in _target(obj):
-        hints = typing.get_type_hints(fn, include_extras=True)
-        for p in inspect.signature(fn).parameters.values():
-            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
-                declared = _declared(p.name, hints.get(p.name), p.default)
-                if declared is not None:
-                    found.pop(p.name, None)
-                    found[p.name] = declared
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
+            declared = _declared(p.name, hints.get(p.name), p.default)
+            if declared is not None:
+                found[p.name] = declared
     return found
 
 
@@ -229,6 +254,11 @@ def wrapped(text: str, pad: str) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, 88, initial_indent=pad + "    ", subsequent_indent=pad + "    ")
+
+
+def _number(x: float) -> str:
+    """A bound as text: ``0.5``, ``100``, ``1e6``."""
+    return f"{x:g}".replace("e+0", "e").replace("e+", "e")
 
 
 def _short(value: Any) -> str:

@@ -21,9 +21,9 @@ Spec(name='ms-odir', params=(('folds', 5), ('average_folds', True), ('lambdas', 
 
 A registry checks a spec against the factory's signature (names, and the types its
 annotations give) without building anything: :meth:`Registry.check`. Values that need more
-than a type (a range, a choice) are checked by the factory's ``check_settings``
-classmethod where it has one, again without building (losses, which are cheap, are
-built to be checked).
+than a type (a range, a choice) are checked against the settings' declarations
+(:mod:`calibkit._settings`), or by the factory's ``check_settings`` classmethod where it
+has one (the calibrators', which also checks what ties settings together).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from ._settings import declarations
 
 __all__ = ["SPEC_PARAMETERS", "Registry", "Spec", "SpecError", "T", "parse_spec", "split_specs"]
 
@@ -211,10 +213,8 @@ def _accepts(annotation: Any, value: Any) -> bool:
 class Registry(Generic[T]):
     """Named constructors of one family, created from specs."""
 
-    def __init__(self, family: str, *, build_to_check: bool = False) -> None:
-        """``build_to_check``: :meth:`check` builds the object to check values (for cheap
-        families without ``check_settings``, such as losses)."""
-        self.family, self.build_to_check = family, build_to_check
+    def __init__(self, family: str) -> None:
+        self.family = family
         self._items: dict[str, Callable[..., T]] = {}
         self._aliases: dict[str, str] = {}
 
@@ -283,6 +283,11 @@ class Registry(Generic[T]):
             if p.kind is p.KEYWORD_ONLY
         }
 
+    def help(self, name: str) -> dict[str, str]:
+        """Each declared setting of ``name`` with what it means and the values it takes
+        (:mod:`calibkit._settings`), one sentence each."""
+        return {k: d.text() for k, d in declarations(self.factory(name)).items()}
+
     def _signature(self, name: str) -> dict[str, Any]:
         factory = self.factory(name)
         target = factory.__init__ if inspect.isclass(factory) else factory
@@ -302,7 +307,7 @@ class Registry(Generic[T]):
         name, the parameter names, their types, and the factory's ``check_settings``.
         The result is marked checked (:class:`Spec`); given back without ``overrides``, it
         is returned as it is."""
-        return self._check(spec, overrides)[0]
+        return self._check(spec, overrides)
 
     def seeded(self, spec: str | Spec, seed: int) -> Spec:
         """``spec``, checked (a checked one is trusted), with ``seed`` (a non-negative int,
@@ -316,11 +321,11 @@ class Registry(Generic[T]):
         settings = None if spec.settings is None else spec.settings | {"seed": seed}
         return Spec(spec.name, (*spec.params, ("seed", seed)), self.family, settings)
 
-    def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> tuple[Spec, Any]:
-        """(:meth:`check`'s spec, the object where checking built it, else None)."""
+    def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> Spec:
+        """:meth:`check`'s spec."""
         trusted = isinstance(spec, Spec) and spec.checked == self.family
         if trusted and not overrides:
-            return spec, None  # checked where it entered: trusted
+            return spec  # checked where it entered: trusted
         parsed = parse_spec(spec)
         name = self.canonical(parsed.name)
         if name != parsed.name:
@@ -340,24 +345,25 @@ class Registry(Generic[T]):
                     f"{self.family} {parsed.name!r}: {key}={_text(value)} is not "
                     f"{_describe(signature[key])}"
                 )
-        check = getattr(self._items[parsed.name], "check_settings", None)
-        built = check is None and self.build_to_check
-        if built:
-            check = self._items[parsed.name]
-        result = None
-        if check is not None:
-            try:
-                result = check(**parsed.kwargs)
-            except (TypeError, ValueError) as err:
-                raise SpecError(f"{self.family} {parsed.name!r}: {err}") from None
-        settings = result if isinstance(result, dict) else None
-        return Spec(parsed.name, parsed.params, self.family, settings), result if built else None
+        factory = self._items[parsed.name]
+        check = getattr(factory, "check_settings", None)
+        try:
+            if check is not None:
+                settings = check(**parsed.kwargs)
+            else:  # the factory's declarations (calibkit._settings) are its whole check
+                declared = declarations(factory)
+                for key, value in parsed.params:
+                    if key in declared:
+                        declared[key].check(value)
+                settings = None
+        except (TypeError, ValueError) as err:
+            raise SpecError(f"{self.family} {parsed.name!r}: {err}") from None
+        return Spec(parsed.name, parsed.params, self.family, settings)
 
     def create(self, spec: str | Spec, **overrides: Any) -> T:
-        """Build the object a spec names; ``overrides`` win over the spec's values. (A
-        family that builds to check builds once.)"""
-        parsed, obj = self._check(spec, overrides)
-        return obj if obj is not None else self._items[parsed.name](**parsed.kwargs)
+        """Build the object a spec names; ``overrides`` win over the spec's values."""
+        parsed = self._check(spec, overrides)
+        return self._items[parsed.name](**parsed.kwargs)
 
 
 def _folded(name: str) -> str:

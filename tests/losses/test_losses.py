@@ -227,11 +227,11 @@ def test_no_nan_or_inf_gradient_at_saturated_probabilities(name, dtype):
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: losses.create("focal:gamma=-1"), "gamma: expected a finite number >= 0"),
-        (lambda: losses.create("bsce:norm=0.5"), "norm: expected a finite number >= 1.0"),
+        (lambda: losses.create("focal:gamma=-1"), "gamma: expected a number in [0, 100], got -1"),
+        (lambda: losses.create("bsce:norm=0.5"), "norm: expected a number in [1, 100], got 0.5"),
         (
             lambda: losses.create("label-smoothing:epsilon=2"),
-            "epsilon: expected a finite number in",
+            "epsilon: expected a number in [0, 1]",
         ),
         (lambda: losses.create("ce", reduction="avg"), "reduction"),
         (lambda: losses.create("focal:alpha=1"), "has no parameter 'alpha'; valid: gamma"),

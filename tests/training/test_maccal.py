@@ -242,11 +242,14 @@ def test_a_calibrated_run_loads_as_the_calibrated_network(stage1, tmp_path):
 
 def test_bad_settings_and_models_fail_clearly(stage1):
     for spec, message in [
-        ("maccal:q0=0", r"q0: a mask rate must lie in \(0, 1\]"),
-        ("maccal:gamma=1", r"gamma: expected a value in \(0, 1\)"),
-        ("maccal:head=wide", "head: expected one of linear, bottleneck"),
+        ("maccal:q0=0", r"q0: expected a number in \(0, 1\], got 0"),
+        ("maccal:gamma=1", r"gamma: expected a number in \(0, 1\), got 1"),
+        ("maccal:head=wide", "head: expected one of 'linear', 'bottleneck'; got 'wide'"),
         ("maccal:mask=1", "has no parameter 'mask'"),
-        ("maccal:batch_size=abc", "batch_size: expected an integer >= 1 or auto, got 'abc'"),
+        (
+            "maccal:batch_size=abc",
+            "batch_size: expected an integer in 1..1,000,000 or auto, got 'abc'",
+        ),
     ]:
         with pytest.raises(ValueError, match=message):
             posthoc.REGISTRY.check(spec)

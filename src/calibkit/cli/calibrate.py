@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -212,18 +213,22 @@ def _about(factory) -> str:
 
 
 @cli.command(context_settings=CONTEXT)
+@click.argument("names", nargs=-1)
 @json_option
-def methods(as_json) -> None:
-    """List every calibration method with what it fits on (logits, or a network and its
-    inputs) and its settings with their defaults (spec syntax: ts:t_max=50).
+def methods(names, as_json) -> None:
+    """List every calibration method (or the NAMES given) with what it fits on (logits, or
+    a network and its inputs) and its settings with their defaults (spec syntax:
+    ts:t_max=50); given NAMES, each setting with what it means and the values it takes.
 
     \b
     Examples:
       calibkit methods
+      calibkit methods ts maccal
       calibkit methods --json
     """
     from .. import posthoc
 
+    chosen = [posthoc.REGISTRY.canonical(n) for n in names] if names else posthoc.names()
     rows = [
         {
             "name": n,
@@ -232,16 +237,24 @@ def methods(as_json) -> None:
             "aliases": posthoc.REGISTRY.aliases(n),
             "settings": posthoc.REGISTRY.parameters(n),
             "defaults": posthoc.REGISTRY.defaults(n),
+            "help": posthoc.REGISTRY.help(n),
         }
-        for n in posthoc.names()
+        for n in chosen
     ]
     if as_json:
         echo_json({"methods": rows})
         return
     for r in rows:
-        shown = ", ".join(f"{k}={v}" for k, v in r["defaults"].items()) or "-"
         click.echo(f"{r['name']:<16} {r['level']:<7} {r['about']}")
-        click.echo(f"{'':<24} settings: {shown}")
+        if not names:
+            shown = ", ".join(f"{k}={v}" for k, v in r["defaults"].items()) or "-"
+            click.echo(f"{'':<24} settings: {shown}")
+            continue
+        for key, default in r["defaults"].items():
+            click.echo(f"  {key}={default}")
+            click.echo(
+                textwrap.fill(r["help"][key], 88, initial_indent=" " * 6, subsequent_indent=" " * 6)
+            )
 
 
 @cli.command(context_settings=CONTEXT)

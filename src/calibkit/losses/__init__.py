@@ -36,7 +36,7 @@ from .weighted import (
     WeightedCE,
 )
 
-REGISTRY: Registry[Loss] = Registry("loss", build_to_check=True)
+REGISTRY: Registry[Loss] = Registry("loss")
 for _cls in (
     CrossEntropy,
     Focal,

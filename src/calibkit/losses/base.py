@@ -4,26 +4,27 @@ scalar (``reduction="mean"``, the default, or ``"sum"``) or per-sample losses
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_choice
+from .._docs import documented_settings
+from .._settings import Bounds, OneOf, Setting, check_declared
 
-__all__ = ["REDUCTIONS", "Loss", "check_labels", "check_real", "soft_targets"]
+__all__ = ["REDUCTIONS", "Gamma", "Loss", "Reduction", "Weight", "check_labels", "soft_targets"]
 
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def check_real(value: Any, name: str, *, low: float = 0.0, high: float = math.inf) -> float:
-    """A finite number in [low, high] (high may be inf), as float; else a one-line error."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or not low <= value <= high:
-        span = f">= {low}" if high == math.inf else f"in [{low}, {high}]"
-        raise ValueError(f"{name}: expected a finite number {span}, got {value!r}")
-    return float(value)
+#: how per-sample losses are reduced
+Reduction = Annotated[
+    str, Setting("mean or sum of the per-sample losses, or none: them all", OneOf(REDUCTIONS))
+]
+#: a loss's exponent γ, as the paper of each loss has it
+Gamma = Annotated[float, Setting("The exponent γ", Bounds(0, 100))]
+#: a weight of an added penalty
+Weight = Annotated[float, Setting("The penalty's weight", Bounds(0, 1e6))]
 
 
 def check_labels(logits: Tensor, labels: Tensor) -> None:
@@ -57,13 +58,23 @@ def soft_targets(logits: Tensor, target: Tensor) -> Tensor:
 
 
 class Loss(nn.Module):
-    """Base class: subclasses define ``per_sample(logits, targets) -> (N,)``."""
+    """Base class: subclasses define ``per_sample(logits, targets) -> (N,)`` and declare their
+    settings on ``__init__`` (:mod:`calibkit._settings`), passing them all to this one."""
 
     name = ""
 
-    def __init__(self, *, reduction: str = "mean") -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each loss's docstring gets the Parameters section of its declared settings."""
+        super().__init_subclass__(**kwargs)
+        documented_settings(cls)
+
+    def __init__(self, *, reduction: Reduction = "mean", **settings: Any) -> None:
+        """Keep ``reduction`` and the subclass's ``settings``, each checked against its
+        declaration (one-line ``ValueError`` naming the setting)."""
         super().__init__()
-        self.reduction = check_choice(reduction, "reduction", REDUCTIONS)
+        given = settings | {"reduction": reduction}
+        for key, value in check_declared(type(self), given, who=type(self).__name__).items():
+            setattr(self, key, value)
 
     def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
         raise NotImplementedError

@@ -17,11 +17,13 @@ focal_calibration (Mukhoti et al.'s code) *sums* CE and focal losses over a batc
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor
 
-from .._checks import check_choice
-from .base import Loss, check_real
+from .._settings import Bounds, OneOf, Setting
+from .base import Loss, Reduction, Weight
 
 __all__ = [
     "MMCE",
@@ -44,9 +46,13 @@ class LabelSmoothing(Loss):
 
     name = "label-smoothing"
 
-    def __init__(self, *, epsilon: float = 0.05, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.epsilon = check_real(epsilon, "epsilon", high=1.0)
+    def __init__(
+        self,
+        *,
+        epsilon: Annotated[float, Setting("The uniform share ε", Bounds(0, 1))] = 0.05,
+        reduction: Reduction = "mean",
+    ) -> None:
+        super().__init__(epsilon=epsilon, reduction=reduction)
 
     @property
     def label_smoothing(self) -> float:  # type: ignore[override]
@@ -62,9 +68,8 @@ class EntropyRegularised(Loss):
 
     name = "erl"
 
-    def __init__(self, *, beta: float = 0.1, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.beta = check_real(beta, "beta")
+    def __init__(self, *, beta: Weight = 0.1, reduction: Reduction = "mean") -> None:
+        super().__init__(beta=beta, reduction=reduction)
 
     def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
         logp = torch.log_softmax(logits, 1)
@@ -77,9 +82,8 @@ class LogitL1(Loss):
 
     name = "logit-l1"
 
-    def __init__(self, *, alpha: float = 0.01, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.alpha = check_real(alpha, "alpha")
+    def __init__(self, *, alpha: Weight = 0.01, reduction: Reduction = "mean") -> None:
+        super().__init__(alpha=alpha, reduction=reduction)
 
     def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
         return _ce(logits, targets) + self.alpha * logits.abs().sum(1)
@@ -90,10 +94,14 @@ class MarginLabelSmoothing(Loss):
 
     name = "mbls"
 
-    def __init__(self, *, margin: float = 10.0, lam: float = 0.1, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.margin = check_real(margin, "margin")
-        self.lam = check_real(lam, "lam")
+    def __init__(
+        self,
+        *,
+        margin: Annotated[float, Setting("The margin m of the logit gaps", Bounds(0, 1e6))] = 10.0,
+        lam: Weight = 0.1,
+        reduction: Reduction = "mean",
+    ) -> None:
+        super().__init__(margin=margin, lam=lam, reduction=reduction)
 
     def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
         gaps = logits.amax(1, keepdim=True) - logits - self.margin
@@ -155,11 +163,20 @@ class MMCE(Loss):
     name = "mmce"
 
     def __init__(
-        self, *, lam: float = 2.0, normalisation: str = "paper", reduction: str = "mean"
+        self,
+        *,
+        lam: Weight = 2.0,
+        normalisation: Annotated[
+            str,
+            Setting(
+                "How MMCE's sums are normalised: paper (Kumar et al. 2018) or "
+                "focal-calibration (Mukhoti et al.'s code)",
+                OneOf(MMCE_NORMALISATIONS),
+            ),
+        ] = "paper",
+        reduction: Reduction = "mean",
     ) -> None:
-        super().__init__(reduction=reduction)
-        self.lam = check_real(lam, "lam")
-        self.normalisation = check_choice(normalisation, "normalisation", MMCE_NORMALISATIONS)
+        super().__init__(lam=lam, normalisation=normalisation, reduction=reduction)
 
     def per_sample(self, logits: Tensor, targets: Tensor) -> Tensor:
         penalty = mmce_weighted(logits, targets.argmax(1), normalisation=self.normalisation)

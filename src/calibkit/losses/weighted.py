@@ -23,10 +23,13 @@ both exponents as parameters. Its default γ = β = 2 makes u the sample's Brier
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor
 
-from .base import Loss, check_real
+from .._settings import Bounds, Setting
+from .base import Gamma, Loss, Reduction
 
 __all__ = [
     "BSCE",
@@ -82,9 +85,8 @@ class Focal(WeightedCE):
 
     name = "focal"
 
-    def __init__(self, *, gamma: float = 3.0, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.gamma = check_real(gamma, "gamma")
+    def __init__(self, *, gamma: Gamma = 3.0, reduction: Reduction = "mean") -> None:
+        super().__init__(gamma=gamma, reduction=reduction)
 
     def weights(self, p: Tensor, logp: Tensor, t: Tensor) -> Tensor:
         return _one_minus(logp) ** self.gamma
@@ -112,9 +114,8 @@ class DualFocal(WeightedCE):
 
     name = "dual-focal"
 
-    def __init__(self, *, gamma: float = 5.0, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.gamma = check_real(gamma, "gamma")
+    def __init__(self, *, gamma: Gamma = 5.0, reduction: Reduction = "mean") -> None:
+        super().__init__(gamma=gamma, reduction=reduction)
 
     def weights(self, p: Tensor, logp: Tensor, t: Tensor) -> Tensor:
         below = p[:, None, :] < p[:, :, None]  # (N, K, K): [n, k, j] = p_j < p_k
@@ -133,9 +134,8 @@ class InverseFocal(WeightedCE):
 
     name = "inverse-focal"
 
-    def __init__(self, *, gamma: float = 3.0, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.gamma = check_real(gamma, "gamma")
+    def __init__(self, *, gamma: Gamma = 3.0, reduction: Reduction = "mean") -> None:
+        super().__init__(gamma=gamma, reduction=reduction)
 
     def weights(self, p: Tensor, logp: Tensor, t: Tensor) -> Tensor:
         return (1 + p) ** self.gamma
@@ -147,10 +147,14 @@ class BSCE(WeightedCE):
 
     name = "bsce"
 
-    def __init__(self, *, gamma: float = 2.0, norm: float = 2.0, reduction: str = "mean") -> None:
-        super().__init__(reduction=reduction)
-        self.gamma = check_real(gamma, "gamma")
-        self.norm = check_real(norm, "norm", low=1.0)
+    def __init__(
+        self,
+        *,
+        gamma: Gamma = 2.0,
+        norm: Annotated[float, Setting("The norm's order β", Bounds(1, 100))] = 2.0,
+        reduction: Reduction = "mean",
+    ) -> None:
+        super().__init__(gamma=gamma, norm=norm, reduction=reduction)
 
     def weights(self, p: Tensor, logp: Tensor, t: Tensor) -> Tensor:
         powered = ((p - t).abs() ** self.norm).sum(1, keepdim=True)

@@ -24,13 +24,14 @@ probabilities (the protocol of Kull et al. 2019). Folds are stratified and seede
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_positive_int
+from .._settings import Bounds, Seed, Setting
 from .affine_fit import CV_TOL, _features, fit_affine
 from .base import Calibrator, FitReport
 
@@ -47,6 +48,9 @@ __all__ = [
     "VectorScaling",
 ]
 
+MaxIter = Annotated[
+    int, Setting("Most L-BFGS iterations of the final fit", Bounds(1, 1_000_000, integer=True))
+]
 DEFAULT_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
 #: Iteration cap of each cross-validation fit. The grid is walked from the strongest
 #: penalty to the weakest, each fit starting from its neighbour's solution, so most fits
@@ -100,14 +104,34 @@ class AffineCalibrator(Calibrator):
     def __init__(
         self,
         *,
-        lambdas: Any = DEFAULT_GRID,
-        mus: Any = DEFAULT_GRID,
-        folds: int = 5,
-        average_folds: bool = False,
-        seed: int = 0,
-        max_iter: int = 1000,
-        penalise_bias: bool = False,
-        extend_grid: bool = True,
+        lambdas: Annotated[
+            float | Sequence[float],
+            Setting("The penalty λ's grid, chosen by cross-validation (values >= 0)"),
+        ] = DEFAULT_GRID,
+        mus: Annotated[
+            float | Sequence[float],
+            Setting("The bias penalty μ's grid (ODIR methods only; values >= 0)"),
+        ] = DEFAULT_GRID,
+        folds: Annotated[int, Setting("Cross-validation folds", Bounds(2, 1000, integer=True))] = 5,
+        average_folds: Annotated[
+            bool,
+            Setting(
+                "Average the fold models' probabilities (Kull et al. 2019's protocol) "
+                "instead of refitting on the whole split"
+            ),
+        ] = False,
+        seed: Seed = 0,
+        max_iter: MaxIter = 1000,
+        penalise_bias: Annotated[
+            bool, Setting("Penalise the bias by λ too (dir-l2 only, as Kull et al.'s code)")
+        ] = False,
+        extend_grid: Annotated[
+            bool,
+            Setting(
+                "Grow a grid whose choice lies on its edge a decade at a time, up to "
+                "GRID_EXTENSIONS times"
+            ),
+        ] = True,
     ) -> None:
         super().__init__()
         self.lambdas, self.mus, self.folds = lambdas, mus, folds
@@ -116,9 +140,6 @@ class AffineCalibrator(Calibrator):
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        for flag in ("average_folds", "penalise_bias", "extend_grid"):
-            if not isinstance(s[flag], bool):
-                raise ValueError(f"{flag}: expected true or false, got {s[flag]!r}")
         if s["penalise_bias"] and cls.reg != "l2":
             raise ValueError(
                 f"penalise_bias: only dir-l2 has it ({cls.name} "
@@ -129,13 +150,7 @@ class AffineCalibrator(Calibrator):
                 f"mus: {cls.name} has no off-diagonal penalty μ (only ODIR methods do: "
                 "ms-odir, dir-odir); leave mus unset"
             )
-        return s | {
-            "lambdas": _grid(s["lambdas"], "lambdas"),
-            "mus": _grid(s["mus"], "mus"),
-            "folds": check_positive_int(s["folds"], "folds", minimum=2),
-            "seed": check_positive_int(s["seed"], "seed", minimum=0),
-            "max_iter": check_positive_int(s["max_iter"], "max_iter"),
-        }
+        return s | {"lambdas": _grid(s["lambdas"], "lambdas"), "mus": _grid(s["mus"], "mus")}
 
     @property
     def output(self) -> str:  # type: ignore[override]
@@ -144,13 +159,13 @@ class AffineCalibrator(Calibrator):
     def _candidates(self, p: dict[str, Any]) -> list[tuple[float, float]]:
         """Grid points from the strongest penalty to the weakest, neighbours adjacent (a
         snake through λ × μ), so that each cross-validation fit warm-starts well."""
+        if self.reg is None:
+            return [(0.0, 0.0)]
         lams = sorted(p["lambdas"], reverse=True)
         if self.reg == "odir":
             mus = sorted(p["mus"], reverse=True)
             return [(lam, mu) for i, lam in enumerate(lams) for mu in mus[:: 1 - 2 * (i % 2)]]
-        if self.reg == "l2":
-            return [_l2_point(lam, p) for lam in lams]
-        return [(0.0, 0.0)]
+        return [_l2_point(lam, p) for lam in lams]
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         x = _features(z, self.dirichlet).cpu()
@@ -351,8 +366,12 @@ class _Unregularised(AffineCalibrator):
 
     cross_validated = False
 
-    def __init__(self, *, max_iter: int = 2000) -> None:
+    def __init__(self, *, max_iter: MaxIter = 2000) -> None:
         super().__init__(max_iter=max_iter)
+
+    @classmethod
+    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
+        return s
 
 
 class VectorScaling(_Unregularised):

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .._docs import Described, documented
+from .._docs import Described, documented, documented_settings
+from .._settings import check_declared
 from ..metrics.inputs import prepare_scores
 from ..registry import SPEC_PARAMETERS
 from ..threads import for_work, size_of
@@ -177,27 +178,25 @@ class Method(nn.Module):
         """Whether ``fit`` (or ``load``) has run."""
         return "fit_report_" in self.__dict__
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each method's docstring gets the Parameters section of its declared settings."""
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            documented_settings(cls)
+
     @classmethod
     def check_settings(cls, **settings: Any) -> dict[str, Any]:
-        """Every setting (the defaults of ``__init__`` along the class hierarchy, overridden by
-        ``settings``) checked and normalised by :meth:`_check` (one-line ``ValueError``
-        naming the setting); used by ``fit`` and by the registry, so a spec is checked before
-        anything runs."""
-        defaults: dict[str, Any] = {}
-        for klass in reversed(cls.__mro__):
-            init = klass.__dict__.get("__init__")
-            if init is not None and klass is not nn.Module and klass is not object:
-                for p in inspect.signature(init).parameters.values():
-                    if p.kind is p.KEYWORD_ONLY:
-                        defaults[p.name] = p.default
-        unknown = sorted(set(settings) - set(defaults))
-        if unknown:
-            raise TypeError(f"{cls.__name__} has no setting {unknown[0]!r}")
-        return cls._check(defaults | settings)
+        """Every setting (its declared default, or the value in ``settings``) checked against
+        its declaration (:mod:`calibkit._settings`: type, bounds or choices), then by
+        :meth:`_check` (what ties settings together, normalised forms); one-line
+        ``ValueError`` naming the setting. Used by ``fit`` and by the registry, so a spec is
+        checked before anything runs."""
+        return cls._check(check_declared(cls, settings, who=cls.__name__))
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        """``s`` (every setting) checked and normalised; override per method."""
+        """``s`` (every setting, each checked against its declaration) checked where settings
+        depend on each other, and normalised; override per method."""
         return s
 
     #: learned tensors in which NaN is a value (an empty bin), not damage

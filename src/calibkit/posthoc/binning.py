@@ -15,13 +15,13 @@ outputs stay finite and still sum to one to within 1e-300.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_positive_int
+from .._settings import Bounds, NBins, OneOf, Seed, Setting
 from .base import Calibrator, FitReport
 from .temperature import fit_temperature
 
@@ -41,6 +41,14 @@ __all__ = [
 ]
 
 MODES = ("top-label", "one-vs-rest")
+Mode = Annotated[
+    str,
+    Setting(
+        "top-label: one map of the top confidence; one-vs-rest: one map per class, rows "
+        "renormalised",
+        OneOf(MODES),
+    ),
+]
 TINY = torch.finfo(torch.float64).tiny
 
 
@@ -93,13 +101,9 @@ class _ConfidenceMap(Calibrator):
 
     output = "log-probabilities"
 
-    def __init__(self, *, mode: str = "top-label") -> None:
+    def __init__(self, *, mode: Mode = "top-label") -> None:
         super().__init__()
         self.mode = mode
-
-    @classmethod
-    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        return s | {"mode": check_choice(s["mode"], "mode", MODES)}
 
     @property
     def preserves_argmax(self) -> bool:  # type: ignore[override]
@@ -189,21 +193,26 @@ class HistogramBinning(_ConfidenceMap):
     def __init__(
         self,
         *,
-        n_bins: int = 15,
-        strategy: str = "uniform",
-        mode: str = "top-label",
-        empty: str = "keep",
+        n_bins: NBins = 15,
+        strategy: Annotated[
+            str,
+            Setting(
+                "uniform: equal-width bins; quantile: equal-count bins",
+                OneOf(("uniform", "quantile")),
+            ),
+        ] = "uniform",
+        mode: Mode = "top-label",
+        empty: Annotated[
+            str,
+            Setting(
+                "What a bin empty on the calibration split maps to: keep (the confidence "
+                "as it is) or zero",
+                OneOf(("keep", "zero")),
+            ),
+        ] = "keep",
     ) -> None:
         super().__init__(mode=mode)
         self.n_bins, self.strategy, self.empty = n_bins, strategy, empty
-
-    @classmethod
-    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        return super()._check(s) | {
-            "n_bins": check_positive_int(s["n_bins"], "n_bins"),
-            "strategy": check_choice(s["strategy"], "strategy", ("uniform", "quantile")),
-            "empty": check_choice(s["empty"], "empty", ("keep", "zero")),
-        }
 
     def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
         edges, values = [], []
@@ -241,7 +250,7 @@ class IsotonicCalibration(_ConfidenceMap):
     name = "isotonic"
     about = "Isotonic regression of correctness on confidence (scikit-learn's PAV)."
 
-    def __init__(self, *, mode: str = "top-label") -> None:
+    def __init__(self, *, mode: Mode = "top-label") -> None:
         super().__init__(mode=mode)
 
     def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
@@ -288,16 +297,9 @@ class ScalingBinning(_ConfidenceMap):
 
     name = "scaling-binning"
 
-    def __init__(self, *, n_bins: int = 15, seed: int = 0) -> None:
+    def __init__(self, *, n_bins: NBins = 15, seed: Seed = 0) -> None:
         super().__init__(mode="top-label")
         self.n_bins, self.seed = n_bins, seed
-
-    @classmethod
-    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        return super()._check(s) | {
-            "n_bins": check_positive_int(s["n_bins"], "n_bins"),
-            "seed": check_positive_int(s["seed"], "seed", minimum=0),
-        }
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         gen = torch.Generator().manual_seed(self.seed)
@@ -342,6 +344,13 @@ BETA_MAX_ITER = 100
 #: (separable labels), and a forged 1e300 would make every output 0, 1 or NaN
 BETA_MAX_COEF = 1e6
 FLOAT64_EPS = float(torch.finfo(torch.float64).eps)
+Clip = Annotated[
+    float,
+    Setting(
+        "Confidences are clipped to [clip, 1 − clip] before the logs",
+        Bounds(0, 0.5, low_open=True, high_open=True),
+    ),
+]
 
 
 def logistic_newton(x: Tensor, t: Tensor, max_iter: int) -> tuple[Tensor, int, bool]:
@@ -417,20 +426,20 @@ class BetaCalibration(_ConfidenceMap):
     about = "Beta calibration: σ(a ln p − b ln(1 − p) + c) of each confidence (Kull et al. 2017)."
 
     def __init__(
-        self, *, mode: str = "top-label", parameters: str = "abm", clip: float = FLOAT64_EPS
+        self,
+        *,
+        mode: Mode = "top-label",
+        parameters: Annotated[
+            str,
+            Setting(
+                "abm: a, b and the midpoint; am: a = b; ab: midpoint 1/2 (Kull et al. 2017, §3)",
+                OneOf(BETA_PARAMETERS),
+            ),
+        ] = "abm",
+        clip: Clip = FLOAT64_EPS,
     ) -> None:
         super().__init__(mode=mode)
         self.parameters, self.clip = parameters, clip
-
-    @classmethod
-    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        clip = s["clip"]
-        if isinstance(clip, bool) or not isinstance(clip, int | float) or not 0 < clip < 0.5:
-            raise ValueError(f"clip: expected a number in (0, 0.5), got {clip!r}")
-        return super()._check(s) | {
-            "parameters": check_choice(s["parameters"], "parameters", BETA_PARAMETERS),
-            "clip": float(clip),
-        }
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         p = torch.softmax(z, 1)
@@ -498,9 +507,5 @@ class PlattScaling(BetaCalibration):
     name = "platt"
     about = "Platt scaling: σ(a · logit(p) + c) of each confidence (beta calibration with a = b)."
 
-    def __init__(self, *, mode: str = "top-label", clip: float = FLOAT64_EPS) -> None:
+    def __init__(self, *, mode: Mode = "top-label", clip: Clip = FLOAT64_EPS) -> None:
         super().__init__(mode=mode, parameters="am", clip=clip)
-
-    @classmethod
-    def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        return super()._check(s | {"parameters": "am"})

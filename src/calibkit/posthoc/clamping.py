@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import Tensor, nn
 
-from .._checks import check_choice, check_number, check_positive_int
+from .._checks import check_number
+from .._settings import BatchSize, Bounds, Epochs, Momentum, OneOf, Seed, Setting
 from ..losses.weighted import Focal
 from ..metrics import functional as M
 from ..metrics.inputs import trusted
@@ -108,20 +109,60 @@ class NeuralClamping(ModelCalibrator):
     def __init__(
         self,
         *,
-        gamma_pool: float | Sequence[float] = (1.0,),
-        lam: float | None = None,
-        lam_scale: float = 0.1,
-        lam_at: str = "warm",
-        penalty: str = "squared",
-        t_start: str = "warm",
-        lr: float = 0.001,
-        momentum: float = 0.9,
-        batch_size: int = 512,
-        epochs: int = 100,
-        init: str = "random",
-        init_scale: float = 0.01,
-        fit_delta: bool = True,
-        seed: int = 0,
+        gamma_pool: Annotated[
+            float | Sequence[float],
+            Setting(
+                "Focal γ values fitted together; the one of least ECE on the calibration "
+                "split is kept (values in [0, 20])"
+            ),
+        ] = (1.0,),
+        lam: Annotated[
+            float | None,
+            Setting("λ' of the penalty on δ; none: lam_scale × the initial loss", Bounds(0, 1e6)),
+        ] = None,
+        lam_scale: Annotated[
+            float, Setting("λ' as a multiple of the initial loss (§4.1)", Bounds(0, 1e6))
+        ] = 0.1,
+        lam_at: Annotated[
+            str,
+            Setting(
+                "Where the initial loss is taken: warm (the warm-started T) or one (T = 1, "
+                "the paper's)",
+                OneOf(LAM_AT),
+            ),
+        ] = "warm",
+        penalty: Annotated[
+            str,
+            Setting("squared: λ‖δ‖² (Eq. 9); norm: λ‖δ‖ (NCToolkit's code)", OneOf(PENALTIES)),
+        ] = "squared",
+        t_start: Annotated[
+            str,
+            Setting(
+                "Where T starts: warm (the focal-loss TS optimum) or one (NCToolkit's)",
+                OneOf(T_STARTS),
+            ),
+        ] = "warm",
+        lr: Annotated[
+            float,
+            Setting("SGD learning rate", Bounds(0, math.inf, low_open=True, high_open=True)),
+        ] = 0.001,
+        momentum: Momentum = 0.9,
+        batch_size: BatchSize = 512,
+        epochs: Epochs = 100,
+        init: Annotated[
+            str,
+            Setting(
+                "How δ starts: random (N(0, init_scale²)) or data (Theorem 3.2; needs input_range)",
+                OneOf(("random", "data")),
+            ),
+        ] = "random",
+        init_scale: Annotated[
+            float, Setting("Standard deviation of the random start of δ", Bounds(0, 1e6))
+        ] = 0.01,
+        fit_delta: Annotated[
+            bool, Setting("Learn δ; false: temperature scaling fitted with focal loss")
+        ] = True,
+        seed: Seed = 0,
     ) -> None:
         super().__init__()
         self.gamma_pool, self.lam, self.lam_scale, self.lr = gamma_pool, lam, lam_scale, lr
@@ -131,15 +172,9 @@ class NeuralClamping(ModelCalibrator):
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        """Every setting checked, ``gamma_pool`` as a tuple of floats (a number or a list)."""
-        gamma_pool, lam, momentum, fit_delta = (
-            s["gamma_pool"],
-            s["lam"],
-            s["momentum"],
-            s["fit_delta"],
-        )
-        lam_scale, lr, init, init_scale = s["lam_scale"], s["lr"], s["init"], s["init_scale"]
-        batch_size, epochs, seed = s["batch_size"], s["epochs"], s["seed"]
+        """``gamma_pool`` as a tuple of floats (a number or a list), and ``t_start`` against
+        ``fit_delta``."""
+        gamma_pool = s["gamma_pool"]
         pool = tuple(gamma_pool) if isinstance(gamma_pool, list | tuple) else (gamma_pool,)
         try:
             pool = tuple(check_number(g, "gamma_pool") for g in pool)
@@ -149,31 +184,12 @@ class NeuralClamping(ModelCalibrator):
             ) from None
         if not pool or any(not 0 <= g <= 20 for g in pool):
             raise ValueError(f"gamma_pool: focal γ values in [0, 20], got {gamma_pool!r}")
-        if momentum != 0 and check_number(momentum, "momentum", low=0.0) >= 1:
-            raise ValueError(f"momentum: expected a finite number >= 0 and < 1, got {momentum!r}")
-        if not isinstance(fit_delta, bool):
-            raise ValueError(f"fit_delta: expected true or false, got {fit_delta!r}")
-        if s["t_start"] == "one" and not fit_delta:
+        if s["t_start"] == "one" and not s["fit_delta"]:
             raise ValueError(
                 "t_start: 'one' needs fit_delta=true (without δ the fit is the warm start, "
                 "temperature scaling by focal loss)"
             )
-        return {
-            "gamma_pool": pool,
-            "lam": None if lam is None else check_number(lam, "lam", low=0.0, strict=False),
-            "lam_scale": check_number(lam_scale, "lam_scale", low=0.0, strict=False),
-            "lam_at": check_choice(s["lam_at"], "lam_at", LAM_AT),
-            "penalty": check_choice(s["penalty"], "penalty", PENALTIES),
-            "t_start": check_choice(s["t_start"], "t_start", T_STARTS),
-            "lr": check_number(lr, "lr", low=0.0),
-            "momentum": float(momentum),
-            "batch_size": check_positive_int(batch_size, "batch_size"),
-            "epochs": check_positive_int(epochs, "epochs"),
-            "init": check_choice(init, "init", ("random", "data")),
-            "init_scale": check_number(init_scale, "init_scale", low=0.0, strict=False),
-            "fit_delta": fit_delta,
-            "seed": check_positive_int(seed, "seed", minimum=0),
-        }
+        return s | {"gamma_pool": pool}
 
     # -- fitting ------------------------------------------------------------------------
     def _fit(

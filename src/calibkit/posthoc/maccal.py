@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .._settings import COUNT, Bounds, Epochs, Momentum, OneOf, Seed, Setting
 from ..metrics import functional as M
 from ..metrics.inputs import trusted
 from .base import Evidence, FitDivergedError, FitReport
@@ -83,6 +84,17 @@ __all__ = [
 ]
 
 ADAPTIVE = ("fixed", "static", "decaying")
+#: what stage 2 trains the head on: the cached features of the plain training images
+#: (calibkit's default), or each epoch's features of the images augmented as the run's
+#: training was (the paper's training loader)
+IMAGES = ("plain", "augmented")
+#: stage 2's learning-rate schedules: the paper's constant rate (0.1), or cosine decay to 0
+#: over the epochs (each epoch at its start's rate)
+SCHEDULES = ("constant", "cosine")
+#: a mask's keep rate
+_RATE = Bounds(0, 1, low_open=True)
+#: a step size of the mask rate's adaptation (Eq. 13)
+_ETA = Bounds(0, 1, low_open=True)
 #: every row of MaC-Cal Table 5 as settings of :class:`MacCal`
 ABLATIONS: dict[str, dict[str, Any]] = {
     "masked retraining": {"head": "linear", "restrict": False, "adaptive": "fixed"},
@@ -119,25 +131,70 @@ class MacCal(ModelCalibrator):
     def __init__(
         self,
         *,
-        head: str = "bottleneck",
-        width: int = 128,
-        restrict: bool = True,
-        adaptive: str = "decaying",
-        q0: float = 0.5,
-        gamma: float = 0.9,
-        eta_init: float = 0.1,
-        eta_final: float = 0.001,
-        q_min: float = 0.05,
-        resample: str = "batch",
-        inference: str = "full",
-        epochs: int = 40,
-        lr: float = 0.1,
-        schedule: str = "constant",
-        images: str = "plain",
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
-        batch_size: int | str = "auto",
-        seed: int = 0,
+        head: Annotated[
+            str,
+            Setting(
+                "linear, or bottleneck: Linear(F, width) → ReLU → Linear(width, K)",
+                OneOf(("linear", "bottleneck")),
+            ),
+        ] = "bottleneck",
+        width: Annotated[
+            int, Setting("The bottleneck's hidden units", Bounds(1, 1_000_000, integer=True))
+        ] = 128,
+        restrict: Annotated[
+            bool, Setting("Gradient restriction (Eq. 11): a masked weight is left unchanged")
+        ] = True,
+        adaptive: Annotated[
+            str,
+            Setting(
+                "The keep rate q: fixed (q0), static (η_t = eta_init) or decaying (Eq. 13)",
+                OneOf(ADAPTIVE),
+            ),
+        ] = "decaying",
+        q0: Annotated[float, Setting("The first keep rate of the mask", _RATE)] = 0.5,
+        gamma: Annotated[
+            float,
+            Setting(
+                "γ of Eq. 12: q moves by Conf − γ Acc", Bounds(0, 1, low_open=True, high_open=True)
+            ),
+        ] = 0.9,
+        eta_init: Annotated[float, Setting("η at the first epoch (Eq. 13)", _ETA)] = 0.1,
+        eta_final: Annotated[float, Setting("η at the last epoch (Eq. 13)", _ETA)] = 0.001,
+        q_min: Annotated[float, Setting("The floor of q (the paper's is 0)", _RATE)] = 0.05,
+        resample: Annotated[
+            str,
+            Setting("Draw the mask every batch or every epoch", OneOf(("batch", "epoch"))),
+        ] = "batch",
+        inference: Annotated[
+            str,
+            Setting(
+                "The head at inference: full (unmasked W) or expected (q_T · W)",
+                OneOf(("full", "expected")),
+            ),
+        ] = "full",
+        epochs: Epochs = 40,
+        lr: Annotated[
+            float,
+            Setting("SGD learning rate", Bounds(0, math.inf, low_open=True, high_open=True)),
+        ] = 0.1,
+        schedule: Annotated[
+            str, Setting("The learning rate's schedule", OneOf(SCHEDULES))
+        ] = "constant",
+        images: Annotated[
+            str,
+            Setting(
+                "Train on the plain training images' cached features or on augmented ones "
+                "each epoch",
+                OneOf(IMAGES),
+            ),
+        ] = "plain",
+        momentum: Momentum = 0.9,
+        weight_decay: Annotated[float, Setting("L2 weight decay", Bounds(0, 1))] = 5e-4,
+        batch_size: Annotated[
+            int | str,
+            Setting("Mini-batch size, or auto (auto_batch: 64 to 128 by the training rows)"),
+        ] = "auto",
+        seed: Seed = 0,
     ) -> None:
         super().__init__()
         self.head, self.width, self.restrict, self.adaptive = head, width, restrict, adaptive
@@ -149,38 +206,14 @@ class MacCal(ModelCalibrator):
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        choices = {
-            "head": ("linear", "bottleneck"),
-            "adaptive": ADAPTIVE,
-            "resample": ("batch", "epoch"),
-            "inference": ("full", "expected"),
-            "schedule": SCHEDULES,
-            "images": IMAGES,
-        }
-        for name, allowed in choices.items():
-            if s[name] not in allowed:
-                raise ValueError(f"{name}: expected one of {', '.join(allowed)}, got {s[name]!r}")
-        for name in ("q0", "q_min"):
-            v = s[name]
-            if not isinstance(v, int | float) or not 0 < v <= 1:
-                raise ValueError(f"{name}: a mask rate must lie in (0, 1], got {v!r}")
-        if not isinstance(s["gamma"], int | float) or not 0 < s["gamma"] < 1:
-            raise ValueError(
-                f"gamma: expected a value in (0, 1) (MaC-Cal Eq. 12), got {s['gamma']!r}"
-            )
-        for name in ("eta_init", "eta_final", "lr"):
-            v = s[name]
-            if not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{name}: expected a number > 0, got {v!r}")
-        for name in ("width", "epochs", "batch_size"):
-            v = s[name]
-            if name == "batch_size" and v == "auto":
-                continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                also = " or auto" if name == "batch_size" else ""
-                raise ValueError(f"{name}: expected an integer >= 1{also}, got {v!r}")
-        if not isinstance(s["restrict"], bool):
-            raise ValueError(f"restrict: expected true or false, got {s['restrict']!r}")
+        """``batch_size``: an integer in COUNT's range, or auto."""
+        if s["batch_size"] != "auto":
+            try:
+                COUNT.check("batch_size", s["batch_size"])
+            except ValueError:
+                raise ValueError(
+                    f"batch_size: expected {COUNT} or auto, got {s['batch_size']!r}"
+                ) from None
         return s
 
     def _from_evidence(self, evidence: Evidence) -> dict[str, Any]:
@@ -509,16 +542,6 @@ def mask_stopped(history: list[dict[str, float]], s: dict[str, Any]) -> str | No
             since = next(r["epoch"] for r in history if abs(r["q"] - bound) < 1e-12)
             return f"q reached {what} from epoch {since} of {len(history)}"
     return None
-
-
-#: what stage 2 trains the head on: the cached features of the plain training images
-#: (calibkit's default), or each epoch's features of the images augmented as the run's
-#: training was (the paper's training loader)
-IMAGES = ("plain", "augmented")
-
-#: stage 2's learning-rate schedules: the paper's constant rate (0.1), or cosine decay to 0
-#: over the epochs (each epoch at its start's rate)
-SCHEDULES = ("constant", "cosine")
 
 
 def lr_at(s: dict[str, Any], t: int) -> float:

@@ -5,13 +5,14 @@ of Zhang et al. 2020 (``ets``). docs/methods.md §2; Guo et al. 2017 §4.2.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_number, check_positive_int
+from .._settings import Bounds, NBins, OneOf, Setting
 from ..metrics.binning import BinScheme
 from ..metrics.inputs import Prepared
 from ..metrics.temperatures import best_temperature, check_grid, ece_over_temperatures, preset_grid
@@ -25,6 +26,15 @@ __all__ = [
     "fit_temperature",
     "grid_values",
     "temperature_problem",
+]
+
+
+#: the bounds a temperature fit keeps T within
+TMin = Annotated[
+    float, Setting("Lowest temperature the fit may return", Bounds(0, 1e6, low_open=True))
+]
+TMax = Annotated[
+    float, Setting("Highest temperature the fit may return", Bounds(0, 1e6, low_open=True))
 ]
 
 
@@ -124,7 +134,19 @@ class TemperatureScaling(Calibrator):
     preserves_argmax = True
 
     def __init__(
-        self, *, t_min: float = 0.01, t_max: float = 100.0, tol: float = 1e-12, max_iter: int = 100
+        self,
+        *,
+        t_min: TMin = 0.01,
+        t_max: TMax = 100.0,
+        tol: Annotated[
+            float,
+            Setting(
+                "Stop when the NLL's derivative in 1/T is below this", Bounds(0, 1, low_open=True)
+            ),
+        ] = 1e-12,
+        max_iter: Annotated[
+            int, Setting("Most Newton steps", Bounds(1, 1_000_000, integer=True))
+        ] = 100,
     ) -> None:
         super().__init__()
         self.t_min, self.t_max, self.tol, self.max_iter = t_min, t_max, tol, max_iter
@@ -132,10 +154,7 @@ class TemperatureScaling(Calibrator):
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
         check_bounds(s["t_min"], s["t_max"])
-        return s | {
-            "tol": check_number(s["tol"], "tol", low=0.0),
-            "max_iter": check_positive_int(s["max_iter"], "max_iter"),
-        }
+        return s
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         before = _nll_and_derivatives(z, y, 1.0)[0]
@@ -172,13 +191,24 @@ class TemperatureGrid(Calibrator):
     name = "ts-grid"
     preserves_argmax = True
 
-    def __init__(self, *, grid: Any = "rethinking", n_bins: int = 15) -> None:
+    def __init__(
+        self,
+        *,
+        grid: Annotated[
+            str | Sequence[float],
+            Setting(
+                "A preset (rethinking, neural-clamping, focal-calibration) or a list of "
+                "temperatures > 0"
+            ),
+        ] = "rethinking",
+        n_bins: NBins = 15,
+    ) -> None:
         super().__init__()
         self.grid, self.n_bins = grid, n_bins
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        return {"grid": grid_values(s["grid"]), "n_bins": check_positive_int(s["n_bins"], "n_bins")}
+        return s | {"grid": grid_values(s["grid"])}
 
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         temps = self.checked()["grid"]
@@ -218,14 +248,25 @@ class EnsembleTemperatureScaling(Calibrator):
     preserves_argmax = True
     output = "log-probabilities"
 
-    def __init__(self, *, loss: str = "mse", t_min: float = 0.01, t_max: float = 100.0) -> None:
+    def __init__(
+        self,
+        *,
+        loss: Annotated[
+            str,
+            Setting(
+                "What T and the weights minimise: mse (Brier score) or nll", OneOf(("mse", "nll"))
+            ),
+        ] = "mse",
+        t_min: TMin = 0.01,
+        t_max: TMax = 100.0,
+    ) -> None:
         super().__init__()
         self.loss, self.t_min, self.t_max = loss, t_min, t_max
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
         check_bounds(s["t_min"], s["t_max"])
-        return s | {"loss": check_choice(s["loss"], "loss", ("mse", "nll"))}
+        return s
 
     def _loss(self, p: Tensor, y: Tensor) -> float:
         if self.loss == "nll":

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from .._docs import Described, documented_settings
-from .._settings import Bounds, Setting, declarations
+from .._settings import BatchSize, Bounds, Epochs, Momentum, Seed, Setting, declarations
 from ..registry import Spec, SpecError, parse_spec
 
 if TYPE_CHECKING:  # the registries and torch are imported where a config is checked or run:
@@ -57,12 +57,6 @@ class TrainingError(ValueError):
     """Training cannot go on (diverged loss, a resume that does not match): one line."""
 
 
-#: the largest epochs and batch a run accepts; the numbers' highs likewise: beyond them
-#: training diverges at once or never ends (an lr of 1e308 or a weight decay of 1e308
-#: overflow the first step; a mixup alpha of 1e308 makes Beta draws of NaN)
-_COUNT = Bounds(1, 1_000_000, integer=True)
-
-
 @documented_settings
 @dataclass
 class TrainConfig:
@@ -75,10 +69,12 @@ class TrainConfig:
     data: Annotated[str | Spec, Setting("Dataset spec.")] = "digits"
     model: Annotated[str | Spec, Setting("Model spec.")] = "cnn"
     loss: Annotated[str | Spec, Setting("Loss spec, e.g. focal:gamma=3.")] = "ce"
-    epochs: Annotated[int, Setting("Training epochs", _COUNT)] = 30
-    batch_size: Annotated[int, Setting("Mini-batch size", _COUNT)] = 128
+    epochs: Epochs = 30
+    batch_size: BatchSize = 128
+    # the numbers' highs: beyond them training diverges at once (an lr of 1e308 or a weight
+    # decay of 1e308 overflow the first step; a mixup alpha of 1e308 makes Beta draws of NaN)
     lr: Annotated[float, Setting("Initial learning rate", Bounds(0, 100, low_open=True))] = 0.1
-    momentum: Annotated[float, Setting("SGD momentum", Bounds(0, 1, high_open=True))] = 0.9
+    momentum: Momentum = 0.9
     weight_decay: Annotated[float, Setting("L2 weight decay", Bounds(0, 1))] = 5e-4
     schedule: Annotated[
         str | Spec, Setting("cifar, tiny-imagenet, constant or step:milestones=[A,B],gamma=G.")
@@ -92,9 +88,7 @@ class TrainConfig:
             Bounds(0, 1e6),
         ),
     ] = 0.0
-    seed: Annotated[
-        int, Setting("Seed of every random choice", Bounds(0, 2**63 - 1, integer=True))
-    ] = 0
+    seed: Seed = 0
     extra: Annotated[
         list[str | Spec], Setting("Extra evaluation split (dataset spec); repeat for more.")
     ] = field(default_factory=list)
