@@ -88,12 +88,15 @@ class Bounds:
 
 @dataclass(frozen=True)
 class OneOf:
-    """The values a text setting takes: one of ``choices``."""
+    """The values a text setting takes: one of ``choices`` (or None, where ``or_none``: the
+    annotation admits None)."""
 
     choices: tuple[str, ...]
+    #: None is a choice too (``none`` in a spec)
+    or_none: bool = False
 
     def __str__(self) -> str:
-        return "one of " + ", ".join(map(repr, self.choices))
+        return "one of " + ", ".join(map(repr, self.choices)) + (" or none" if self.or_none else "")
 
     def check(self, name: str, value: Any) -> str:
         """``value``, or a one-line ``ValueError`` naming ``name`` and the choices."""

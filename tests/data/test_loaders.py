@@ -183,9 +183,11 @@ def test_cifar_c_selects_corruption_and_severity(tmp_path):
     assert torch.equal(bundle.test.x, nchw(x[3:6])) and bundle.train is None
     with pytest.raises(DataFileError, match=r"missing .*snow\.npy; expected CIFAR-10-C/"):
         data.create("cifar10-c", root=str(tmp_path), corruption="snow")
-    with pytest.raises(ValueError, match="corruption: unknown 'mist'"):
+    with pytest.raises(
+        ValueError, match="corruption: expected one of 'gaussian_noise'.*; got 'mist'"
+    ):
         data.create("cifar10-c", root=str(tmp_path), corruption="mist")
-    with pytest.raises(ValueError, match=r"severity: expected 1\.\.5"):
+    with pytest.raises(ValueError, match=r"severity: expected an integer in 1..5"):
         data.create("cifar10-c", root=str(tmp_path), corruption="fog", severity=6)
 
 
@@ -335,6 +337,7 @@ def test_folder_augmentation_is_named_or_none(tmp_path):
     assert data.create("folder", root=str(tmp_path), val_size=6).augment == "crop-flip"
     assert data.create("folder:augment=none", root=str(tmp_path), val_size=6).augment is None
     with pytest.raises(
-        ValueError, match="augment: expected crop-flip, crop-flip-black or none, got 'rotate'"
+        ValueError,
+        match="augment: expected one of 'crop-flip', 'crop-flip-black' or none; got 'rotate'",
     ):
         data.create("folder", root=str(tmp_path), val_size=6, augment="rotate")

@@ -20,7 +20,10 @@ from .base import (
     DataBundle,
     DataFileError,
     LazyImages,
+    Root,
     Split,
+    SplitSeed,
+    ValSize,
     hold_out,
     input_bounds,
     to_inputs,
@@ -29,6 +32,8 @@ from .builtin import digits, gaussian_toy
 from .exact import exact_images
 from .files import (
     CORRUPTIONS,
+    Corruption,
+    Severity,
     bloodmnist,
     cifar,
     cifar10_1,
@@ -54,47 +59,53 @@ REGISTRY.register("folder")(folder)
 
 
 @REGISTRY.register("cifar10-exact")
-def _cifar10_exact(*, root: Any = None) -> DataBundle:
+def _cifar10_exact(*, root: Root = None) -> DataBundle:
     """The byte-exact CIFAR-10 test images beside a JPEG tree (:mod:`calibkit.data.exact`)."""
     return exact_images(root=root, version="exact")
 
 
 @REGISTRY.register("cifar10-exact-jpeg")
-def _cifar10_exact_jpeg(*, root: Any = None) -> DataBundle:
+def _cifar10_exact_jpeg(*, root: Root = None) -> DataBundle:
     """The same images' JPEG versions in the tree (:mod:`calibkit.data.exact`)."""
     return exact_images(root=root, version="jpeg")
 
 
 @REGISTRY.register("mnist")
-def _mnist(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+def _mnist(*, root: Root = None, val_size: ValSize = 5000, split_seed: SplitSeed = 0) -> DataBundle:
     return idx_dataset(root=root, name="mnist", val_size=val_size, split_seed=split_seed)
 
 
 @REGISTRY.register("fashion-mnist")
-def _fashion_mnist(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+def _fashion_mnist(
+    *, root: Root = None, val_size: ValSize = 5000, split_seed: SplitSeed = 0
+) -> DataBundle:
     return idx_dataset(root=root, name="fashion-mnist", val_size=val_size, split_seed=split_seed)
 
 
 @REGISTRY.register("cifar10")
-def _cifar10(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+def _cifar10(
+    *, root: Root = None, val_size: ValSize = 5000, split_seed: SplitSeed = 0
+) -> DataBundle:
     return cifar(root=root, classes=10, val_size=val_size, split_seed=split_seed)
 
 
 @REGISTRY.register("cifar100")
-def _cifar100(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+def _cifar100(
+    *, root: Root = None, val_size: ValSize = 5000, split_seed: SplitSeed = 0
+) -> DataBundle:
     return cifar(root=root, classes=100, val_size=val_size, split_seed=split_seed)
 
 
 @REGISTRY.register("cifar10-c")
 def _cifar10_c(
-    *, root: Any = None, corruption: str = "gaussian_noise", severity: int = 5
+    *, root: Root = None, corruption: Corruption = "gaussian_noise", severity: Severity = 5
 ) -> DataBundle:
     return cifar_c(root=root, classes=10, corruption=corruption, severity=severity)
 
 
 @REGISTRY.register("cifar100-c")
 def _cifar100_c(
-    *, root: Any = None, corruption: str = "gaussian_noise", severity: int = 5
+    *, root: Root = None, corruption: Corruption = "gaussian_noise", severity: Severity = 5
 ) -> DataBundle:
     return cifar_c(root=root, classes=100, corruption=corruption, severity=severity)
 

@@ -14,10 +14,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from .._settings import Bounds, Setting
 
 __all__ = [
     "DECODED_BYTES",
@@ -253,6 +256,36 @@ def to_inputs(x: Tensor, bundle: DataBundle, device: torch.device | str = "cpu")
     return x
 
 
+#: the settings the dataset factories share, each declared once
+Root = Annotated[
+    str | None, Setting("The folder holding the dataset's files (nothing is downloaded)")
+]
+ValSize = Annotated[
+    int, Setting("Training images held out as the validation split", Bounds(0, 10**9, integer=True))
+]
+SplitSeed = Annotated[
+    int, Setting("Seed of the validation hold-out", Bounds(0, 2**63 - 1, integer=True))
+]
+TrainSize = Annotated[
+    int | None,
+    Setting(
+        "Train on this many samples of the training split (a seeded subset); none: all",
+        Bounds(1, 10**9, integer=True),
+    ),
+]
+LabelNoise = Annotated[
+    float,
+    Setting(
+        "Share of training labels replaced by another class drawn uniformly",
+        Bounds(0, 1, high_open=True),
+    ),
+]
+SubsetSeed = Annotated[
+    int,
+    Setting("Seed of the training subset and the noisy labels", Bounds(0, 2**63 - 1, integer=True)),
+]
+
+
 def hold_out(split: Split, n_val: int, seed: int = 0) -> tuple[Split, Split]:
     """(train, val): ``n_val`` samples drawn without replacement (seeded) held out."""
     if not 0 < n_val < len(split):
@@ -275,26 +308,14 @@ def smaller_noisier(
     Memorising a small or noisily labelled training set is what makes the papers' CIFAR
     networks over-confident (they fit their training set completely); these two knobs give
     that regime on the built-in data in seconds (docs/bench.md)."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-        raise ValueError(f"subset_seed: expected an integer in 0..2**63-1, got {seed!r}")
     g = torch.Generator().manual_seed(seed)
     if train_size is not None:
-        if (
-            not isinstance(train_size, int)
-            or isinstance(train_size, bool)
-            or not (n_classes <= train_size <= len(split))
-        ):
+        if not n_classes <= train_size <= len(split):
             raise ValueError(
                 f"train_size: expected a whole number of training samples in "
                 f"{n_classes}..{len(split)}, got {train_size!r}"
             )
         split = split.subset(torch.randperm(len(split), generator=g)[:train_size].sort().values)
-    if (
-        isinstance(label_noise, bool)
-        or not isinstance(label_noise, int | float)
-        or not (0 <= label_noise < 1)
-    ):
-        raise ValueError(f"label_noise: expected a fraction in [0, 1), got {label_noise!r}")
     flip = torch.randperm(len(split), generator=g)[: round(label_noise * len(split))]
     if len(flip):
         y = split.y.clone()

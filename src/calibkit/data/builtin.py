@@ -28,20 +28,33 @@ training papers start from: the ``default`` preset uses them (docs/bench.md).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 import torch
 from torch import Tensor
 
-from .base import DataBundle, Split, hold_out, smaller_noisier
+from .._settings import Bounds, OneOf, Setting
+from .base import (
+    DataBundle,
+    LabelNoise,
+    Split,
+    SubsetSeed,
+    TrainSize,
+    hold_out,
+    smaller_noisier,
+)
 
 __all__ = ["DIGITS_SPLIT", "TOY_COVARIANCES", "digits", "gaussian_toy"]
 
 DIGITS_SPLIT = (1000, 300, 497)
 TOY_COVARIANCES = {"overlap": ((16.0, 4.0), (4.0, 9.0)), "paper": ((1.0, 0.0), (0.0, 1.0))}
+#: points per class of the toy problem: at least 10, so every split holds each class
+_POINTS = Bounds(10, 10**8, integer=True)
 
 
 def digits(
-    *, train_size: int | None = None, label_noise: float = 0.0, subset_seed: int = 0
+    *, train_size: TrainSize = None, label_noise: LabelNoise = 0.0, subset_seed: SubsetSeed = 0
 ) -> DataBundle:
     """scikit-learn's digits with calibkit's fixed split; ``train_size`` and
     ``label_noise`` change the training split only (see the module docstring)."""
@@ -67,20 +80,23 @@ def digits(
 
 def gaussian_toy(
     *,
-    n_train: int = 10_000,
-    n_test: int = 1_000,
-    data_seed: int = 0,
-    covariance: str = "overlap",
-    train_size: int | None = None,
-    label_noise: float = 0.0,
-    subset_seed: int = 0,
+    n_train: Annotated[int, Setting("Training points per class", _POINTS)] = 10_000,
+    n_test: Annotated[int, Setting("Test points per class", _POINTS)] = 1_000,
+    data_seed: Annotated[
+        int,
+        Setting("Seed of the class means and the points", Bounds(0, 2**63 - 1, integer=True)),
+    ] = 0,
+    covariance: Annotated[
+        str,
+        Setting(
+            "The classes' covariance: overlap, or paper (Σ = I)", OneOf(tuple(TOY_COVARIANCES))
+        ),
+    ] = "overlap",
+    train_size: TrainSize = None,
+    label_noise: LabelNoise = 0.0,
+    subset_seed: SubsetSeed = 0,
 ) -> DataBundle:
     """The BSCE-GRA Gaussian toy problem (see the module docstring)."""
-    for name, v in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(v, int) or v < 10:
-            raise ValueError(f"{name}: expected an integer >= 10 points per class, got {v!r}")
-    if covariance not in TOY_COVARIANCES:
-        raise ValueError(f"covariance: expected 'overlap' or 'paper' (Σ = I), got {covariance!r}")
     g = torch.Generator().manual_seed(data_seed)
     means = torch.rand(5, 2, generator=g, dtype=torch.float64) * 20 - 10
     cov = torch.tensor(TOY_COVARIANCES[covariance], dtype=torch.float64)

@@ -28,16 +28,20 @@ from __future__ import annotations
 import io
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 
+from .._settings import Bounds, OneOf, Setting
 from .base import (
     DataBundle,
     DataFileError,
     LazyImages,
+    Root,
     Split,
+    SplitSeed,
+    ValSize,
     hold_out,
     labels_tensor,
     nhwc_to_nchw,
@@ -75,8 +79,8 @@ CORRUPTIONS = (
     "motion_blur", "zoom_blur", "snow", "frost", "fog", "brightness", "contrast",
     "elastic_transform", "pixelate", "jpeg_compression",
 )  # fmt: skip
-#: the training augmentations a folder dataset can name (``augment=none``: the images as
-#: they are)
+Corruption = Annotated[str, Setting("The corruption (CIFAR-C's file name)", OneOf(CORRUPTIONS))]
+Severity = Annotated[int, Setting("The corruption's severity", Bounds(1, 5, integer=True))]
 
 
 def root_folder(root: Any) -> Path:
@@ -215,7 +219,7 @@ def _svhn_file(path: Path) -> Split:
     return Split(torch.from_numpy(np.ascontiguousarray(x.transpose(3, 2, 0, 1))), labels)
 
 
-def svhn(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> DataBundle:
+def svhn(*, root: Root = None, val_size: ValSize = 5000, split_seed: SplitSeed = 0) -> DataBundle:
     """SVHN's cropped digits (train_32x32.mat, test_32x32.mat)."""
     base = root_folder(root)
     layout = "train_32x32.mat and test_32x32.mat (X: 32x32x3xN uint8, y: Nx1 labels 1..10)"
@@ -224,7 +228,9 @@ def svhn(*, root: Any = None, val_size: int = 5000, split_seed: int = 0) -> Data
     return _with_val("svhn", 10, train, test, SVHN_STATS, val_size, split_seed, augment=None)
 
 
-def tiny_imagenet(*, root: Any = None, val_size: int = 10_000, split_seed: int = 0) -> DataBundle:
+def tiny_imagenet(
+    *, root: Root = None, val_size: ValSize = 10_000, split_seed: SplitSeed = 0
+) -> DataBundle:
     """Tiny-ImageNet (200 classes, 64 x 64): its val folder is the test split."""
     base = root_folder(root) / "tiny-imagenet-200"
     layout = (
@@ -254,12 +260,6 @@ def cifar_c(
     *, root: Any = None, classes: int = 10, corruption: str = "gaussian_noise", severity: int = 5
 ) -> DataBundle:
     """One corruption at one severity (1..5) of CIFAR-10-C or CIFAR-100-C (test only)."""
-    if corruption not in CORRUPTIONS:
-        raise ValueError(
-            f"corruption: unknown {corruption!r}; choose one of {', '.join(CORRUPTIONS)}"
-        )
-    if severity not in (1, 2, 3, 4, 5):
-        raise ValueError(f"severity: expected 1..5, got {severity!r}")
     base = root_folder(root) / f"CIFAR-{classes}-C"
     layout = f"CIFAR-{classes}-C/<corruption>.npy (5 severities x N x 32 x 32 x 3) and labels.npy"
     images = np.load(
@@ -275,7 +275,11 @@ def cifar_c(
     return DataBundle(f"cifar{classes}-c", classes, (3, 32, 32), test, mean=stats[0], std=stats[1])
 
 
-def cifar10_1(*, root: Any = None, version: str = "v6") -> DataBundle:
+def cifar10_1(
+    *,
+    root: Root = None,
+    version: Annotated[str, Setting("The release: v6 or v4", OneOf(("v6", "v4")))] = "v6",
+) -> DataBundle:
     """CIFAR-10.1 (Recht et al. 2018), test only."""
     base = root_folder(root)
     layout = (
@@ -293,7 +297,7 @@ def cifar10_1(*, root: Any = None, version: str = "v6") -> DataBundle:
     )
 
 
-def cifar10_2(*, root: Any = None) -> DataBundle:
+def cifar10_2(*, root: Root = None) -> DataBundle:
     """CIFAR-10.2 (Lu et al. 2020), its test file."""
     path = need_file(
         root_folder(root) / "cifar102_test.npz",
@@ -308,7 +312,7 @@ def cifar10_2(*, root: Any = None) -> DataBundle:
     )
 
 
-def bloodmnist(*, root: Any = None) -> DataBundle:
+def bloodmnist(*, root: Root = None) -> DataBundle:
     """BloodMNIST (MedMNIST v2, 8 classes, 28 x 28 RGB) with its own train/val/test."""
     path = need_file(
         root_folder(root) / "bloodmnist.npz", "bloodmnist.npz with {train,val,test}_{images,labels}"

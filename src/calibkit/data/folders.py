@@ -3,13 +3,15 @@ and ``root/test/...``, read lazily and decoded only where a split uses them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 
-from .augment import augmentation
-from .base import DataBundle, DataFileError, LazyImages, Split, hold_out
+from .._settings import Bounds, OneOf, Setting
+from .augment import AUGMENTATIONS
+from .base import DataBundle, DataFileError, LazyImages, Root, Split, SplitSeed, hold_out
 from .files import IMAGENET_STATS, root_folder
 
 __all__ = ["IMAGE_SUFFIXES", "channel_stats", "class_tree", "folder"]
@@ -90,61 +92,86 @@ def _stats(name: str, value: Any) -> tuple[float, ...] | None:
     return tuple(float(v) for v in values)
 
 
+_IMAGES = Bounds(1, 10**9, integer=True)
+
+
 def folder(
     *,
-    root: Any = None,
-    size: int | None = None,
-    mean: Any = None,
-    std: Any = None,
-    val_size: int | None = None,
-    split_seed: int = 0,
-    train_size: int | None = None,
-    test_size: int | None = None,
-    augment: str | None = "crop-flip",
-    in_memory: bool = False,
-    val_from: str = "train",
+    root: Root = None,
+    size: Annotated[
+        int | None,
+        Setting(
+            "Resize every image to size x size; none: the native resolution (all must share it)",
+            Bounds(1, 100_000, integer=True),
+        ),
+    ] = None,
+    mean: Annotated[
+        float | Sequence[float] | None,
+        Setting(
+            "The normalisation's mean per channel in [0, 1] units (e.g. [0.485,0.456,0.406]); "
+            "none: measured on the training split (ImageNet's for a test-only tree)"
+        ),
+    ] = None,
+    std: Annotated[
+        float | Sequence[float] | None,
+        Setting("The normalisation's standard deviation per channel; none: as mean"),
+    ] = None,
+    val_size: Annotated[
+        int | None,
+        Setting(
+            "Images held out for validation; none: 5,000 or a tenth of the training split, "
+            "whichever is smaller (0 for a test-only tree, where a value holds out part of "
+            "the test split)",
+            Bounds(0, 10**9, integer=True),
+        ),
+    ] = None,
+    split_seed: SplitSeed = 0,
+    train_size: Annotated[
+        int | None,
+        Setting(
+            "Train on this many images of the training split (a seeded subset drawn after "
+            "the validation images are held out); none: all",
+            _IMAGES,
+        ),
+    ] = None,
+    test_size: Annotated[
+        int | None,
+        Setting("Measure on this many test images (a seeded subset); none: all", _IMAGES),
+    ] = None,
+    augment: Annotated[
+        str | None,
+        Setting(
+            "The training augmentation: crop-flip (4-pixel padded random crop and horizontal "
+            "flip, padding with the mean colour), crop-flip-black (padding with black, as the "
+            "papers' code does) or none",
+            OneOf(tuple(AUGMENTATIONS), or_none=True),
+        ),
+    ] = "crop-flip",
+    in_memory: Annotated[
+        bool,
+        Setting(
+            "Decode every image the splits use once at load (60,000 CIFAR images are 180 MB) "
+            "instead of at every batch"
+        ),
+    ] = False,
+    val_from: Annotated[
+        str,
+        Setting(
+            "The split validation images are held out of: train, or test (for networks "
+            "trained elsewhere on the training images; test_size is then drawn from the "
+            "test images left)",
+            OneOf(("train", "test")),
+        ),
+    ] = "train",
 ) -> DataBundle:
     """A class-per-folder image tree: either ``root/<class>/<image>`` (every image is the
     test split, as ImageNet-v2 ships) or ``root/train/<class>/…`` and ``root/test/<class>/…``
     (both found by themselves; the class folders of the two must agree).
-
-    - ``size``: resize every image to size x size; by default images keep their native
-      resolution (all must share it).
-    - ``mean``, ``std``: the normalisation, per channel in [0, 1] units (e.g.
-      ``mean=[0.485,0.456,0.406]``). By default they are measured on the training split; a
-      test-only tree without them uses ImageNet's.
-    - ``val_size``: images of the training split held out for validation (default 5,000 or a
-      tenth of the split, whichever is smaller; 0 for a test-only tree, where a value holds
-      out part of the test split).
-    - ``train_size``: train on this many images of the training split (a seeded random subset,
-      drawn after the validation images are held out; default all). Learning curves and
-      small-data studies: the calibration split keeps its ``val_size``.
-    - ``test_size``: measure on this many test images (a seeded random subset; default all),
-      for quick checks of a protocol.
-    - ``augment``: the training augmentation, ``crop-flip`` (default: 4-pixel padded random
-      crop and horizontal flip, padding with the mean colour), ``crop-flip-black`` (the
-      same padding with black, as the papers' code does) or ``none``.
-    - ``in_memory``: decode every image once at load (CIFAR-sized trees: 60,000 images are
-      180 MB) instead of at every batch; only the images the splits use are decoded.
-    - ``val_from``: the split the validation images are held out of, ``train`` (default) or
-      ``test``: networks trained elsewhere on the training images (pretrained checkpoints)
-      must be calibrated on images they have not seen. ``test_size`` is then drawn from the
-      test images left.
     """
     base = root_folder(root)
     mean, std = _stats("mean", mean), _stats("std", std)
     if (mean is None) != (std is None):
         raise ValueError("mean, std: give both or neither")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-        raise ValueError(f"size: expected a positive number of pixels, got {size!r}")
-    augmentation(augment)  # a known name, or none
-    for name, value in (("train_size", train_size), ("test_size", test_size)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{name}: expected a positive number of images, got {value!r}")
-    if val_from not in ("train", "test"):
-        raise ValueError(f"val_from: expected train or test, got {val_from!r}")
     if (base / "train").is_dir() and (base / "test").is_dir():
         classes, train = _tree_split(base / "train", size)
         test_classes, test = _tree_split(base / "test", size)
