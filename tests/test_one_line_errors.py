@@ -37,7 +37,7 @@ def test_a_yaml_merge_key_in_a_spec_is_read_as_yaml_means_it(tmp_path):
         (["--weight-decay", "1e308"], "weight-decay: expected a number in [0, 1]"),
         (["--mixup", "1e308"], "mixup: expected a number in [0, 100]"),
         (["--epochs", str(10**30)], "epochs: expected an integer in 1..1,000,000"),
-        (["--model", "mlp:hidden=100000000000"], "cannot be built in this machine's memory"),
+        (["--model", "mlp:hidden=100000000000"], "hidden: expected an integer in 1..1,000,000"),
     ],
 )
 def test_train_settings_beyond_reason_are_one_line(tmp_path, capsys, argv, says):

@@ -43,6 +43,7 @@ __all__ = [
     "OneOf",
     "Seed",
     "Setting",
+    "Values",
     "check_declared",
     "declarations",
     "parameters_section",
@@ -105,13 +106,21 @@ class OneOf:
         return value
 
 
+class Values(typing.Protocol):
+    """The values a setting takes: :class:`Bounds`, :class:`OneOf`, or any object whose text
+    says them and whose ``check`` returns the value (normalised) or raises a one-line
+    ``ValueError`` naming the setting."""
+
+    def check(self, name: str, value: Any) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Setting:
     """What a setting means (``help``, a sentence) and the values it takes (``values``; a
     bool-typed setting takes True or False without saying so), for ``typing.Annotated``."""
 
     help: str
-    values: Bounds | OneOf | None = None
+    values: Values | None = None
 
 
 #: the most bins a binned metric or map takes: more bins than that hold at most a sample or

@@ -73,3 +73,11 @@ def test_bad_model_specs_fail_clearly():
         models.create("cnn", input_shape=(64,))
     with pytest.raises(ValueError, match="has no parameter 'width'; valid: num_classes"):
         models.create("resnet32:width=2")
+    with pytest.raises(ValueError, match="hidden: expected an integer in 1..1,000,000, got 0"):
+        models.create("mlp:hidden=0")
+
+
+def test_a_model_beyond_memory_is_one_line():
+    """10 million inputs × 1 million hidden units: 4e13 bytes, refused by the allocator."""
+    with pytest.raises(ValueError, match="cannot be built in this machine's memory"):
+        models.create("mlp:hidden=1000000", input_shape=(10_000_000,))

@@ -22,8 +22,10 @@ def test_schedule_presets_scale_with_the_run_length():
     assert lr_at("constant", 0.3, 99, 100) == 0.3
     with pytest.raises(ValueError, match="unknown schedule 'cosine'"):
         milestones("cosine", 10)
-    with pytest.raises(ValueError, match="milestones must be positive integers"):
+    with pytest.raises(ValueError, match="milestones=a is not an int or a sequence"):
         milestones("step:milestones=a", 10)
+    with pytest.raises(ValueError, match="milestones must be positive integers"):
+        milestones("step:milestones=[0,3]", 10)
 
 
 def test_crop_flip_returns_a_flipped_or_plain_crop_of_the_padded_image():

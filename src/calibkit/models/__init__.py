@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Annotated
 
-from .._checks import check_positive_int
 from .._docs import documented
+from .._settings import Bounds, Setting
 from ..registry import SPEC_PARAMETERS, Registry
 from .base import Classifier
 from .checkpoint import CheckpointError, load_checkpoint, read_state_dict
@@ -24,6 +25,9 @@ from .resnet import cifar_resnet, resnet50, wrn
 
 REGISTRY: Registry[Classifier] = Registry("model")
 Shape = tuple[int, ...]
+#: the two settings every model takes, which the trainer fills in from the data
+NumClasses = Annotated[int, Setting("Classes of the output", Bounds(2, 1_000_000, integer=True))]
+InputShape = Annotated[Shape, Setting("Shape of one input: (C, H, W), or (D,) for the MLP")]
 
 
 def _channels(input_shape: Shape) -> int:
@@ -35,7 +39,9 @@ def _channels(input_shape: Shape) -> int:
 
 
 def _register_cifar_resnet(depth: int) -> None:
-    def factory(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+    def factory(
+        *, num_classes: NumClasses = 10, input_shape: InputShape = (3, 32, 32)
+    ) -> Classifier:
         return cifar_resnet(depth, num_classes, _channels(input_shape))
 
     factory.__doc__ = f"ResNet-{depth} for CIFAR (option-A shortcuts)."
@@ -47,37 +53,44 @@ for _depth in (20, 32, 44, 56, 110):
 
 
 @REGISTRY.register("resnet50")
-def _resnet50(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+def _resnet50(*, num_classes: NumClasses = 10, input_shape: InputShape = (3, 32, 32)) -> Classifier:
     return resnet50(num_classes, _channels(input_shape))
 
 
 @REGISTRY.register("wrn-26-10")
-def _wrn26(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+def _wrn26(*, num_classes: NumClasses = 10, input_shape: InputShape = (3, 32, 32)) -> Classifier:
     return wrn(26, 10, num_classes, _channels(input_shape))
 
 
 @REGISTRY.register("wrn-40-10")
-def _wrn40(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+def _wrn40(*, num_classes: NumClasses = 10, input_shape: InputShape = (3, 32, 32)) -> Classifier:
     return wrn(40, 10, num_classes, _channels(input_shape))
 
 
 @REGISTRY.register("densenet121")
-def _densenet121(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+def _densenet121(
+    *, num_classes: NumClasses = 10, input_shape: InputShape = (3, 32, 32)
+) -> Classifier:
     return densenet121(num_classes, _channels(input_shape))
 
 
 @REGISTRY.register("vgg16")
-def _vgg16(*, num_classes: int = 10, input_shape: Shape = (3, 32, 32)) -> Classifier:
+def _vgg16(*, num_classes: NumClasses = 10, input_shape: InputShape = (3, 32, 32)) -> Classifier:
     return vgg16(num_classes, _channels(input_shape))
 
 
 @REGISTRY.register("mlp")
-def _mlp(*, num_classes: int = 10, input_shape: Shape = (64,), hidden: int = 256) -> Classifier:
-    return mlp(num_classes, math.prod(input_shape), check_positive_int(hidden, "hidden"))
+def _mlp(
+    *,
+    num_classes: NumClasses = 10,
+    input_shape: InputShape = (64,),
+    hidden: Annotated[int, Setting("Hidden units", Bounds(1, 1_000_000, integer=True))] = 256,
+) -> Classifier:
+    return mlp(num_classes, math.prod(input_shape), hidden)
 
 
 @REGISTRY.register("cnn")
-def _cnn(*, num_classes: int = 10, input_shape: Shape = (1, 8, 8)) -> Classifier:
+def _cnn(*, num_classes: NumClasses = 10, input_shape: InputShape = (1, 8, 8)) -> Classifier:
     return cnn(num_classes, _channels(input_shape))
 
 

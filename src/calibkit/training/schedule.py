@@ -10,10 +10,11 @@ at 13 and 21 (150/350 and 250/350 of the run, rounded). A run builds its schedul
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+from .._settings import Bounds, Setting
 from ..registry import Registry
 
 __all__ = ["REGISTRY", "Schedule", "create", "lr_at", "milestones"]
@@ -57,27 +58,37 @@ def _constant() -> Schedule:
     return Schedule((), 1.0)
 
 
-def _step_settings(milestones: Any = (), gamma: Any = 0.1) -> tuple[tuple[int, ...], float]:
-    ms = [milestones] if isinstance(milestones, int) else milestones
-    if isinstance(ms, str) or not all(
-        isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in ms
-    ):
-        raise ValueError(f"milestones must be positive integers, got {milestones!r}")
-    if list(ms) != sorted(set(ms)):  # [5, 2] is a typo more often than an intent
-        raise ValueError(
-            f"milestones must increase (epochs in order, each once), got {milestones!r}"
-        )
-    if not (isinstance(gamma, int | float) and math.isfinite(gamma) and gamma > 0):
-        raise ValueError(f"gamma must be a finite number > 0, got {gamma!r}")
-    return tuple(sorted(ms)), float(gamma)
+@dataclass(frozen=True)
+class _Milestones:
+    """Epochs after which the rate drops: positive integers, increasing, each once (a number
+    alone is one)."""
+
+    def __str__(self) -> str:
+        return "positive integers, increasing"
+
+    def check(self, name: str, value: Any) -> tuple[int, ...]:
+        ms = [value] if isinstance(value, int) else value
+        if isinstance(ms, str) or not all(
+            isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in ms
+        ):
+            raise ValueError(f"{name} must be positive integers, got {value!r}")
+        if list(ms) != sorted(set(ms)):  # [5, 2] is a typo more often than an intent
+            raise ValueError(f"{name} must increase (epochs in order, each once), got {value!r}")
+        return tuple(ms)
 
 
 @REGISTRY.register("step")
-def _step(*, milestones: Any = (), gamma: Any = 0.1) -> Schedule:
-    return Schedule(*_step_settings(milestones, gamma))
-
-
-_step.check_settings = _step_settings  # type: ignore[attr-defined]
+def _step(
+    *,
+    milestones: Annotated[
+        int | Sequence[int], Setting("Epochs after which the rate drops", _Milestones())
+    ] = (),
+    gamma: Annotated[
+        float, Setting("What the rate is multiplied by at each", Bounds(0, 1e6, low_open=True))
+    ] = 0.1,
+) -> Schedule:
+    """Checked by the registry against the declarations (its only caller)."""
+    return Schedule((milestones,) if isinstance(milestones, int) else tuple(milestones), gamma)
 
 
 def create(spec: str) -> Schedule:
