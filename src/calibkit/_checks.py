@@ -14,8 +14,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._settings import MAX_BINS
-
 #: Largest allowed ``|sum_k p_k - 1|`` for a row of probabilities (``probs=True``), by the
 #: dtype the user passed: 1e-4, or 8 rounding steps of that dtype per class where that is
 #: larger (float16 softmax rows of 10 classes sum to one within about 3e-4, bfloat16 within
@@ -207,12 +205,6 @@ def check_positive_int(
     if maximum is not None and value > maximum:
         raise ValueError(f"{name}: at most {maximum:,}, got {value:,}{why}")
     return int(value)
-
-
-def check_n_bins(n_bins: Any) -> int:
-    """A number of bins in [1, :data:`MAX_BINS`], or a one-line error."""
-    why = " (more bins than samples leave them empty; 10 to 100 are usual)"
-    return check_positive_int(n_bins, "n_bins", maximum=MAX_BINS, why=why)
 
 
 def check_flag(value: Any, name: str) -> bool:

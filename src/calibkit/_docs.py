@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from ._settings import parameters_section, wrapped
+from ._settings import declarations, parameter_lines, parameters_section, wrapped
 
 __all__ = ["Described", "documented", "documented_settings"]
 
@@ -38,18 +38,23 @@ Described = tuple[str, str]
 
 
 def documented(shared: Mapping[str, Described], returns: str, **own: Described) -> Callable[[F], F]:
-    """Append Parameters (every parameter of the function's signature, described by ``own``
-    or else by ``shared``) and Returns (``returns``: "type: what") to the docstring. A
+    """Append Parameters (every parameter of the function's signature: one whose annotation
+    declares it (:mod:`calibkit._settings`) by its declaration, any other by ``own`` or
+    else by ``shared``) and Returns (``returns``: "type: what") to the docstring. A
     parameter described nowhere raises ``KeyError`` when the module is imported."""
 
     def deco(fn: F) -> F:
         names = [p for p in inspect.signature(fn).parameters if p not in ("self", "cls")]
-        missing = [n for n in names if n not in own and n not in shared]
+        declared = declarations(fn)
+        missing = [n for n in names if n not in own and n not in shared and n not in declared]
         if missing:
             raise KeyError(f"{fn.__qualname__}: no description of {', '.join(missing)}")
         doc, pad = _lines_and_indent(fn.__doc__)
         lines = ["", f"{pad}Parameters", f"{pad}----------"] if names else []
         for name in names:
+            if name in declared and name not in own:
+                lines += parameter_lines(declared[name], pad)
+                continue
             kind, text = own.get(name) or shared[name]
             lines += [f"{pad}{name} : {kind}", *wrapped(text, pad)]
         kind, _, what = returns.partition(": ")

@@ -46,6 +46,7 @@ __all__ = [
     "Values",
     "check_declared",
     "declarations",
+    "parameter_lines",
     "parameters_section",
     "type_text",
 ]
@@ -196,7 +197,7 @@ def declarations(obj: Any) -> dict[str, Declared]:
             found[f.name] = _declared(f.name, hints.get(f.name), default)
         return {k: v for k, v in found.items() if v is not None}
     fn = _target(obj)
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = _hints(fn)
     found = {}
     for p in inspect.signature(fn).parameters.values():
         if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
@@ -204,6 +205,21 @@ def declarations(obj: Any) -> dict[str, Declared]:
             if declared is not None:
                 found[p.name] = declared
     return found
+
+
+def _hints(fn: Callable) -> dict[str, Any]:
+    """``fn``'s annotations evaluated; where one names what only type checkers import
+    (``torch`` under ``TYPE_CHECKING``), the others alone (such a one declares nothing)."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except NameError:
+        hints = {}
+        for name, text in getattr(fn, "__annotations__", {}).items():
+            try:
+                hints[name] = eval(text, fn.__globals__) if isinstance(text, str) else text
+            except NameError:
+                continue
+        return hints
 
 
 def _declared(name: str, hint: Any, default: Any) -> Declared | None:
@@ -255,10 +271,15 @@ def parameters_section(obj: Any, pad: str = "    ") -> list[str]:
         return []
     lines = ["", f"{pad}Parameters", f"{pad}----------"]
     for d in declared.values():
-        default = "" if d.default is REQUIRED else f", default {d.default!r}"
-        lines.append(f"{pad}{d.name} : {type_text(d.annotation)}{default}")
-        lines += wrapped(d.text(), pad)
+        lines += parameter_lines(d, pad)
     return lines
+
+
+def parameter_lines(d: Declared, pad: str = "    ") -> list[str]:
+    """One declared setting's entry in a Parameters section: its name, type and default,
+    then what it means and the values it takes."""
+    default = "" if d.default is REQUIRED else f", default {d.default!r}"
+    return [f"{pad}{d.name} : {type_text(d.annotation)}{default}", *wrapped(d.text(), pad)]
 
 
 def wrapped(text: str, pad: str) -> list[str]:

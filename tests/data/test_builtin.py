@@ -48,7 +48,7 @@ def test_gaussian_toy_posterior_is_bayes_rule_with_the_documented_covariance(cov
     # leaves almost none (why calibkit does not default to it)
     acc = float((toy.posterior(toy.test.x).argmax(1) == toy.test.y).double().mean())
     assert accuracy[0] < acc <= accuracy[1]
-    with pytest.raises(ValueError, match="n_train: expected an integer in 10..100,000,000, got 5"):
+    with pytest.raises(ValueError, match=r"n_train: expected an integer in 10..100,000,000, got 5"):
         data.create("gaussian-toy:n_train=5")
 
 

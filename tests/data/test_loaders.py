@@ -184,7 +184,7 @@ def test_cifar_c_selects_corruption_and_severity(tmp_path):
     with pytest.raises(DataFileError, match=r"missing .*snow\.npy; expected CIFAR-10-C/"):
         data.create("cifar10-c", root=str(tmp_path), corruption="snow")
     with pytest.raises(
-        ValueError, match="corruption: expected one of 'gaussian_noise'.*; got 'mist'"
+        ValueError, match=r"corruption: expected one of 'gaussian_noise'.*; got 'mist'"
     ):
         data.create("cifar10-c", root=str(tmp_path), corruption="mist")
     with pytest.raises(ValueError, match=r"severity: expected an integer in 1..5"):

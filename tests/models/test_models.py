@@ -73,7 +73,7 @@ def test_bad_model_specs_fail_clearly():
         models.create("cnn", input_shape=(64,))
     with pytest.raises(ValueError, match="has no parameter 'width'; valid: num_classes"):
         models.create("resnet32:width=2")
-    with pytest.raises(ValueError, match="hidden: expected an integer in 1..1,000,000, got 0"):
+    with pytest.raises(ValueError, match=r"hidden: expected an integer in 1..1,000,000, got 0"):
         models.create("mlp:hidden=0")
 
 

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_n_bins
 from ..conventions import BINNINGS
+from .parameters import BINNING, N_BINS
 
 __all__ = ["BINNINGS", "SEARCH_BELOW", "BinScheme"]
 
@@ -52,9 +52,7 @@ class BinScheme:
 
     @staticmethod
     def make(n_bins: int, binning: str, dtype: torch.dtype) -> BinScheme:
-        check_n_bins(n_bins)
-        check_choice(binning, "binning", BINNINGS)
-        return BinScheme(int(n_bins), binning, dtype)
+        return BinScheme(N_BINS.check("n_bins", n_bins), BINNING.check("binning", binning), dtype)
 
     def for_dtype(self, dtype: torch.dtype) -> BinScheme:
         """The same bins for scores of ``dtype`` (a checked scheme stays checked)."""

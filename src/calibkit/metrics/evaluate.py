@@ -32,8 +32,21 @@ from .display import shown, with_unit
 from .functional import undefined_auroc_message
 from .inputs import prepare, prepare_scores
 from .intervals import check_interval, describe
+from .ood import OodScore
 from .ood import ood_score as score_of
-from .parameters import METRIC_PARAMETERS
+from .parameters import (
+    LEVEL,
+    METRIC_PARAMETERS,
+    RESAMPLES,
+    Binary,
+    Binning,
+    Bootstrap,
+    BootstrapSeed,
+    Ci,
+    MetricBins,
+    Probs,
+    Smooth,
+)
 from .resample import (
     bootstrap_intervals,
     bootstrap_vectors,
@@ -140,18 +153,6 @@ class EvaluationResult:
         return self.table()
 
 
-def check_ci(ci: float) -> float:
-    if not isinstance(ci, float | int) or not 0 < ci < 1:
-        raise ValueError(f"ci: expected a level in (0, 1) such as 0.95, got {ci!r}")
-    return float(ci)
-
-
-def check_resamples(bootstrap: int) -> int:
-    if not isinstance(bootstrap, int) or isinstance(bootstrap, bool) or bootstrap < 0:
-        raise ValueError(f"bootstrap: expected a number of resamples >= 0, got {bootstrap!r}")
-    return bootstrap
-
-
 @documented(
     METRIC_PARAMETERS,
     "EvaluationResult: every metric's value (fractions; nats for NLL and entropy), the "
@@ -160,9 +161,7 @@ def check_resamples(bootstrap: int) -> int:
         "array-like, Tensor or None, default None",
         "Scores of out-of-distribution samples (M, K): adds OOD AUROC, FPR95 and AUPR-In.",
     ),
-    ood_score=METRIC_PARAMETERS["score"],
     optimal=("bool, default True", "Compute optimal ECE (a scan of 1,000 temperatures)."),
-    bootstrap=("int, default 0", "Number of bootstrap resamples (0: no intervals)."),
     interval=(
         "str, default 'auto'",
         "'auto' (each metric's own), 'percentile', 'basic', "
@@ -175,17 +174,17 @@ def evaluate(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
     ood_scores: Any = None,
-    ood_score: str = "msp",
+    ood_score: OodScore = "msp",
     optimal: bool = True,
-    smooth: bool = True,
-    bootstrap: int = 0,
-    seed: int = 0,
-    ci: float = 0.95,
+    smooth: Smooth = True,
+    bootstrap: Bootstrap = 0,
+    seed: BootstrapSeed = 0,
+    ci: Ci = 0.95,
     interval: str = "auto",
     progress: Callable[[int], None] | None = None,
     metrics: Iterable[str] | None = None,
@@ -216,8 +215,8 @@ def evaluate(
     """
     # every setting checked here, then trusted below
     scheme = BinScheme.make(n_bins, binning, torch.float64)
-    bootstrap = check_resamples(bootstrap)
-    ci = check_ci(ci)
+    bootstrap = RESAMPLES.check("bootstrap", bootstrap)
+    ci = LEVEL.check("ci", ci)
     interval_method = check_interval(interval)
     only = check_metric_names(metrics)
     p = prepare(scores, labels, probs=probs, binary=binary)

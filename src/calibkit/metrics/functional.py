@@ -34,14 +34,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_flag, check_n_bins
+from .._checks import check_choice, check_flag
 from .._docs import documented
 from ..threads import sized_by_first_argument
 from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .inputs import Prepared, Runs, prepare, prepare_scores
 from .pairs import joint_cell_gaps, prepare_pair
-from .parameters import METRIC_PARAMETERS
+from .parameters import METRIC_PARAMETERS, N_BINS, Binary, Binning, Debias, MetricBins, Probs
 from .resample import metric_vectors
 from .smooth import smooth_ece_batch
 from .smooth_logit import smooth_ece_logit
@@ -108,7 +108,7 @@ def _sample_metric(name: str, about: str) -> Callable[..., float]:
     the inputs' (``probs``); ``about``: its docstring."""
 
     @sized_by_first_argument
-    def metric(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
+    def metric(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
         p = prepare(scores, labels, probs=probs)
         return _value(p, _NO_BINS, name)
 
@@ -141,7 +141,7 @@ def _selective_area(name: str, about: str) -> Callable[..., float]:
         scores: Any,
         labels: Any = None,
         *,
-        probs: bool = False,
+        probs: Probs = False,
         convention: str = "calibkit",
     ) -> float:
         check_choice(convention, "convention", SELECTIVE_CONVENTIONS)
@@ -209,10 +209,10 @@ def ace(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
 ) -> float:
     """Average calibration error (Neumann et al. 2018, netcal's ``ACE``): the mean of
     |acc − conf| over the non-empty equal-width bins, each bin counting once whatever its
@@ -228,10 +228,10 @@ def mce(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
 ) -> float:
     """Maximum calibration error: max over non-empty bins of |acc − conf|."""
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
@@ -244,8 +244,8 @@ def ks_error(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    binary: str = "top-label",
+    probs: Probs = False,
+    binary: Binary = "top-label",
 ) -> float:
     """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
 
@@ -263,11 +263,11 @@ def ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
-    debias: bool = False,
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
+    debias: Debias = False,
 ) -> float:
     """Expected calibration error with ``n_bins`` equal-width bins (Naeini et al. 2015).
 
@@ -288,11 +288,11 @@ def rms_ce(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
-    debias: bool = False,
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
+    debias: Debias = False,
 ) -> float:
     """RMS (L2) calibration error with ``n_bins`` equal-width top-label bins: sqrt(Σ_m
     |B_m|/N · (acc(B_m) − conf(B_m))²) (torchmetrics' ``norm="l2"``). ``debias=True``:
@@ -327,10 +327,10 @@ def aece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
     convention: str = "calibkit",
-    binary: str = "top-label",
+    binary: Binary = "top-label",
 ) -> float:
     """Adaptive (equal-mass) ECE: bins of N/M samples each (sizes differ by at most one).
 
@@ -342,7 +342,7 @@ def aece(
     check_choice(convention, "convention", AECE_CONVENTIONS)
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     if convention == "focal-calibration":
-        check_n_bins(n_bins)
+        N_BINS.check("n_bins", n_bins)
         return st.focal_calibration_aece(*p.cal_pair, n_bins)
     return _value(p, _scheme(p, n_bins, "calibkit"), "aece")  # M bins of equal mass
 
@@ -361,12 +361,12 @@ def classwise_ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
     cells: str = "marginal",
     power: int = 1,
-    debias: bool = False,
+    debias: Debias = False,
 ) -> float:
     """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
 
@@ -407,7 +407,7 @@ def classwise_ece(
                 "cells='joint' and power=2 need equal-width bins; binning='equal-mass' is "
                 "per class with power=1"
             )
-        check_n_bins(n_bins)
+        N_BINS.check("n_bins", n_bins)
         per_class = []
         for k in range(p.k):
             runs = Runs.from_values(p.probs[:, k], p.labels == k)
@@ -457,7 +457,7 @@ def nll(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
+    probs: Probs = False,
     clip: str | float | None = None,
 ) -> float:
     """Mean negative log-likelihood −log p_y (natural log), from log-softmax of the logits.
@@ -496,7 +496,7 @@ def nll(
     ),
 )
 @sized_by_first_argument
-def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
+def entropy(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
     """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used)."""
     if labels is None:
         s = prepare_scores(scores, probs=probs)
@@ -506,7 +506,7 @@ def entropy(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
 
 @_FRACTION
 @sized_by_first_argument
-def refinement_auroc(scores: Any, labels: Any = None, *, probs: bool = False) -> float:
+def refinement_auroc(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
     """AUROC of the confidence separating correct (positive) from wrong predictions.
 
     Ties count one half (mid-ranks; Dark Side §3.3). Raises ``ValueError`` when every
@@ -539,10 +539,10 @@ def ece_decomposition(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
 ) -> dict[str, float]:
     """Mean confidence E[C], accuracy E[A], gap E[C] − E[A] and ECE split by bin direction.
 
@@ -579,10 +579,10 @@ def smooth_ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
+    probs: Probs = False,
     sigma: float | None = None,
     convention: str = "calibkit",
-    binary: str = "top-label",
+    binary: Binary = "top-label",
 ) -> float:
     """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma`` (a
     setting of this function alone; the table's row takes the fixed point).
@@ -615,10 +615,10 @@ def optimal_ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
     grid: Any = None,
     return_temperature: bool = False,
 ) -> float | tuple[float, float]:

@@ -36,7 +36,7 @@ from .._docs import documented
 from ..threads import for_work
 from . import native_scan
 from .binning import BinScheme
-from .parameters import METRIC_PARAMETERS
+from .parameters import METRIC_PARAMETERS, Binary, Probs
 from .scan import RowStats, scan_rows
 
 __all__ = ["BINARY_MODES", "Prepared", "Runs", "prepare", "prepare_scores", "trusted"]
@@ -300,8 +300,8 @@ def prepare(
     scores: Any,
     labels: Any = None,
     *,
-    probs: bool = False,
-    binary: str = "top-label",
+    probs: Probs = False,
+    binary: Binary = "top-label",
 ) -> Prepared:
     """Check ``scores`` (N, K) or (N,) and ``labels`` (N,) once, into a :class:`Prepared`:
     the checked input's own type, which every metric function, ``evaluate`` and the
@@ -364,7 +364,7 @@ def _reused(p: Prepared, labels: Any, probs: bool, binary: str) -> Prepared:
 
 @documented(METRIC_PARAMETERS, "Prepared: the input as given, taken as checked.")
 def trusted(
-    scores: Any, labels: Any, *, probs: bool = False, binary: str = "top-label"
+    scores: Any, labels: Any, *, probs: Probs = False, binary: Binary = "top-label"
 ) -> Prepared:
     """``scores`` and ``labels`` as a :class:`Prepared` without any check, only the
     conversions of :func:`prepare`: the caller vouches for them (torchmetrics'

@@ -30,14 +30,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_n_bins, check_positive_int
+from .._checks import check_choice, check_positive_int
 from .._docs import documented
 from . import stats as st
 from .binning import BINNINGS, BinScheme
 from .bins import Bins, bins_of
 from .evaluate import METRICS
 from .inputs import BINARY_MODES, Runs, prepare
-from .parameters import METRIC_PARAMETERS
+from .parameters import METRIC_PARAMETERS, N_BINS, Binary, Binning, MetricBins, Probs
 from .smooth import smooth_ece_batch
 from .table import COMPUTED, Memo
 
@@ -106,14 +106,14 @@ class CalibrationMeter:
         self,
         n_classes: int | None = None,
         *,
-        n_bins: int = 15,
-        binning: str = "calibkit",
-        probs: bool = False,
-        binary: str = "top-label",
+        n_bins: MetricBins = 15,
+        binning: Binning = "calibkit",
+        probs: Probs = False,
+        binary: Binary = "top-label",
         keep_samples: bool = True,
     ) -> None:
         """A meter with no sample yet; each setting is checked here."""
-        self.n_bins = check_n_bins(n_bins)
+        self.n_bins = N_BINS.check("n_bins", n_bins)
         self.binning = check_choice(binning, "binning", BINNINGS)
         self.binary = check_choice(binary, "binary", BINARY_MODES)
         self.probs = bool(probs)

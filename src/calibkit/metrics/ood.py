@@ -4,18 +4,18 @@ AUPR-In and the false-positive rate at 95 % true positives (docs/methods.md §1)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import Tensor
 
-from .._checks import check_choice
 from .._docs import documented
+from .._settings import OneOf, Setting
 from . import stats as st
 from .inputs import Prepared, Runs, prepare_scores
-from .parameters import METRIC_PARAMETERS
+from .parameters import METRIC_PARAMETERS, Probs
 
-__all__ = ["OOD_SCORES", "ood_aupr", "ood_auroc", "ood_fpr95", "ood_score"]
+__all__ = ["OOD_SCORE", "OOD_SCORES", "OodScore", "ood_aupr", "ood_auroc", "ood_fpr95", "ood_score"]
 
 
 def _f(t: Tensor) -> float:
@@ -40,6 +40,10 @@ _OOD = documented(
 
 #: in-distribution scores for OOD detection (higher: more in-distribution)
 OOD_SCORES = ("msp", "max-logit", "energy", "entropy")
+OOD_SCORE = OneOf(OOD_SCORES)
+OodScore = Annotated[
+    str, Setting("The in-distribution score (:func:`~calibkit.metrics.ood.ood_score`)", OOD_SCORE)
+]
 
 
 @documented(
@@ -47,13 +51,13 @@ OOD_SCORES = ("msp", "max-logit", "energy", "entropy")
     "Tensor: (N,) float64, higher meaning more in-distribution.",
     name=("str, default 'scores'", "What an error message calls ``scores``."),
 )
-def ood_score(scores: Any, *, score: str = "msp", probs: bool = False, name: str = "scores"):
+def ood_score(scores: Any, *, score: OodScore = "msp", probs: Probs = False, name: str = "scores"):
     """(N,) float64 in-distribution score of each row, higher meaning more in-distribution:
     ``msp`` the maximum softmax probability (Hendrycks & Gimpel 2017); ``max-logit`` the
     largest logit (Hendrycks et al. 2022); ``energy`` logsumexp of the logits, the negative
     free energy at T = 1 (Liu et al. 2020); ``entropy`` the negative entropy of the softmax
     (nats). ``max-logit`` and ``energy`` need logits (probabilities have lost their scale)."""
-    check_choice(score, "score", OOD_SCORES)
+    OOD_SCORE.check("score", score)
     if score == "msp":
         return _msp(scores, probs, name)
     s = prepare_scores(scores, probs=probs, name=name)
@@ -76,7 +80,9 @@ def _ood_runs(scores: Any, ood_scores: Any, probs: bool, score: str) -> Runs:
 
 
 @_OOD
-def ood_auroc(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = "msp") -> float:
+def ood_auroc(
+    scores: Any, ood_scores: Any, *, probs: Probs = False, score: OodScore = "msp"
+) -> float:
     """AUROC of an in-distribution score (:func:`ood_score`; default the maximum softmax
     probability, MaC-Cal Table 2), in-distribution positive.
 
@@ -88,7 +94,9 @@ def ood_auroc(scores: Any, ood_scores: Any, *, probs: bool = False, score: str =
 
 
 @_OOD
-def ood_aupr(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = "msp") -> float:
+def ood_aupr(
+    scores: Any, ood_scores: Any, *, probs: Probs = False, score: OodScore = "msp"
+) -> float:
     """AUPR-In: average precision of an in-distribution score (:func:`ood_score`) with the
     in-distribution samples positive (scikit-learn's ``average_precision_score``; tied
     scores are one threshold). Its chance level is N / (N + M)."""
@@ -97,7 +105,9 @@ def ood_aupr(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = 
 
 
 @_OOD
-def ood_fpr95(scores: Any, ood_scores: Any, *, probs: bool = False, score: str = "msp") -> float:
+def ood_fpr95(
+    scores: Any, ood_scores: Any, *, probs: Probs = False, score: OodScore = "msp"
+) -> float:
     """False-positive rate on OOD samples at 95 % true-positive rate on in-distribution ones.
 
     The threshold t is the largest in-distribution score (:func:`ood_score`) with

@@ -24,9 +24,18 @@ from .._checks import check_positive_int
 from .._docs import documented
 from ..threads import sized_by_first_argument
 from .binning import BinScheme
-from .evaluate import check_ci
 from .inputs import prepare
-from .parameters import METRIC_PARAMETERS
+from .parameters import (
+    LEVEL,
+    METRIC_PARAMETERS,
+    Binary,
+    Binning,
+    BootstrapSeed,
+    Ci,
+    MetricBins,
+    Probs,
+    Smooth,
+)
 from .resample import (  # the evaluation's own steps, shared with the paired comparison
     bootstrap_vectors,
     check_metric_names,
@@ -137,14 +146,14 @@ def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -
 def compare_nested(
     groups: Sequence[tuple[Any, Any, Any]],
     *,
-    probs: bool = False,
-    n_bins: int = 15,
-    binning: str = "calibkit",
-    binary: str = "top-label",
+    probs: Probs = False,
+    n_bins: MetricBins = 15,
+    binning: Binning = "calibkit",
+    binary: Binary = "top-label",
     bootstrap: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-    smooth: bool = True,
+    seed: BootstrapSeed = 0,
+    ci: Ci = 0.95,
+    smooth: Smooth = True,
     metrics: Iterable[str] | None = None,
 ) -> PairedComparison:
     """Two methods compared over seeds: ``groups`` holds one ``(scores_a, scores_b, labels)``
@@ -164,7 +173,7 @@ def compare_nested(
     True
     """
     check_positive_int(bootstrap, "bootstrap")
-    ci = check_ci(ci)
+    ci = LEVEL.check("ci", ci)
     only = check_metric_names(metrics)
     scheme = BinScheme.make(n_bins, binning, torch.float64)  # checked once, before the data
     if not groups:
