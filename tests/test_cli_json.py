@@ -63,7 +63,7 @@ def test_every_command_with_json_has_a_schema():
     }
     documented = {p.name.removesuffix(".schema.json") for p in SCHEMAS.glob("*.schema.json")}
     assert with_json == set(cli.commands)  # every command has --json
-    assert with_json | {"common", "bench-estimate"} == documented
+    assert with_json | {"common", "bench-estimate", "bench-spec"} == documented
 
 
 @pytest.fixture(scope="module")

@@ -193,7 +193,7 @@ def test_a_folder_calibrates_on_test_images_when_asked(tmp_path):
     assert (len(d.train), len(d.val), len(d.test)) == (60, 10, 30)
     default = data.create(f"folder:root={tree},val_size=10,augment=none")
     assert (len(default.train), len(default.val), len(default.test)) == (50, 10, 40)
-    with pytest.raises(ValueError, match="val_from: expected train or test"):
+    with pytest.raises(ValueError, match="val_from: expected one of 'train', 'test'; got 'val'"):
         data.create(f"folder:root={tree},val_from=val")
 
 

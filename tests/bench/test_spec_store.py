@@ -68,7 +68,7 @@ def test_a_spec_expands_to_keyed_runs(tmp_path):
         (("posthoc: [ts,", "posthoc: [tss,"), "posthoc[0]: unknown calibrator 'tss'"),
         (
             ('"maccal:epochs=2"', '"maccal:q0=2"'),
-            "methods[1].stage2: calibrator 'maccal': q0: a mask rate must lie in (0, 1]",
+            "methods[1].stage2: calibrator 'maccal': q0: expected a number in (0, 1], got 2",
         ),
         (("name: MaC-Cal", "name: CE"), "methods[1].name: method name 'CE' is used twice"),
         (

@@ -35,7 +35,6 @@ is checked first, and an error names its place (``spec.yaml:14: methods[1].loss:
 from __future__ import annotations
 
 import glob
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -43,11 +42,13 @@ from typing import Any
 import yaml
 
 from .. import data, losses, models, posthoc
+from .._settings import declarations
 from ..io import load_split
 from ..posthoc.checks import check_fit_data
 from ..registry import Registry, Spec
 from ..training.trainer import TrainConfig
 from .runspec import BenchSpec, RunSpec
+from .sections import TRAIN_KEYS, DatasetEntry, MethodEntry, SpecFile, keys
 
 __all__ = [
     "ENTRY_KEYS",
@@ -63,32 +64,12 @@ __all__ = [
 ]
 
 PRESETS = Path(__file__).parent / "presets"
-TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule", "grad_clip")
 #: training options that enter a run's settings (and so its key) only where a spec gives
 #: them, so that the runs of specs written before they existed keep their keys
 LATER_TRAIN_KEYS = ("grad_clip",)
-TOP_KEYS = (
-    "name",
-    "seeds",
-    "train",
-    "datasets",
-    "methods",
-    "posthoc",
-    "calibration_sizes",
-    "record",
-    "baseline",
-)
-
-
-#: the keys of one entry of ``methods``; ``posthoc`` adds post-hoc methods to this method's
-#: runs only (Neural Clamping on the CE networks), after the spec's shared list
-METHOD_KEYS = ("name", "loss", "mixup", "stage2", "posthoc")
-#: the keys of one entry of ``datasets``: trained or pretrained networks on a dataset
-#: (``data``, ``models``, ``splits``) or networks given by their logits files (``logits``,
-#: ``calibration_fraction``); ``methods``, ``posthoc`` and ``seeds`` narrow or extend the
-#: spec's lists for this entry
-ENTRY_KEYS = ("data", "models", "splits", "logits", "calibration_fraction", "methods", "posthoc",
-              "seeds")  # fmt: skip
+#: the keys of the top level, of one ``methods`` entry and of one ``datasets`` entry, each
+#: declared once in :mod:`calibkit.bench.sections`
+TOP_KEYS, METHOD_KEYS, ENTRY_KEYS = keys(SpecFile), keys(MethodEntry), keys(DatasetEntry)
 
 
 class SpecError(ValueError):
@@ -229,6 +210,15 @@ def _fail(lines: _Lines, path: str, message: str) -> SpecError:
     return SpecError(f"{lines.where(path)}: {message}")
 
 
+def _declared_check(section: type, key: str, value: Any, lines: _Lines, where: str) -> Any:
+    """``value`` of ``key`` checked against its declaration in ``section``, its error at
+    ``where``."""
+    try:
+        return declarations(section)[key].check(value)
+    except ValueError as err:
+        raise _fail(lines, where, str(err).partition(": ")[2]) from None
+
+
 def _checked(registry: Registry, spec: Any, lines: _Lines, path: str) -> Spec:
     """A registry spec checked by signature (nothing is built, no data is read), parsed:
     what the run carries (its text, canonical, is the same for two spellings of a setting,
@@ -305,9 +295,7 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
         sizes.append(None if s == "all" else s)
     if len(set(sizes)) != len(sizes):
         raise _fail(lines, "calibration_sizes", f"a size is listed twice: {sizes!r}")
-    record = raw.get("record", False)
-    if not isinstance(record, bool):
-        raise _fail(lines, "record", f"expected true or false, got {record!r}")
+    record = _declared_check(SpecFile, "record", raw.get("record", False), lines, "record")
     methods = []
     names: set[str] = set()
     for i, m in enumerate(_list(raw, "methods", lines)):
@@ -419,17 +407,13 @@ def _entry_runs(
         for key in ("models", "splits"):
             if key in d:
                 raise _fail(lines, f"{where}.{key}", "a logits entry has no models or splits")
-        fraction = d.get("calibration_fraction", 0.5)
-        if (
-            not isinstance(fraction, float | int)
-            or isinstance(fraction, bool)
-            or not (0 < fraction < 1)
-        ):
-            raise _fail(
-                lines,
-                f"{where}.calibration_fraction",
-                f"expected a fraction in (0, 1), got {fraction!r}",
-            )
+        fraction = _declared_check(
+            DatasetEntry,
+            "calibration_fraction",
+            d.get("calibration_fraction", 0.5),
+            lines,
+            f"{where}.calibration_fraction",
+        )
         networks = [(f, None) for f in _logits_files(d["logits"], lines, f"{where}.logits")]
         dataset = None
     else:
@@ -510,9 +494,7 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
     if bad:
         raise _fail(lines, f"{where}.{bad[0]}", f"unknown key; valid: {', '.join(METHOD_KEYS)}")
     loss = _checked(losses.REGISTRY, m.get("loss", "ce"), lines, f"{where}.loss")
-    mixup = m.get("mixup", 0.0)
-    if not isinstance(mixup, int | float) or isinstance(mixup, bool) or not 0 <= mixup < math.inf:
-        raise _fail(lines, f"{where}.mixup", f"expected a mixup alpha >= 0, got {mixup!r}")
+    mixup = _declared_check(MethodEntry, "mixup", m.get("mixup", 0.0), lines, f"{where}.mixup")
     stage2 = m.get("stage2")
     if stage2 is not None:
         stage2 = _checked(posthoc.REGISTRY, stage2, lines, f"{where}.stage2")
