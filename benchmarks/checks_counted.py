@@ -6,8 +6,9 @@ Runs one ``calibkit`` command in this process with these counted, and prints eac
 - ``parse_spec`` on text (a ``Spec`` passed on is not parsed again), per spec;
 - a calibrator's ``check_settings`` (per class), a ``TrainConfig.check`` that checks
   (one that returns a config checked and unchanged since is counted apart, as trusted);
+- each value checked against its declaration (``Declared.check``, per setting name);
 - ``pick_device`` on a name (a ``torch.device`` passed on is counted as trusted);
-- ``check_n_bins`` and ``BinScheme.make`` (bins built from the loose ``n_bins, binning``).
+- a ``BinScheme`` made (it checks ``n_bins`` and ``binning`` where it is made).
 
 Examples (the three walks of issue 43)::
 
@@ -30,8 +31,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import calibkit
-import calibkit._checks as checks
 import calibkit.registry as registry
+from calibkit._settings import Declared
 from calibkit.metrics.binning import BinScheme
 from calibkit.posthoc.base import Method
 from calibkit.training import config
@@ -54,8 +55,12 @@ def _by_name(real: Callable, counting: Callable) -> None:
 
 
 def _count_everything() -> None:
-    parse, pick, n_bins = registry.parse_spec, config.pick_device, checks.check_n_bins
-    settings, check, make = Method.check_settings.__func__, config.TrainConfig.check, BinScheme.make
+    parse, pick, declared = registry.parse_spec, config.pick_device, Declared.check
+    settings, check, made = (
+        Method.check_settings.__func__,
+        config.TrainConfig.check,
+        BinScheme.__post_init__,
+    )
 
     def parse_counted(spec):
         if isinstance(spec, str):
@@ -66,9 +71,9 @@ def _count_everything() -> None:
         COUNTS["pick_device " + ("on a name" if isinstance(name, str) else "trusted")] += 1
         return pick(name)
 
-    def n_bins_counted(*args, **kwargs):
-        COUNTS["check_n_bins"] += 1
-        return n_bins(*args, **kwargs)
+    def declared_counted(self, value):
+        COUNTS[f"declared {self.name}"] += 1
+        return declared(self, value)
 
     def settings_counted(cls, **s):
         COUNTS[f"check_settings {cls.__name__}"] += 1
@@ -80,16 +85,16 @@ def _count_everything() -> None:
         COUNTS["TrainConfig.check " + ("trusted" if trusted else "checking")] += 1
         return check(self)
 
-    def make_counted(*args, **kwargs):
-        COUNTS["BinScheme.make"] += 1
-        return make(*args, **kwargs)
+    def made_counted(self):
+        COUNTS["BinScheme made"] += 1
+        return made(self)
 
     _by_name(parse, parse_counted)
     _by_name(pick, pick_counted)
-    _by_name(n_bins, n_bins_counted)
+    Declared.check = declared_counted
     Method.check_settings = classmethod(settings_counted)
     config.TrainConfig.check = check_counted
-    BinScheme.make = staticmethod(make_counted)
+    BinScheme.__post_init__ = made_counted
 
 
 def main(argv: list[str]) -> None:

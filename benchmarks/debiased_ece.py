@@ -79,7 +79,7 @@ def best(fn, rounds: int) -> float:
 def cost(rounds: int) -> list[str]:
     probs, labels = SyntheticClassifier(100, gamma=1.5).sample(100_000, seed=0)
     p = prepare(torch.from_numpy(probs), torch.from_numpy(labels), probs=True)
-    scheme = BinScheme.make(15, "calibkit", p.probs.dtype)
+    scheme = BinScheme(15, "calibkit", p.probs.dtype)
     lines = ["| what | plug-in (s) | debiased (s) | ratio |", "| --- | --- | --- | --- |"]
     sums = classwise_sums(p, scheme)
     t_sums = best(lambda: classwise_sums(p, scheme), rounds)

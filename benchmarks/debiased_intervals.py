@@ -51,7 +51,7 @@ PAIRS = {
 }
 CASES = {"calibrated": 1.0, "over-confident": 1.5}
 #: the study's bins: 15, calibkit's convention
-SCHEME = BinScheme.make(15, "calibkit", torch.float64)
+SCHEME = BinScheme(15, "calibkit", torch.float64)
 PIVOTS = ("basic", "plug-in pivot", "both", "+ test")
 
 

@@ -40,7 +40,7 @@ from calibkit.metrics.synthetic import SyntheticClassifier
 
 METHODS = ("percentile", "basic", "bca")
 #: the study's bins: 15, calibkit's convention
-SCHEME = BinScheme.make(15, "calibkit", torch.float64)
+SCHEME = BinScheme(15, "calibkit", torch.float64)
 CASES = {"calibrated": 1.0, "over-confident": 1.5}
 #: replications per sample size (the standard error of a 95 % coverage is
 #: sqrt(0.95 · 0.05 / R): 1.0 points at R = 500, 1.3 at 300, 2.2 at 100)

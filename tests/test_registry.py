@@ -86,7 +86,7 @@ def test_a_checked_spec_is_trusted_downstream_and_checked_once(monkeypatch):
     )
     spec = posthoc.REGISTRY.check("temperature:t_max=50")  # an alias, made canonical
     assert calls == [{"t_max": 50}] and spec == Spec("ts", (("t_max", 50),))
-    assert spec.checked == "calibrator" and spec.settings["t_max"] == 50.0
+    assert spec.family == "calibrator" and spec.settings["t_max"] == 50.0
     assert posthoc.REGISTRY.check(spec) is spec
     assert posthoc.REGISTRY.seeded(spec, 3) is spec  # ts has no seed
     cal = posthoc.create(spec)
@@ -130,7 +130,7 @@ def test_a_seeded_spec_stays_checked_and_keeps_its_own_seed():
     assert "seed" not in posthoc.REGISTRY.parameters("hist-binning")
     sb = posthoc.REGISTRY.check("scaling-binning")
     seeded = posthoc.REGISTRY.seeded(sb, 7)
-    assert seeded.kwargs == {"seed": 7} and seeded.checked == "calibrator"
+    assert seeded.kwargs == {"seed": 7} and seeded.family == "calibrator"
     assert seeded.settings["seed"] == 7
     assert posthoc.REGISTRY.seeded(sb.with_params(seed=1), 7).kwargs == {"seed": 1}
     assert posthoc.REGISTRY.seeded("scaling-binning", 2).kwargs == {"seed": 2}  # text: checked

@@ -39,7 +39,16 @@ from typing import Any, Generic, TypeVar
 
 from ._settings import declarations
 
-__all__ = ["SPEC_PARAMETERS", "Registry", "Spec", "SpecError", "T", "parse_spec", "split_specs"]
+__all__ = [
+    "SPEC_PARAMETERS",
+    "CheckedSpec",
+    "Registry",
+    "Spec",
+    "SpecError",
+    "T",
+    "parse_spec",
+    "split_specs",
+]
 
 T = TypeVar("T")
 
@@ -128,21 +137,14 @@ def _text(value: Any) -> str:
     return repr(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Spec:
-    """A parsed spec: a name and its parameters in written order (lists as tuples).
-
-    A spec that :meth:`Registry.check` returned carries the family that checked it
-    (``checked``) and what the factory's ``check_settings`` made of it (``settings``, every
-    setting normalised; None where the factory has no such check). Later layers trust such a
-    spec: the same registry's :meth:`~Registry.check` and :meth:`~Registry.create` do not
-    check it again. Neither field takes part in equality: a checked spec equals its text's
-    parse."""
+    """A parsed spec: a name and its parameters in written order (lists as tuples). Two
+    specs are equal when their name and parameters are, checked or not (:class:`CheckedSpec`
+    equals its text's parse)."""
 
     name: str
     params: tuple[tuple[str, Any], ...] = ()
-    checked: str = field(default="", compare=False, repr=False)
-    settings: Any = field(default=None, compare=False, repr=False)
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -154,10 +156,30 @@ class Spec:
         merged = self.kwargs | params
         return Spec(self.name, tuple((k, _frozen(v)) for k, v in merged.items()))
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Spec):
+            return NotImplemented
+        return (self.name, self.params) == (other.name, other.params)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.params))
+
     def __str__(self) -> str:
         if not self.params:
             return self.name
         return self.name + ":" + ",".join(f"{k}={_text(v)}" for k, v in self.params)
+
+
+@dataclass(frozen=True, eq=False)
+class CheckedSpec(Spec):
+    """A spec that :meth:`Registry.check` checked: its type is the mark. ``family`` names
+    the registry that checked it and ``settings`` is what the factory's ``check_settings``
+    made of it (every setting normalised; None where the factory has no such check). Later
+    layers take it as given: the same registry's :meth:`~Registry.check` and
+    :meth:`~Registry.create` do not check it again."""
+
+    family: str = ""
+    settings: Any = field(default=None, repr=False)
 
 
 def _frozen(value: Any) -> Any:
@@ -302,14 +324,14 @@ class Registry(Generic[T]):
             if p.kind is p.KEYWORD_ONLY
         }
 
-    def check(self, spec: str | Spec, **overrides: Any) -> Spec:
+    def check(self, spec: str | Spec, **overrides: Any) -> CheckedSpec:
         """The parsed spec, checked against the registry without building anything: the
         name, the parameter names, their types, and the factory's ``check_settings``.
-        The result is marked checked (:class:`Spec`); given back without ``overrides``, it
-        is returned as it is."""
+        The result is a :class:`CheckedSpec`; given back without ``overrides``, it is
+        returned as it is."""
         return self._check(spec, overrides)
 
-    def seeded(self, spec: str | Spec, seed: int) -> Spec:
+    def seeded(self, spec: str | Spec, seed: int) -> CheckedSpec:
         """``spec``, checked (a checked one is trusted), with ``seed`` (a non-negative int,
         checked by the caller where it entered) as its ``seed`` where the factory takes one
         and the spec sets none: a sweep's seeds vary every random choice of a run, a
@@ -319,11 +341,11 @@ class Registry(Generic[T]):
         if "seed" not in self._signature(spec.name) or "seed" in spec.kwargs:
             return spec
         settings = None if spec.settings is None else spec.settings | {"seed": seed}
-        return Spec(spec.name, (*spec.params, ("seed", seed)), self.family, settings)
+        return CheckedSpec(spec.name, (*spec.params, ("seed", seed)), self.family, settings)
 
-    def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> Spec:
+    def _check(self, spec: str | Spec, overrides: dict[str, Any]) -> CheckedSpec:
         """:meth:`check`'s spec."""
-        trusted = isinstance(spec, Spec) and spec.checked == self.family
+        trusted = isinstance(spec, CheckedSpec) and spec.family == self.family
         if trusted and not overrides:
             return spec  # checked where it entered: trusted
         parsed = parse_spec(spec)
@@ -358,7 +380,7 @@ class Registry(Generic[T]):
                 settings = None
         except (TypeError, ValueError) as err:
             raise SpecError(f"{self.family} {parsed.name!r}: {err}") from None
-        return Spec(parsed.name, parsed.params, self.family, settings)
+        return CheckedSpec(parsed.name, parsed.params, self.family, settings)
 
     def create(self, spec: str | Spec, **overrides: Any) -> T:
         """Build the object a spec names; ``overrides`` win over the spec's values."""

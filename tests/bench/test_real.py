@@ -213,7 +213,7 @@ def test_a_folder_calibrates_on_test_images_when_asked(tmp_path):
         (lambda s: s["datasets"][0].update(methods=["Nope"]), r"datasets\[0\]\.methods: expected"),
         (
             lambda s: s["datasets"][0].update(calibration_fraction=1.5),
-            r"calibration_fraction: expected a fraction",
+            r"calibration_fraction: expected a number in \(0, 1\), got 1\.5",
         ),
         (lambda s: s["datasets"][2].update(calibration_fraction=0.5), "belongs to a logits entry"),
         (

@@ -240,7 +240,7 @@ SPEC = {
         ({"train": [1, 2]}, "train: expected a mapping"),
         (
             {"datasets": [{"data": "gaussian-toy:n_train=-5", "models": ["mlp"]}]},
-            r"datasets\[0\]\.data: n_train",
+            r"datasets\[0\]\.data: dataset 'gaussian-toy': n_train",
         ),
         (
             {"datasets": [{"data": "cifar10:root=/nonexistent", "models": ["mlp"]}]},
@@ -254,8 +254,14 @@ SPEC = {
             r"datasets\[0\]: mlp on digits \(method CE, seed 1\) is also in datasets\[0\]",
         ),
         ({"datasets": [{"data": "digits", "models": ["mlp"]}] * 2}, "is also in datasets"),
-        ({"methods": [{"name": "M", "loss": "ce", "mixup": float("nan")}]}, "mixup alpha"),
-        ({"methods": [{"name": "M", "loss": "ce", "mixup": float("inf")}]}, "mixup alpha"),
+        (
+            {"methods": [{"name": "M", "loss": "ce", "mixup": float("nan")}]},
+            r"mixup: expected a number in \[0, 100\], got nan",
+        ),
+        (
+            {"methods": [{"name": "M", "loss": "ce", "mixup": float("inf")}]},
+            r"mixup: expected a number in \[0, 100\], got inf",
+        ),
     ],
 )
 def test_spec_checks_everything_before_running(change, message):

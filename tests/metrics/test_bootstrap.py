@@ -28,7 +28,7 @@ def test_weighted_statistics_equal_materialised_resamples():
     p = prepare(z, y)
     s_out = prepare(z_out, np.zeros(50, dtype=int)).confidence
     vec = metric_vectors(
-        p, BinScheme.make(15, "calibkit", p.dtype), w, smooth=True, ood=(p.confidence, s_out, w_out)
+        p, BinScheme(15, "calibkit", p.dtype), w, smooth=True, ood=(p.confidence, s_out, w_out)
     )
     for b in range(6):
         r = M.evaluate(z[idx[b]], y[idx[b]], ood_scores=z_out[idx_out[b]], optimal=False)

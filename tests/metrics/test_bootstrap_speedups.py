@@ -106,7 +106,7 @@ def test_classwise_sums_by_a_sparse_product_equal_the_scattered_sums():
         w = resample_module._resample_weights(n, 6, g, "cpu")
         for binning in ("calibkit", "torchmetrics", "kull"):
             p = prepare(z, y)
-            scheme = BinScheme.make(15, binning, p.scores.dtype)
+            scheme = BinScheme(15, binning, p.scores.dtype)
             got = st.classwise_sums(p, scheme, w)
             want = _classwise_scattered(p, scheme, w)
             assert torch.equal(got[:, 0], want[:, 0]) and torch.equal(got[:, 2], want[:, 2])

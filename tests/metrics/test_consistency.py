@@ -21,7 +21,7 @@ def test_drawn_labels_keep_the_bins_and_follow_the_probabilities():
     probs = torch.tensor([[1.0, 0.0]] * 4 + [[0.5, 0.5]] * 4000, dtype=torch.float64)
     labels = torch.zeros(len(probs), dtype=torch.long)
     p = prepare(probs, labels, probs=True)
-    scheme = BinScheme.make(10, "calibkit", p.dtype)
+    scheme = BinScheme(10, "calibkit", p.dtype)
     drawn = _Drawn(p, scheme, 50, torch.Generator().manual_seed(0))
     top = drawn.sums()  # (50, 3, S)
     assert top.shape[0] == 50 and torch.all(top[:, 0] == top[:1, 0])
@@ -49,7 +49,7 @@ def test_level_at_perfect_calibration_and_power_against_over_confidence(k):
     for seed in range(60):
         probs, labels = SyntheticClassifier(k, gamma=1.0).sample(2000, seed=seed)
         p = prepare(probs, labels, probs=True)
-        scheme = BinScheme.make(15, "calibkit", p.dtype)
+        scheme = BinScheme(15, "calibkit", p.dtype)
         null = calibrated_replicates(p, scheme, names, 199, seed)
         est = evaluate(probs, labels, probs=True, metrics=names, optimal=False)
         for m in names:

@@ -168,7 +168,7 @@ def test_binary_search_and_arithmetic_bin_indices_agree(binning, dtype, n_bins):
     both give the same bin for every edge, its neighbours one ulp away, 0, 1 and the rest."""
     from calibkit.metrics.binning import BinScheme
 
-    scheme = BinScheme.make(n_bins, binning, dtype)
+    scheme = BinScheme(n_bins, binning, dtype)
     e = scheme.edges().to(dtype)
     up, down = torch.tensor(2.0, dtype=dtype), torch.tensor(-1.0, dtype=dtype)
     g = torch.Generator().manual_seed(n_bins)

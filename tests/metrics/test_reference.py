@@ -110,7 +110,7 @@ def test_pruned_temperature_search_equals_the_full_scan(binning, dtype):
     ]:
         z, y = make_logits(n, k, seed, scale=scale, dtype=dtype)
         p = Prepared(torch.from_numpy(z), torch.from_numpy(y), False)
-        scheme = BinScheme.make(15, binning, p.scores.dtype)
+        scheme = BinScheme(15, binning, p.scores.dtype)
         for temps in grids:
             full = ece_over_temperatures(p, scheme, temps)
             i, value = best_temperature(p, scheme, temps)

@@ -37,7 +37,7 @@ def test_every_metric_agrees_across_functional_evaluate_meter_and_bootstrap(bina
     for part in np.array_split(np.arange(len(y)), 4):
         meter.update(z[part], y[part])
     streamed = meter.compute()
-    scheme = BinScheme.make(15, "calibkit", torch.float64)
+    scheme = BinScheme(15, "calibkit", torch.float64)
     weighted = metric_vectors(
         prepare(z, y, binary=binary),
         scheme,

@@ -190,7 +190,7 @@ def test_a_config_is_checked_once_and_its_device_resolved_once(monkeypatch):
     config = TrainConfig(data="digits", model="mlp", loss="focal:gamma=3", device="auto")
     assert config.check() is config and config.check() is config
     assert config.torch_device == torch.device("cpu") and resolved == ["auto"]
-    assert str(config.loss) == "focal:gamma=3" and config.loss.checked == "loss"
+    assert str(config.loss) == "focal:gamma=3" and config.loss.family == "loss"
     config.epochs = 0  # a change after the check is checked
     with pytest.raises(ValueError, match="epochs: expected an integer"):
         config.check()

@@ -64,7 +64,7 @@ class _BinnedCalibration(Metric):
         self, n_bins: int = 15, binning: str = "calibkit", probs: bool = False, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        scheme = BinScheme.make(n_bins, binning, torch.float64)  # checks the settings
+        scheme = BinScheme(n_bins, binning, torch.float64)  # checks the settings
         self.n_bins, self.binning, self.probs = n_bins, binning, probs
         zeros = torch.zeros(3, scheme.n_slots, dtype=torch.float64)
         self.add_state("bins", default=zeros, dist_reduce_fx="sum")
@@ -73,7 +73,7 @@ class _BinnedCalibration(Metric):
         """Add a batch: ``preds`` (N, K) logits (probabilities with ``probs=True``), ``target``
         (N,) class indices."""
         p = prepare(preds, target, probs=self.probs)
-        sums = st.topbin_sums(p, BinScheme.make(self.n_bins, self.binning, p.dtype))
+        sums = st.topbin_sums(p, BinScheme(self.n_bins, self.binning, p.dtype))
         self.bins += sums[0].to(self.bins)
 
     def plot(self, val: Any = None, ax: Any = None) -> tuple[Any, Any]:
@@ -86,7 +86,7 @@ class _BinnedCalibration(Metric):
         from ..plots import draw_reliability
 
         sums, _ = self._sums()  # refuses an empty state in one line
-        scheme = BinScheme.make(self.n_bins, self.binning, torch.float64)
+        scheme = BinScheme(self.n_bins, self.binning, torch.float64)
         fig = draw_reliability(
             bins_of(sums.detach().double().cpu(), scheme), n_bins=self.n_bins, ax=ax
         )
@@ -225,7 +225,7 @@ class _TorchmetricsCalibration(_BinnedCalibration):
     def _add(self, probs: Tensor, target: Tensor, binary: str, dtype: torch.dtype) -> None:
         read = prepare if self.validate_args else trusted
         p = read(probs, target, probs=True, binary=binary)
-        sums = st.topbin_sums(p, BinScheme.make(self.n_bins, self.binning, dtype))
+        sums = st.topbin_sums(p, BinScheme(self.n_bins, self.binning, dtype))
         self.bins += sums[0].to(self.bins)
 
     def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:

@@ -69,7 +69,9 @@ PRESETS = Path(__file__).parent / "presets"
 LATER_TRAIN_KEYS = ("grad_clip",)
 #: the keys of the top level, of one ``methods`` entry and of one ``datasets`` entry, each
 #: declared once in :mod:`calibkit.bench.sections`
-TOP_KEYS, METHOD_KEYS, ENTRY_KEYS = keys(SpecFile), keys(MethodEntry), keys(DatasetEntry)
+TOP_KEYS = keys(SpecFile)
+METHOD_KEYS = keys(MethodEntry)
+ENTRY_KEYS = keys(DatasetEntry)
 
 
 class SpecError(ValueError):

@@ -66,7 +66,8 @@ class Loss(nn.Module):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Each loss's docstring gets the Parameters section of its declared settings."""
         super().__init_subclass__(**kwargs)
-        documented_settings(cls)
+        if cls.__doc__:  # its own docstring (one it inherits would be documented twice)
+            documented_settings(cls)
 
     def __init__(self, *, reduction: Reduction = "mean", **settings: Any) -> None:
         """Keep ``reduction`` and the subclass's ``settings``, each checked against its

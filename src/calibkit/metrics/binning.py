@@ -25,8 +25,9 @@ values.
 
 from __future__ import annotations
 
+import copy
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -44,19 +45,26 @@ SEARCH_BELOW = 30_000
 
 @dataclass(frozen=True)
 class BinScheme:
-    """Equal-width bins: ``n_bins`` bins in a ``convention``, for scores of ``dtype``."""
+    """Equal-width bins: ``n_bins`` bins in a ``convention``, for scores of ``dtype``. A
+    scheme checks its settings where it is made (one-line ``ValueError`` naming ``n_bins``
+    or ``binning``), so every scheme is a checked value: code that takes one trusts it."""
 
     n_bins: int
     convention: str = "calibkit"
     dtype: torch.dtype = torch.float32
 
-    @staticmethod
-    def make(n_bins: int, binning: str, dtype: torch.dtype) -> BinScheme:
-        return BinScheme(N_BINS.check("n_bins", n_bins), BINNING.check("binning", binning), dtype)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n_bins", N_BINS.check("n_bins", self.n_bins))
+        BINNING.check("binning", self.convention)
 
     def for_dtype(self, dtype: torch.dtype) -> BinScheme:
-        """The same bins for scores of ``dtype`` (a checked scheme stays checked)."""
-        return self if dtype == self.dtype else replace(self, dtype=dtype)
+        """The same bins for scores of ``dtype`` (a copy: its settings, checked where the
+        scheme was made, are not checked again)."""
+        if dtype == self.dtype:
+            return self
+        same = copy.copy(self)
+        object.__setattr__(same, "dtype", dtype)
+        return same
 
     @property
     def n_slots(self) -> int:

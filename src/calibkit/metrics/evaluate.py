@@ -214,7 +214,7 @@ def evaluate(
     (0.244, 500)
     """
     # every setting checked here, then trusted below
-    scheme = BinScheme.make(n_bins, binning, torch.float64)
+    scheme = BinScheme(n_bins, binning, torch.float64)
     bootstrap = RESAMPLES.check("bootstrap", bootstrap)
     ci = LEVEL.check("ci", ci)
     interval_method = check_interval(interval)

@@ -76,7 +76,7 @@ __all__ = [
 
 
 def _scheme(p: Prepared, n_bins: int, binning: str) -> BinScheme:
-    return BinScheme.make(n_bins, binning, p.dtype)
+    return BinScheme(n_bins, binning, p.dtype)
 
 
 def _f(t: Tensor) -> float:
@@ -96,7 +96,7 @@ def _value(p: Prepared, scheme: BinScheme, name: str) -> float:
 
 
 #: the bins of a metric that takes none (its row reads no bin sums)
-_NO_BINS = BinScheme.make(15, "calibkit", torch.float64)
+_NO_BINS = BinScheme(15, "calibkit", torch.float64)
 
 
 #: the Parameters and Returns sections of a metric that is one number

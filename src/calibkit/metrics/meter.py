@@ -136,7 +136,7 @@ class CalibrationMeter:
     # ----------------------------------------------------------------- accumulation
 
     def _scheme(self) -> BinScheme:
-        return BinScheme.make(self.n_bins, self.binning, self.dtype or torch.float32)
+        return BinScheme(self.n_bins, self.binning, self.dtype or torch.float32)
 
     def _ensure_state(self, k: int, dtype: torch.dtype, device: torch.device) -> None:
         if self.n_classes is not None and k != self.n_classes:

@@ -175,7 +175,7 @@ def compare_nested(
     check_positive_int(bootstrap, "bootstrap")
     ci = LEVEL.check("ci", ci)
     only = check_metric_names(metrics)
-    scheme = BinScheme.make(n_bins, binning, torch.float64)  # checked once, before the data
+    scheme = BinScheme(n_bins, binning, torch.float64)  # checked once, before the data
     if not groups:
         raise ValueError("groups: empty; give one (scores_a, scores_b, labels) per seed")
     est_a, est_b, reps = [], [], []

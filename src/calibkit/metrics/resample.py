@@ -10,8 +10,8 @@ use them.
 It is the metrics package's internal API, shared by ``evaluate``, ``paired`` and the
 benchmarks: :func:`metric_vectors`, :func:`bootstrap_vectors` and
 :func:`jackknife_vectors` (the values of B resamples or of jackknife groups; each takes a
-:class:`~calibkit.metrics.binning.BinScheme` that its caller checked once, with
-``BinScheme.make``, where the settings entered, and trusts it),
+:class:`~calibkit.metrics.binning.BinScheme`, which checked its settings where it was
+made, and trusts it),
 :func:`check_metric_names` (the names a caller asked for), :func:`percentile_interval`,
 :func:`format_value` and :func:`json_float` (a value for text and for JSON). Users call
 :func:`~calibkit.metrics.evaluate` instead.
@@ -343,7 +343,7 @@ def metric_values(
     {'accuracy': 0.6666666666666666}
     """
     only = check_metric_names(metrics)
-    scheme = BinScheme.make(n_bins, "calibkit", torch.float64)
+    scheme = BinScheme(n_bins, "calibkit", torch.float64)
     p = prepare(scores, labels, probs=probs)
     smooth = only is None or "smooth_ece" in only
     values = metric_vectors(p, scheme, None, smooth=smooth, only=only)
@@ -367,7 +367,7 @@ def bootstrap_replicates(
     same resamples, so their replicates are paired (what the verdicts' nested bootstrap
     over test rows uses, :func:`~calibkit.metrics.paired.compare_nested`)."""
     only = check_metric_names(metrics)
-    scheme = BinScheme.make(n_bins, binning, torch.float64)
+    scheme = BinScheme(n_bins, binning, torch.float64)
     p = prepare(scores, labels, probs=probs)
     smooth = only is None or "smooth_ece" in only
     boot = bootstrap_vectors([p], scheme, bootstrap, seed, smooth=smooth, only=only)[0]

@@ -120,7 +120,7 @@ class SyntheticClassifier:
         ``binning``: an equal-width convention of :class:`~calibkit.metrics.BinScheme`
         (their edges agree; with continuous confidences where an edge's sample falls does
         not matter, so every convention has the same population value)."""
-        BinScheme.make(n_bins, binning, np.float64)  # validates the settings
+        BinScheme(n_bins, binning, np.float64)  # validates the settings
         k, g = self.n_classes, self.gamma
         edges = np.linspace(0, 1, n_bins + 1)
         lo, hi = self._u(edges[:-1]), self._u(edges[1:])

@@ -181,7 +181,7 @@ class Method(nn.Module):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Each method's docstring gets the Parameters section of its declared settings."""
         super().__init_subclass__(**kwargs)
-        if "__init__" in cls.__dict__:
+        if cls.__doc__:  # its own docstring (one it inherits would be documented twice)
             documented_settings(cls)
 
     @classmethod

@@ -213,7 +213,7 @@ class TemperatureGrid(Calibrator):
     def _fit(self, z: Tensor, y: Tensor) -> FitReport:
         temps = self.checked()["grid"]
         p = Prepared(z, y, False)
-        scheme = BinScheme.make(self.n_bins, "calibkit", z.dtype)
+        scheme = BinScheme(self.n_bins, "calibkit", z.dtype)
         best, after = best_temperature(p, scheme, temps)
         before = float(ece_over_temperatures(p, scheme, torch.ones(1, dtype=torch.float64))[0])
         self.temperature_ = temps[best].clone()

@@ -1,0 +1,123 @@
+"""Every setting is declared once, on its parameter (calibkit._settings): every factory of
+every registry declares every keyword setting, and the check, the docstring and the CLI's
+listing all come from that declaration."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Annotated
+
+import pytest
+
+from calibkit import data, losses, models, posthoc
+from calibkit._settings import (
+    Bounds,
+    OneOf,
+    Setting,
+    check_declared,
+    declarations,
+    parameters_section,
+)
+from calibkit.metrics.binning import BinScheme
+from calibkit.registry import CheckedSpec, parse_spec
+from calibkit.training import schedule
+
+REGISTRIES = {
+    "dataset": data.REGISTRY,
+    "model": models.REGISTRY,
+    "loss": losses.REGISTRY,
+    "schedule": schedule.REGISTRY,
+    "calibrator": posthoc.REGISTRY,
+}
+
+
+@pytest.mark.parametrize("family", sorted(REGISTRIES))
+def test_every_factory_declares_every_setting(family):
+    registry = REGISTRIES[family]
+    for name in registry.names():
+        factory = registry.factory(name)
+        target = factory.__init__ if inspect.isclass(factory) else factory
+        wanted = [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.kind is p.KEYWORD_ONLY
+        ]
+        declared = declarations(factory)
+        assert [n for n in wanted if n not in declared] == [], f"{family} {name}"
+        assert all(d.setting.help for d in declared.values())
+
+
+@pytest.mark.parametrize("name", posthoc.names())
+def test_a_methods_docstring_and_listing_come_from_its_declarations(name, capsys):
+    from tests.test_cli import run_ok
+
+    cls = posthoc.REGISTRY.factory(name)
+    doc = inspect.getdoc(cls)
+    for setting, d in declarations(cls).items():
+        assert f"{setting} : " in doc and d.text()[:40] in " ".join(doc.split())
+    out = " ".join(run_ok(["methods", name], capsys).split())
+    for d in declarations(cls).values():
+        assert " ".join(d.text().split()) in out
+
+
+def test_values_objects_check_and_say_what_they_take():
+    rate = Bounds(0, 1, low_open=True)
+    assert str(rate) == "a number in (0, 1]" and rate.check("q", 1) == 1.0
+    for bad in (0, 1.5, math.nan, math.inf, True, "0.5", 10**400):
+        with pytest.raises(ValueError, match=r"^q: expected a number in \(0, 1\], got "):
+            rate.check("q", bad)
+    count = Bounds(1, 10, integer=True)
+    assert str(count) == "an integer in 1..10" and count.check("n", 3) == 3
+    with pytest.raises(ValueError, match=r"n: expected an integer in 1\.\.10, got 2\.0"):
+        count.check("n", 2.0)
+    choice = OneOf(("a", "b"), or_none=True)
+    assert str(choice) == "one of 'a', 'b' or none" and choice.check("c", "a") == "a"
+    with pytest.raises(ValueError, match="c: expected one of 'a', 'b' or none; got 'z'"):
+        choice.check("c", "z")
+
+
+def test_check_declared_fills_defaults_refuses_unknowns_and_admits_none():
+    def f(
+        *,
+        x: Annotated[float, Setting("An x", Bounds(0, 1))] = 0.5,
+        y: Annotated[int | None, Setting("A y", Bounds(1, 9, integer=True))] = None,
+        flag: Annotated[bool, Setting("A flag")] = False,
+    ):
+        return x, y
+
+    assert check_declared(f, {"y": 3}) == {"x": 0.5, "y": 3, "flag": False}
+    assert check_declared(f, {"y": None})["y"] is None
+    with pytest.raises(TypeError, match="f has no setting 'z'"):
+        check_declared(f, {"z": 1})
+    with pytest.raises(ValueError, match="flag: expected true or false, got 'false'"):
+        check_declared(f, {"flag": "false"})
+    assert parameters_section(f)[3:5] == [
+        "    x : float, default 0.5",
+        "        An x (a number in [0, 1]).",
+    ]
+
+
+def test_a_checked_spec_is_its_own_type_equal_to_its_text():
+    checked = posthoc.REGISTRY.check("ts:t_max=50")
+    plain = parse_spec("ts:t_max=50")
+    assert isinstance(checked, CheckedSpec) and not isinstance(plain, CheckedSpec)
+    assert checked == plain and hash(checked) == hash(plain) and {checked, plain} == {plain}
+    assert posthoc.REGISTRY.check(checked) is checked  # trusted: not checked again
+    again = losses.REGISTRY.check(losses.REGISTRY.check("focal:gamma=2"), gamma=1)
+    assert again.kwargs == {"gamma": 1} and again.family == "loss"  # an override is checked
+    with pytest.raises(ValueError, match="gamma: expected a number in"):
+        losses.REGISTRY.check(losses.REGISTRY.check("focal"), gamma=-1)
+
+
+def test_every_bin_scheme_is_checked_where_it_is_made():
+    with pytest.raises(ValueError, match=r"n_bins: expected an integer in 1\.\.100,000, got 0"):
+        BinScheme(0)
+    with pytest.raises(ValueError, match="binning: expected one of 'calibkit'"):
+        BinScheme(15, "sklearn")
+    scheme = BinScheme(15)
+    import torch
+
+    wide = scheme.for_dtype(torch.float64)
+    assert (wide.n_bins, wide.convention, wide.dtype) == (15, "calibkit", torch.float64)
+    assert scheme.dtype == torch.float32 and scheme.for_dtype(torch.float32) is scheme
