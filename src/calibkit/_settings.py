@@ -38,6 +38,7 @@ __all__ = [
     "Bounds",
     "Declared",
     "Epochs",
+    "LearningRate",
     "Momentum",
     "NBins",
     "OneOf",
@@ -136,6 +137,10 @@ COUNT = Bounds(1, 1_000_000, integer=True)
 Epochs = Annotated[int, Setting("Training epochs", COUNT)]
 BatchSize = Annotated[int, Setting("Mini-batch size", COUNT)]
 Momentum = Annotated[float, Setting("SGD momentum", Bounds(0, 1, high_open=True))]
+#: any positive rate: the fit's own divergence check reports a rate too large for the data
+LearningRate = Annotated[
+    float, Setting("SGD learning rate", Bounds(0, math.inf, low_open=True, high_open=True))
+]
 
 #: a parameter without a default
 REQUIRED = inspect.Parameter.empty

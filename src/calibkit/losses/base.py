@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from .._docs import documented_settings
 from .._settings import Bounds, OneOf, Setting, check_declared
 
-__all__ = ["REDUCTIONS", "Gamma", "Loss", "Reduction", "Weight", "check_labels", "soft_targets"]
+__all__ = ["REDUCTIONS", "Loss", "check_labels", "soft_targets"]
 
 REDUCTIONS = ("mean", "sum", "none")
 

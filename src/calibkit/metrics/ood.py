@@ -15,7 +15,7 @@ from . import stats as st
 from .inputs import Prepared, Runs, prepare_scores
 from .parameters import METRIC_PARAMETERS, Probs
 
-__all__ = ["OOD_SCORE", "OOD_SCORES", "OodScore", "ood_aupr", "ood_auroc", "ood_fpr95", "ood_score"]
+__all__ = ["OOD_SCORES", "ood_aupr", "ood_auroc", "ood_fpr95", "ood_score"]
 
 
 def _f(t: Tensor) -> float:

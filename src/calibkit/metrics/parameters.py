@@ -12,22 +12,7 @@ from .._docs import Described
 from .._settings import MAX_BINS, Bounds, OneOf, Setting
 from ..conventions import BINNINGS
 
-__all__ = [
-    "BINNING",
-    "LEVEL",
-    "METRIC_PARAMETERS",
-    "N_BINS",
-    "RESAMPLES",
-    "Binary",
-    "Binning",
-    "Bootstrap",
-    "BootstrapSeed",
-    "Ci",
-    "Debias",
-    "MetricBins",
-    "Probs",
-    "Smooth",
-]
+__all__ = ["METRIC_PARAMETERS"]
 
 #: the values of ``n_bins`` and ``binning``, which the binning scheme checks
 N_BINS = Bounds(1, MAX_BINS, integer=True)

@@ -56,7 +56,7 @@ import torch
 from torch import Tensor, nn
 
 from .._checks import check_number
-from .._settings import BatchSize, Bounds, Epochs, Momentum, OneOf, Seed, Setting
+from .._settings import BatchSize, Bounds, Epochs, LearningRate, Momentum, OneOf, Seed, Setting
 from ..losses.weighted import Focal
 from ..metrics import functional as M
 from ..metrics.inputs import trusted
@@ -142,10 +142,7 @@ class NeuralClamping(ModelCalibrator):
                 OneOf(T_STARTS),
             ),
         ] = "warm",
-        lr: Annotated[
-            float,
-            Setting("SGD learning rate", Bounds(0, math.inf, low_open=True, high_open=True)),
-        ] = 0.001,
+        lr: LearningRate = 0.001,
         momentum: Momentum = 0.9,
         batch_size: BatchSize = 512,
         epochs: Epochs = 100,

@@ -56,7 +56,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .._settings import COUNT, Bounds, Epochs, Momentum, OneOf, Seed, Setting
+from .._settings import COUNT, Bounds, Epochs, LearningRate, Momentum, OneOf, Seed, Setting
 from ..metrics import functional as M
 from ..metrics.inputs import trusted
 from .base import Evidence, FitDivergedError, FitReport
@@ -173,10 +173,7 @@ class MacCal(ModelCalibrator):
             ),
         ] = "full",
         epochs: Epochs = 40,
-        lr: Annotated[
-            float,
-            Setting("SGD learning rate", Bounds(0, math.inf, low_open=True, high_open=True)),
-        ] = 0.1,
+        lr: LearningRate = 0.1,
         schedule: Annotated[
             str, Setting("The learning rate's schedule", OneOf(SCHEDULES))
         ] = "constant",

@@ -1,8 +1,9 @@
 """Training: the trainer, schedules, batch transforms and recorders (docs/methods.md §3, §6, §7).
 
 >>> from calibkit.training import TrainConfig
->>> TrainConfig(data="digits", model="cnn", loss="bsce-gra:gamma=2", epochs=2).check().loss
-Spec(name='bsce-gra', params=(('gamma', 2),))
+>>> loss = TrainConfig(data="digits", model="cnn", loss="bsce-gra:gamma=2", epochs=2).check().loss
+>>> loss, loss.family
+(CheckedSpec(name='bsce-gra', params=(('gamma', 2),), family='loss'), 'loss')
 """
 
 from __future__ import annotations
