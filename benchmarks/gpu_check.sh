@@ -7,6 +7,8 @@
 #   cuda-tier.txt    pytest -m cuda: every case on CUDA against the CPU
 #   throughput.md    benchmarks/packed_speed.py: one ResNet-20 against packs of 8 and 24
 #   maccal-group.md  benchmarks/maccal_group_speed.py: MaC-Cal's stage 2 alone and together
+#   layout.md        benchmarks/packed_layout.py: vmap against the Packed-Ensembles layout
+#                    (channels_last, bf16, torch.compile), 8 and 27 ResNet-20s (issue 52 §2)
 #   estimate.txt     calibkit bench train-cifar-gpu --estimate, measured on this GPU
 #   study.txt        the study's progress lines, headline table, verdicts and timing
 #   real-gpu.md      the study's tables and verdicts (the section docs/real.md takes)
@@ -80,6 +82,11 @@ else
     timeout 90 python3 benchmarks/maccal_group_speed.py --device cuda --members 3 9 \
         > "$OUT/maccal-group.md" 2>&1 || echo "maccal-group: stopped at 90 s or failed" >> "$OUT/skipped.txt"
     cat "$OUT/maccal-group.md"
+
+    say "packed layouts: vmap against Packed-Ensembles"
+    timeout 150 python3 benchmarks/packed_layout.py --device cuda --members 8 27 --compile \
+        --steps 20 > "$OUT/layout.md" 2>&1 || echo "layout: stopped at 150 s or failed" >> "$OUT/skipped.txt"
+    cat "$OUT/layout.md"
 fi
 
 if [ -d ../shared/data/cifar10-jpeg ]; then
