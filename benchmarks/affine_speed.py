@@ -34,7 +34,7 @@ import torch
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 
-from calibkit.posthoc.affine_fit import FINAL_TOL, fit_affine
+from calibkit.posthoc._affine_fit import FINAL_TOL, fit_affine
 
 #: (name, matrix, dirichlet features, regulariser, λ, μ)
 METHODS = [

@@ -36,8 +36,8 @@ from tests.bench.test_hostile_folders import HOSTILE, Page, rendered
 from tests.posthoc.test_forged_files import contents
 
 from calibkit import posthoc
-from calibkit.bench.store import ALL, Store
-from calibkit.posthoc.files import write_checked
+from calibkit.bench._store import ALL, Store
+from calibkit.posthoc._files import write_checked
 
 
 def fourth_round(d: Path, make: Callable) -> list:
@@ -505,7 +505,7 @@ def _nest_metadata(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     """Rewrite ``path``'s metadata as JSON nested 100,000 deep, checksum recomputed."""
     from safetensors.torch import save_file
 
-    from calibkit.posthoc.files import _digest
+    from calibkit.posthoc._files import _digest
 
     text = "[" * 100_000 + "]" * 100_000
     save_file(tensors, str(path), metadata={"calibkit": text, "sha256": _digest(text, tensors)})

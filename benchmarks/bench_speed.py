@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from calibkit.bench.execute import execute
-from calibkit.bench.runner import run_bench
-from calibkit.bench.spec import load_spec
-from calibkit.bench.store import Store
+from calibkit.bench._execute import execute
+from calibkit.bench._runner import run_bench
+from calibkit.bench._spec import load_spec
+from calibkit.bench._store import Store
 from calibkit.training import train
 
 

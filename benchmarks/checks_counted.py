@@ -31,11 +31,11 @@ from collections import Counter
 from collections.abc import Callable
 
 import calibkit
-import calibkit.registry as registry
+import calibkit._registry as registry
 from calibkit._settings import Declared
-from calibkit.metrics.binning import BinScheme
-from calibkit.posthoc.base import Method
-from calibkit.training import config
+from calibkit.metrics._binning import BinScheme
+from calibkit.posthoc._base import Method
+from calibkit.training import _config as config
 
 COUNTS: Counter[str] = Counter()
 

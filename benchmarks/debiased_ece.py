@@ -19,18 +19,18 @@ import time
 import numpy as np
 import torch
 
-from calibkit.cli.progress import progress
+from calibkit.cli._progress import progress
 from calibkit.metrics import classwise_ece, ece
-from calibkit.metrics.binning import BinScheme
-from calibkit.metrics.consistency import calibrated_replicates
-from calibkit.metrics.inputs import prepare
-from calibkit.metrics.resample import bootstrap_vectors
-from calibkit.metrics.stats import (
+from calibkit.metrics._binning import BinScheme
+from calibkit.metrics._consistency import calibrated_replicates
+from calibkit.metrics._inputs import prepare
+from calibkit.metrics._resample import bootstrap_vectors
+from calibkit.metrics._stats import (
     classwise_ece_from_sums,
     classwise_sums,
     debiased_classwise_from_sums,
 )
-from calibkit.metrics.synthetic import SyntheticClassifier
+from calibkit.metrics._synthetic import SyntheticClassifier
 
 CELLS = [(k, n, g) for g in (1.5, 1.0) for k in (100, 10) for n in (500, 5_000, 50_000)]
 
@@ -103,7 +103,7 @@ def cost(rounds: int) -> list[str]:
         )
     a, b = boot["classwise_ece"], boot["debiased_classwise_ece"]
     lines.append(f"| 1,000 bootstrap resamples (sums included) | {a:.2f} | {b:.2f} | {b / a:.2f} |")
-    # the consistency test (calibkit.metrics.consistency): 1,000 label draws, against the
+    # the consistency test (calibkit.metrics._consistency): 1,000 label draws, against the
     # bootstrap it comes with
     tests = {
         name: best(lambda name=name: calibrated_replicates(p, scheme, [name], 1000, 0), rounds)

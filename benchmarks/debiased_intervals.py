@@ -11,7 +11,7 @@ right and the plug-in pivot too high; where they are signal, the other way round
 bootstrap cannot tell which. "Both" is their hull, [basic's lower end, the plug-in pivot's
 upper end]: the basic interval widened upwards by the debiasing θ̂ₚ − θ̂_d. This study
 measures the three, and a fourth, "+ test": two-pivot whose lower end is 0 wherever the
-consistency test does not reject calibration (:mod:`calibkit.metrics.consistency`; what
+consistency test does not reject calibration (:mod:`calibkit.metrics._consistency`; what
 ``evaluate`` gives by default), on the synthetic classifier's known truth, in
 the grid of the coverage study (K ∈ {10, 100}, N ∈ {500, 5,000, 50,000}, calibrated and
 over-confident), for ``debiased_ece`` and ``debiased_classwise_ece``, and for the plug-ins
@@ -35,12 +35,12 @@ from pathlib import Path
 
 import torch
 
-from calibkit.cli.progress import progress
-from calibkit.metrics.binning import BinScheme
-from calibkit.metrics.consistency import calibrated_replicates, p_value
-from calibkit.metrics.inputs import prepare
-from calibkit.metrics.resample import bootstrap_vectors, metric_vectors
-from calibkit.metrics.synthetic import SyntheticClassifier
+from calibkit.cli._progress import progress
+from calibkit.metrics._binning import BinScheme
+from calibkit.metrics._consistency import calibrated_replicates, p_value
+from calibkit.metrics._inputs import prepare
+from calibkit.metrics._resample import bootstrap_vectors, metric_vectors
+from calibkit.metrics._synthetic import SyntheticClassifier
 
 #: each metric and the plug-in its bootstrap world has as truth (a plug-in: itself)
 PAIRS = {

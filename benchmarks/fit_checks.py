@@ -1,4 +1,4 @@
-"""What the checks on every fit cost (``calibkit.posthoc.anomalies.check_fit``): each
+"""What the checks on every fit cost (``calibkit.posthoc._anomalies.check_fit``): each
 method's fit on the ResNet-110 CIFAR-10 validation logits (5,000 x 10), median time of the
 fit (which makes the checks on its calibration split, always) and of those checks alone,
 and their share of the fit.
@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from calibkit import posthoc
-from calibkit.posthoc.anomalies import check_fit
+from calibkit.posthoc._anomalies import check_fit
 
 
 def median_ms(fn, reps: int) -> float:

@@ -21,8 +21,8 @@ for side in "$BASE" src; do
 import time
 from pathlib import Path
 
-from calibkit.data.base import LazyImages
-from calibkit.data.folders import class_tree
+from calibkit.data._base import LazyImages
+from calibkit.data._folders import class_tree
 
 paths = [p for s in ("train", "test") for p in class_tree(Path(f"../shared/data/cifar10-jpeg/{s}"))[1]]
 start = time.perf_counter()

@@ -1,5 +1,5 @@
 """Do calibkit's 95 % bootstrap intervals cover the truth? A coverage study on data whose
-every metric is known exactly (:class:`calibkit.metrics.synthetic.SyntheticClassifier`).
+every metric is known exactly (:class:`calibkit.metrics._synthetic.SyntheticClassifier`).
 
 For each cell (N samples, K classes, calibrated or over-confident) it draws R independent
 samples, evaluates each with B bootstrap resamples, and records for every metric and every
@@ -27,16 +27,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from calibkit.cli.progress import progress
-from calibkit.metrics.binning import BinScheme
-from calibkit.metrics.inputs import prepare
-from calibkit.metrics.intervals import interval, policy
-from calibkit.metrics.resample import (
+from calibkit.cli._progress import progress
+from calibkit.metrics._binning import BinScheme
+from calibkit.metrics._inputs import prepare
+from calibkit.metrics._intervals import interval, policy
+from calibkit.metrics._resample import (
     bootstrap_vectors,
     jackknife_vectors,
     metric_vectors,
 )
-from calibkit.metrics.synthetic import SyntheticClassifier
+from calibkit.metrics._synthetic import SyntheticClassifier
 
 METHODS = ("percentile", "basic", "bca")
 #: the study's bins: 15, calibkit's convention
@@ -228,7 +228,7 @@ def choose(path: Path) -> dict[str, tuple[str, float, float]]:
 def choice_table(path: Path) -> str:
     """Before (percentile everywhere) and after (each metric's chosen method): the lowest
     and the mean coverage over every cell of both cases, and calibkit's default."""
-    from calibkit.metrics.intervals import policy
+    from calibkit.metrics._intervals import policy
 
     rows = read(path)
     lines = [

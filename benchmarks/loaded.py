@@ -7,7 +7,7 @@ and times each operation quiet and loaded under three settings, each in a fresh 
 
 * ``before``: PyTorch's defaults (all cores, GNU OpenMP's spinning wait), calibkit's thread
   rule off (``CALIBKIT_THREADS=0``);
-* ``calibkit``: calibkit's defaults (its thread rule, calibkit/threads.py);
+* ``calibkit``: calibkit's defaults (its thread rule, calibkit/_threads.py);
 * ``passive wait``: the rule off, ``OMP_WAIT_POLICY=PASSIVE``;
 * ``1 thread``: ``torch.set_num_threads(1)``, the rule off.
 
@@ -38,7 +38,8 @@ def _ops(data: str):
     import torch
 
     from calibkit import posthoc
-    from calibkit.metrics import ece, evaluate
+    from calibkit.metrics import evaluate
+    from calibkit.metrics import ece
 
     d = np.load(data)
     z, y = d["logits_val"], d["labels_val"]

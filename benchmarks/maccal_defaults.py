@@ -28,9 +28,9 @@ import time
 import warnings
 from pathlib import Path
 
-from calibkit.metrics.resample import metric_values
-from calibkit.outputs import LinkRefused, inside
-from calibkit.posthoc.maccal import MacCal, mask_stopped
+from calibkit._outputs import LinkRefused, inside
+from calibkit.metrics._resample import metric_values
+from calibkit.posthoc._maccal import MacCal, mask_stopped
 from calibkit.runs import run_evidence
 from calibkit.training import TrainConfig, train
 from nc_lambda import pretrained  # a pretrained CIFAR ResNet as a run, beside this file

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from calibkit.posthoc.maccal import MacCal
+from calibkit.posthoc._maccal import MacCal
 from calibkit.runs import run_evidence
 from calibkit.training import TrainConfig, train
 

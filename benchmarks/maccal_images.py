@@ -14,8 +14,8 @@ import time
 import warnings
 from pathlib import Path
 
-from calibkit.metrics.resample import metric_values
-from calibkit.posthoc.maccal import MacCal
+from calibkit.metrics._resample import metric_values
+from calibkit.posthoc._maccal import MacCal
 from calibkit.runs import run_evidence
 from nc_lambda import pretrained  # the pretrained ResNet-20 as a run, beside this file
 from progress_lines import epochs

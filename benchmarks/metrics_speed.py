@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from calibkit import metrics as M
-from calibkit.allocator import retain_freed_memory
+from calibkit._allocator import retain_freed_memory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the peers' loader of the tests
 from tests.peers import torch_uncertainty
@@ -213,11 +213,11 @@ def main() -> None:
     parser.add_argument(
         "--glibc-defaults",
         action="store_true",
-        help="measure with glibc's malloc defaults instead of calibkit.allocator's setting",
+        help="measure with glibc's malloc defaults instead of calibkit._allocator's setting",
     )
     args = parser.parse_args()
     retained = not args.glibc_defaults and retain_freed_memory()
-    print(f"freed memory retained (calibkit.allocator, as the calibkit command): {retained}")
+    print(f"freed memory retained (calibkit._allocator, as the calibkit command): {retained}")
     torch.set_num_threads(torch.get_num_threads())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, numpy {np.__version__}")
     results = run_table(args.quick, args.budget, args.rounds)

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from calibkit import data, posthoc
-from calibkit.posthoc.clamping import NeuralClamping
+from calibkit.posthoc._clamping import NeuralClamping
 from calibkit.runs import calibrate_run, load_run
 from calibkit.training import TrainConfig, predict, train
 from train_speed import write_random_cifar

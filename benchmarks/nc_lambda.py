@@ -15,9 +15,9 @@ import time
 import warnings
 from pathlib import Path
 
-from calibkit.cli.pretrained import pretrained_with_progress
-from calibkit.metrics.resample import metric_values
-from calibkit.posthoc.clamping import NeuralClamping
+from calibkit.cli._pretrained import pretrained_with_progress
+from calibkit.metrics._resample import metric_values
+from calibkit.posthoc._clamping import NeuralClamping
 from calibkit.runs import run_evidence
 from calibkit.training import TrainConfig
 from progress_lines import epochs

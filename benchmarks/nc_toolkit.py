@@ -15,8 +15,8 @@ import time
 import warnings
 from pathlib import Path
 
-from calibkit.metrics.resample import metric_values
-from calibkit.posthoc.clamping import NeuralClamping
+from calibkit.metrics._resample import metric_values
+from calibkit.posthoc._clamping import NeuralClamping
 from calibkit.runs import run_evidence
 from nc_lambda import pretrained  # the pretrained ResNet-20 as a run, beside this file
 from progress_lines import epochs

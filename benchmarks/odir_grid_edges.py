@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from calibkit import posthoc
-from calibkit.cli.progress import progress
+from calibkit.cli._progress import progress
 from calibkit.io import load_split
 from calibkit.metrics import accuracy, classwise_ece
-from calibkit.posthoc.compare import stratified_split
+from calibkit.posthoc._compare import stratified_split
 
 ZOO = Path(__file__).resolve().parents[1].parent / "shared/data/logits/zoo"
 GRID = "folds=3,lambdas=[0.01,1,100],mus=[0.01,1,100]"

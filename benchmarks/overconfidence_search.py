@@ -4,7 +4,7 @@ The training papers start from CE networks that are over-confident (TS temperatu
 1.2, and TS lowers ECE). The main job trains a digits CNN and a Gaussian-toy MLP, where CE
 comes out under-confident. This sweeps the cheap knobs (epochs, weight decay, batch size,
 the toy's training-set size and class overlap) with CE only, two seeds each, on the one bench
-harness, and prints the premise's measurement (`calibkit.bench.verdicts.check_premise`) per
+harness, and prints the premise's measurement (`calibkit.bench._verdicts.check_premise`) per
 setting and network, with the seconds each setting took.
 
     python benchmarks/overconfidence_search.py -o /tmp/search      # about 10 minutes, 2 cores
@@ -22,11 +22,11 @@ import json
 import time
 from pathlib import Path
 
-from calibkit.bench.results import Results
-from calibkit.bench.runner import run_bench
-from calibkit.bench.spec import resolve
-from calibkit.bench.store import Store
-from calibkit.bench.verdicts import OVERCONFIDENT, check_premise
+from calibkit.bench._results import Results
+from calibkit.bench._runner import run_bench
+from calibkit.bench._spec import resolve
+from calibkit.bench._store import Store
+from calibkit.bench._verdicts import OVERCONFIDENT, check_premise
 
 EPOCHS = (30, 100)
 WEIGHT_DECAY = (5e-4, 0.0)

@@ -17,7 +17,7 @@ SGD with momentum and weight decay) after ``--warmup`` steps, and prints aggrega
 training images/s (members × batch / seconds per step) and the ratio to vmap:
 
 - ``alone``: the members one after another (a loop of M networks);
-- ``vmap``: calibkit's pack (``calibkit.training.packed.stacked``);
+- ``vmap``: calibkit's pack (``calibkit.training._packed.stacked``);
 - ``grouped``: the Packed-Ensembles layout, NCHW;
 - ``grouped-cl``: the same in channels_last;
 - on CUDA also ``grouped-cl-bf16`` (bf16 autocast) and, with ``--compile``, each grouped
@@ -39,8 +39,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from calibkit import models
-from calibkit.models.resnet import BasicBlock
-from calibkit.training.packed import stacked
+from calibkit.models._resnet import BasicBlock
+from calibkit.training._packed import stacked
 
 
 def _conv(convs: Sequence[nn.Conv2d]) -> nn.Conv2d:
@@ -300,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             rates[name] = count * args.batch / seconds
         for name, rate in rates.items():
             print(f"{count:>7}  {name:<24} {rate:>10,.0f}  {rate / rates['vmap']:.2f}x")
+
 
 if __name__ == "__main__":
     main()

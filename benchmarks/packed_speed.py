@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from calibkit.training import TrainConfig, train
-from calibkit.training.trainer import train_packed
+from calibkit.training._trainer import train_packed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_speed import write_random_cifar

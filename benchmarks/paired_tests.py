@@ -3,12 +3,12 @@
 Three tests of "method A and method B have the same test ECE (or NLL)":
 
 * ``compare_paired``: one network per method, the test rows bootstrapped (paired);
-* the verdicts' paired t-test over seeds (:func:`calibkit.bench.results.compare`), n = 3;
+* the verdicts' paired t-test over seeds (:func:`calibkit.bench._results.compare`), n = 3;
 * ``compare_nested``: the test rows bootstrapped within each of the 3 seeds, paired, the
   difference averaged over the seeds.
 
 The data: a test set of N rows from a perfectly calibrated
-:class:`~calibkit.metrics.synthetic.SyntheticClassifier` (K = 10), shared by the seeds. A
+:class:`~calibkit.metrics._synthetic.SyntheticClassifier` (K = 10), shared by the seeds. A
 "network" of method X in seed s outputs the logits β · log p, with β = β_X · exp(τ η_s)
 (η_s ~ N(0, 1): the seed's training randomness) times a per-row jitter exp(0.1 ε_i): β > 1
 is over-confident. Under H0 both methods have the same β_X; under H1 method B has a
@@ -27,9 +27,9 @@ import math
 import numpy as np
 import torch
 
-from calibkit.bench.results import compare
+from calibkit.bench._results import compare
 from calibkit.metrics import compare_nested, compare_paired
-from calibkit.metrics.synthetic import SyntheticClassifier
+from calibkit.metrics._synthetic import SyntheticClassifier
 
 METRICS = ("ece", "nll")
 SEEDS = 3

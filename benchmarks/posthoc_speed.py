@@ -23,9 +23,9 @@ import warnings
 import torch
 
 from calibkit import posthoc
-from calibkit.allocator import retain_freed_memory
+from calibkit._allocator import retain_freed_memory
 from calibkit.metrics import ece
-from calibkit.posthoc import affine
+from calibkit.posthoc import _affine as affine
 
 
 def timed(fn, reps: int = 7) -> tuple[float, object]:
@@ -149,7 +149,7 @@ def odir_table(path: str | None = None) -> None:
     else:
         import numpy as np
 
-        from calibkit.posthoc.compare import stratified_split
+        from calibkit.posthoc._compare import stratified_split
 
         with np.load(path) as f:
             z_all, y_all = torch.from_numpy(f["logits"]), torch.from_numpy(f["labels"])
@@ -196,11 +196,11 @@ def main() -> None:
     parser.add_argument(
         "--glibc-defaults",
         action="store_true",
-        help="measure with glibc's malloc defaults instead of calibkit.allocator's setting",
+        help="measure with glibc's malloc defaults instead of calibkit._allocator's setting",
     )
     args = parser.parse_args()
     retained = not args.glibc_defaults and retain_freed_memory()
-    print(f"freed memory retained (calibkit.allocator, as the calibkit command): {retained}")
+    print(f"freed memory retained (calibkit._allocator, as the calibkit command): {retained}")
     affine.CV_MAX_ITER = args.cv_max_iter
     if args.odir_file:
         for path in args.odir_file:

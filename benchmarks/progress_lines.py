@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from calibkit.cli.progress import progress
+from calibkit.cli._progress import progress
 
 
 @contextmanager

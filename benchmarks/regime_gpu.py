@@ -30,10 +30,10 @@ import torch
 
 import progress_lines
 from calibkit import posthoc
+from calibkit._outputs import LinkRefused, inside
 from calibkit.metrics import accuracy, ece
-from calibkit.outputs import LinkRefused, inside
 from calibkit.training import TrainConfig
-from calibkit.training.trainer import train_packed
+from calibkit.training._trainer import train_packed
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SEEDS = (1, 2, 3)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from calibkit.bench.execute import execute
-from calibkit.bench.spec import resolve
+from calibkit.bench._execute import execute
+from calibkit.bench._spec import resolve
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -1,4 +1,4 @@
-"""The PyTorch scan behind top-label ECE (``calibkit.metrics.scan.scan_rows`` with
+"""The PyTorch scan behind top-label ECE (``calibkit.metrics._scan.scan_rows`` with
 ``CALIBKIT_NATIVE=0``) against the faster scans tried for issue 29: the compiled kernel that
 calibkit now uses, and three PyTorch variants that were dropped (docs/performance.md, "ECE
 against torchmetrics"). Each variant returns every row's 1 − confidence; the table gives
@@ -7,7 +7,7 @@ compiled kernel alone, on one thread::
 
     python benchmarks/scan_variants.py            # (1e4, 10), (1e5, 100), (5e4, 1000), (1e6, 10)
 
-* ``compiled``: ``calibkit.metrics._rowscan`` (:mod:`calibkit.metrics.native_scan`), the scan
+* ``compiled``: ``calibkit.metrics._rowscan`` (:mod:`calibkit.metrics._native_scan`), the scan
   calibkit uses for float32 logits where it is built;
 * ``softmax``: ``torch.softmax`` per chunk (its own vectorised exp), the row maximum zeroed,
   the rest summed in float32;
@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from calibkit.metrics import native_scan
-from calibkit.metrics.scan import CHUNK_VALUES, scan_rows
+from calibkit.metrics import _native_scan as native_scan
+from calibkit.metrics._scan import CHUNK_VALUES, scan_rows
 
 SIZES = ((10_000, 10), (100_000, 100), (50_000, 1000), (1_000_000, 10))
 LOG2E = 1.4426950408889634

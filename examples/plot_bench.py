@@ -12,9 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from PIL import Image
 
-from calibkit.bench.report import write_report
-from calibkit.bench.runner import run_bench
-from calibkit.bench.spec import load_spec
+from calibkit.bench import load_spec, run_bench, write_report
 
 SPEC = """
 name: gallery

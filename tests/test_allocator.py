@@ -8,7 +8,7 @@ import platform
 
 import pytest
 
-from calibkit import allocator
+from calibkit import _allocator as allocator
 from calibkit.cli import main
 
 
@@ -34,8 +34,8 @@ def test_no_c_library_or_no_mallopt_changes_nothing(monkeypatch):
 
 
 def test_the_command_line_and_the_bench_workers_apply_it(monkeypatch, capsys):
-    import calibkit.bench.runner as runner
-    import calibkit.cli.common as common
+    import calibkit.bench._runner as runner
+    import calibkit.cli._common as common
 
     calls = []
     for module in (common, runner):

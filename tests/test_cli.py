@@ -250,7 +250,7 @@ def test_evaluate_reads_a_split_as_fit_and_apply_do(tmp_path, data, capsys):
 def test_long_commands_talk_off_a_terminal(tmp_path, data, capsys, monkeypatch):
     """Piped or captured, no bar: a progress line on stderr every PROGRESS_EVERY seconds and
     at the end (done/total, elapsed, ETA)."""
-    from calibkit.cli import progress
+    from calibkit.cli import _progress as progress
 
     z, y = data
     np.savez(tmp_path / "run.npz", logits=z, labels=y)
@@ -272,7 +272,7 @@ def test_a_long_step_is_not_silent_and_its_eta_skips_the_first_step(monkeypatch,
     heartbeat), with what is running; the ETA is measured from the first step's end."""
     import time as clock
 
-    from calibkit.cli import progress
+    from calibkit.cli import _progress as progress
 
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.2)
     with progress.progress(3, "work", True) as tick:
@@ -306,7 +306,7 @@ def test_the_terminal_bar_has_an_eta_when_each_step_takes_minutes():
 
     from rich.console import Console
 
-    from calibkit.cli.progress import terminal_bar
+    from calibkit.cli._progress import terminal_bar
 
     clock = [0.0]
     bar = terminal_bar(Console(file=io.StringIO(), force_terminal=True), lambda: clock[0])
@@ -321,7 +321,7 @@ def test_version_names_the_row_scan_in_use(monkeypatch):
     from click.testing import CliRunner
 
     from calibkit.cli import cli
-    from calibkit.metrics import native_scan
+    from calibkit.metrics import _native_scan as native_scan
 
     monkeypatch.setenv(native_scan.ENV, "0")
     out = CliRunner().invoke(cli, ["--version"])

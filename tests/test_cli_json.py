@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from calibkit import schemas
-from calibkit.cli.output import strict_json
+from calibkit.cli._output import strict_json
 from tests.bench.test_runner_report import SPEC
 from tests.conftest import make_logits
 from tests.test_cli import run_ok
@@ -182,7 +182,7 @@ def test_the_schemas_metric_names_are_the_metric_tables():
     """A metric added to the table (docs/architecture.md, "Adding a metric") is named in the
     shipped schema's enums, in the table's order."""
     from calibkit import schemas
-    from calibkit.metrics.table import METRICS_TABLE
+    from calibkit.metrics._table import METRICS_TABLE
 
     names = [m.name for m in METRICS_TABLE]
     common = schemas.load("common")["$defs"]

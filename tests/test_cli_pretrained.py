@@ -203,7 +203,7 @@ def test_building_the_pretrained_run_says_what_it_does(
 ):
     """Issue 42 §2: reading the CIFAR JPEG tree and predicting its splits took half a minute
     with no line at all, before the calibration's own progress started."""
-    from calibkit.cli import progress
+    from calibkit.cli import _progress as progress
 
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)
     main(

@@ -150,7 +150,7 @@ def test_a_bad_checkpoint_is_refused_on_resume(tmp_path, capsys, checkpoint, mat
 
 
 def test_a_temporary_name_never_reaches_an_error(tmp_path, monkeypatch):
-    from calibkit.outputs import save_npz
+    from calibkit._outputs import save_npz
 
     def failing_savez(path, **_):
         raise OSError(28, "No space left on device", path)
@@ -175,7 +175,7 @@ posthoc: [ts]
 
 
 def test_bench_with_failed_runs_exits_non_zero_and_names_them(tmp_path, capsys, monkeypatch):
-    import calibkit.bench.runner as runner
+    import calibkit.bench._runner as runner
 
     def broken(run, root, report=None):
         raise RuntimeError("out of memory in a test")
@@ -189,7 +189,7 @@ def test_bench_with_failed_runs_exits_non_zero_and_names_them(tmp_path, capsys, 
 
 
 def test_report_on_a_store_without_results_says_there_is_nothing(tmp_path, capsys):
-    from calibkit.bench.store import Store
+    from calibkit.bench._store import Store
 
     Store(tmp_path / "empty.sqlite")  # a calibkit store, no run in it
     code, _, err = run(
@@ -223,7 +223,7 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path):
     import os
     import stat
 
-    from calibkit.outputs import write_text
+    from calibkit._outputs import write_text
 
     path = write_text(tmp_path / "private.md", "one")
     os.chmod(path, 0o600)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from calibkit import posthoc
-from calibkit.posthoc.checks import next_up
+from calibkit.posthoc._checks import next_up
 from tests.conftest import make_logits
 from tests.test_cli import run_ok
 

@@ -6,7 +6,7 @@ import stat
 import numpy as np
 import pytest
 
-from calibkit.outputs import save_npz, write_text
+from calibkit._outputs import save_npz, write_text
 
 
 @pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
@@ -24,7 +24,7 @@ def test_written_files_honour_the_umask(tmp_path, mask):
 
 
 def test_write_section_replaces_its_block_and_keeps_what_people_wrote(tmp_path):
-    from calibkit.outputs import write_section
+    from calibkit._outputs import write_section
 
     doc = tmp_path / "real.md"
     write_section(doc, "study", "first")  # a missing file is created
@@ -74,7 +74,7 @@ def test_a_full_disk_under_torch_save_names_the_users_file(tmp_path, monkeypatch
     import errno
     import shutil
 
-    from calibkit.outputs import atomic_write
+    from calibkit._outputs import atomic_write
 
     def write(tmp):
         raise RuntimeError("[enforce fail at inline_container.cc] . unexpected pos 64")
@@ -94,7 +94,7 @@ def test_several_files_are_written_all_or_none(tmp_path, monkeypatch):
     """Issue 41 §7: a report onto a full disk left a partial folder and named no file."""
     import errno
 
-    from calibkit import outputs as cio
+    from calibkit import _outputs as cio
 
     out = tmp_path / "report"
     files = {out / "figures" / "a.png": b"png", out / "report.md": "md", out / "report.html": "x"}
@@ -126,7 +126,7 @@ def test_a_read_only_folder_names_the_users_file_not_the_hidden_one(tmp_path, mo
     read-only folder is made by the OS call itself here (mkstemp's PermissionError)."""
     import tempfile
 
-    from calibkit import outputs
+    from calibkit import _outputs as outputs
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path / ".t.calib.abc123"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from calibkit import losses, posthoc
-from calibkit.registry import SpecError
+from calibkit._registry import SpecError
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from calibkit.bench.spec import load_spec
+from calibkit.bench._spec import load_spec
 from tests.test_cli import run
 
 SPEC = """seeds: [1]
@@ -97,8 +97,8 @@ def test_misleading_messages_now_name_the_cause(tmp_path, capsys):
     import numpy as np
 
     from calibkit import posthoc
+    from calibkit._outputs import atomic_write
     from calibkit.io import load_scores, load_split
-    from calibkit.outputs import atomic_write
 
     z = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
     y = np.arange(40) % 3
@@ -120,7 +120,7 @@ def test_misleading_messages_now_name_the_cause(tmp_path, capsys):
 
         ece(z, big)
     with pytest.raises(ValueError, match="neural-clamping calibrates a network, not logits"):
-        from calibkit.posthoc.compare import compare_methods
+        from calibkit.posthoc._compare import compare_methods
 
         compare_methods((z, y), (z, y), ["neural-clamping"])
     code, _, err = run(

@@ -1,4 +1,4 @@
-"""One rule for every command that writes (calibkit.outputs.check_output): the output may not be,
+"""One rule for every command that writes (calibkit._outputs.check_output): the output may not be,
 or lie inside, an input the command reads (by resolved path and by inode), and an empty
 output path is refused. Each case checks the one-line error, exit code 2, and that the
 input's bytes are unchanged."""
@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from calibkit.outputs import check_output
+from calibkit._outputs import check_output
 from tests.conftest import make_logits
 from tests.test_cli import run, run_ok
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calibkit import metrics as M
-from calibkit.metrics.resample import resample_chunks
+from calibkit.metrics._resample import resample_chunks
 from calibkit.plots import reliability_diagram
 from tests.conftest import make_logits
 

@@ -12,7 +12,7 @@ import torch
 from calibkit import metrics as M
 from calibkit import posthoc
 from calibkit.metrics import CalibrationMeter, compare_paired, evaluate
-from calibkit.metrics.synthetic import SyntheticClassifier
+from calibkit.metrics._synthetic import SyntheticClassifier
 from tests.test_cli import run, run_ok
 
 

@@ -6,7 +6,7 @@ import pytest
 
 
 def test_a_list_of_specs_keeps_each_specs_own_settings():
-    from calibkit.registry import SpecError, split_specs
+    from calibkit._registry import SpecError, split_specs
 
     assert split_specs("dir-odir:folds=5,average_folds=true") == [
         "dir-odir:folds=5,average_folds=true"
@@ -74,8 +74,8 @@ def test_a_checked_spec_is_trusted_downstream_and_checked_once(monkeypatch):
     import torch
 
     from calibkit import posthoc
-    from calibkit.posthoc.temperature import TemperatureScaling
-    from calibkit.registry import Spec
+    from calibkit._registry import Spec
+    from calibkit.posthoc._temperature import TemperatureScaling
 
     calls = []
     real = TemperatureScaling.check_settings.__func__
@@ -107,7 +107,7 @@ def test_overrides_of_a_checked_spec_check_only_what_they_add(monkeypatch):
     """``models.create(checked_spec, num_classes=..., input_shape=...)`` (every run builds its
     model so) checks the two overrides, not the spec's own parameters again; a bad override
     is still refused in one line."""
-    import calibkit.registry as registry
+    import calibkit._registry as registry
     from calibkit import models
 
     spec = models.REGISTRY.check("resnet20:input_shape=[3,32,32]")

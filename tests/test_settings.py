@@ -11,6 +11,7 @@ from typing import Annotated
 import pytest
 
 from calibkit import data, losses, models, posthoc
+from calibkit._registry import CheckedSpec, parse_spec
 from calibkit._settings import (
     Bounds,
     OneOf,
@@ -19,9 +20,8 @@ from calibkit._settings import (
     declarations,
     parameters_section,
 )
-from calibkit.metrics.binning import BinScheme
-from calibkit.registry import CheckedSpec, parse_spec
-from calibkit.training import schedule
+from calibkit.metrics._binning import BinScheme
+from calibkit.training import _schedule as schedule
 
 REGISTRIES = {
     "dataset": data.REGISTRY,

@@ -31,7 +31,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.svm import LinearSVC
 
 from calibkit.adapters.sklearn import CalibratedClassifier
-from calibkit.posthoc.anomalies import CalibrationWarning
+from calibkit.posthoc._anomalies import CalibrationWarning
 
 METHODS = ["sigmoid", "isotonic"]
 

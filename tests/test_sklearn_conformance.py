@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from calibkit.adapters.sklearn import CalibratedClassifier
-from calibkit.posthoc.anomalies import CalibrationWarning
+from calibkit.posthoc._anomalies import CalibrationWarning
 
 CONFIGURATIONS = [
     CalibratedClassifier(LogisticRegression(), cv=3),

@@ -113,7 +113,7 @@ def test_lazy_package_attributes_are_the_real_objects():
     import calibkit
     import calibkit.training as training
     from calibkit.metrics import evaluate
-    from calibkit.training.config import TrainConfig
+    from calibkit.training._config import TrainConfig
 
     assert calibkit.evaluate is evaluate and callable(calibkit.evaluate)
     assert training.TrainConfig is TrainConfig
@@ -181,7 +181,7 @@ API = [
     *(f"calibkit.metrics:CalibrationMeter.{n}" for n in ("__init__", "update", "merge", "sync")),
     "calibkit.metrics:CalibrationMeter.compute",
     "calibkit.training:train",
-    "calibkit.training.trainer:train_packed",
+    "calibkit.training:train_packed",
     *(f"calibkit.runs:{n}" for n in ("stage_one", "calibrate_run", "load_run", "run_evidence")),
     "calibkit.runs:pretrained_run",
     "calibkit.export:to_onnx",
@@ -248,12 +248,12 @@ def library_errors_naming_flags(root: Path) -> list[str]:
 def test_library_errors_name_parameters_and_the_cli_names_flags(tmp_path):
     """Issue 56 §5: a Python caller never passed ``--resume``; the library names the
     parameter (``resume=True``) and the command line translates it into its flag
-    (calibkit.cli.common.in_flags). The scan finds a planted one."""
+    (calibkit.cli._common.in_flags). The scan finds a planted one."""
     assert library_errors_naming_flags(SRC) == []
     (tmp_path / "m.py").write_text('def f(out):\n    raise ValueError(f"{out}: pass --resume")\n')
     assert library_errors_naming_flags(tmp_path) == ["m.py:2"]
     from calibkit.cli import cli
-    from calibkit.cli.common import in_flags
+    from calibkit.cli._common import in_flags
 
     train, compare = cli.commands["train"], cli.commands["compare"]
     said = "x already holds a run; pass resume=True; see maccal:lr=0.5, engine='ray'"
@@ -295,7 +295,7 @@ def test_a_file_is_loaded_through_the_registry_not_by_the_base_class():
     method, and no function of the package imports calibkit's own modules to get round a
     loop."""
     from calibkit import posthoc
-    from calibkit.posthoc import registered
+    from calibkit.posthoc import _registered as registered
 
     assert not hasattr(posthoc.Method, "load") and posthoc.load is registered.load
     inner = []

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from calibkit import threads
+from calibkit import _threads as threads
 
 
 @pytest.fixture(autouse=True)

@@ -30,8 +30,6 @@ from typing import TypeVar
 
 from ._settings import declarations, parameter_lines, parameters_section, wrapped
 
-__all__ = ["Described", "documented", "documented_settings"]
-
 F = TypeVar("F", bound=Callable)
 #: a parameter's (type, description), as the Parameters section prints it
 Described = tuple[str, str]

@@ -31,27 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-__all__ = [
-    "COUNT",
-    "MAX_BINS",
-    "BatchSize",
-    "Bounds",
-    "Declared",
-    "Epochs",
-    "LearningRate",
-    "Momentum",
-    "NBins",
-    "OneOf",
-    "Seed",
-    "Setting",
-    "Values",
-    "check_declared",
-    "declarations",
-    "parameter_lines",
-    "parameters_section",
-    "type_text",
-]
-
 
 @dataclass(frozen=True)
 class Bounds:

@@ -40,19 +40,11 @@ import torch
 from torch import Tensor, nn
 
 from ._docs import documented
-from .outputs import atomic_write
-from .posthoc.base import Calibrator, Method
-from .posthoc.model import CalibratedModel
+from ._outputs import atomic_write
+from .posthoc._base import Calibrator, Method
+from .posthoc._model import CalibratedModel
 
-__all__ = [
-    "INSTALL_HINT",
-    "OUTPUTS",
-    "ExportError",
-    "ExportMismatchError",
-    "Graph",
-    "run_onnx",
-    "to_onnx",
-]
+__all__ = ["ExportError", "ExportMismatchError", "run_onnx", "to_onnx"]
 
 OUTPUTS = ("logits", "probs")
 INSTALL_HINT = "ONNX export needs onnx, onnxscript and onnxruntime: pip install 'calibkit[onnx]'"

@@ -1,4 +1,4 @@
-"""Read logits and labels from the files users already have (writing: :mod:`calibkit.outputs`).
+"""Read logits and labels from the files users already have (writing: :mod:`calibkit._outputs`).
 
 Formats, by extension:
 
@@ -31,18 +31,7 @@ import numpy as np
 
 from ._docs import Described, documented
 
-__all__ = [
-    "LABEL_NAMES",
-    "SCORE_EXTENSIONS",
-    "FileFormatError",
-    "check_distinct_splits",
-    "has_both_splits",
-    "load_scores",
-    "load_split",
-    "read_arrays",
-    "split_keys",
-    "table_columns",
-]
+__all__ = ["FileFormatError", "load_scores", "load_split"]
 
 #: the parameters the score readers share, described once for their docstrings
 _FILE_PARAMETERS: dict[str, Described] = {

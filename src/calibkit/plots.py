@@ -7,21 +7,15 @@ from typing import Any
 
 import matplotlib
 
-__all__ = [
-    "FIGURE_FORMATS",
-    "count_label",
-    "draw_reliability",
-    "reliability_diagram",
-    "save_figure",
-]
+__all__ = ["FIGURE_FORMATS", "draw_reliability", "reliability_diagram", "save_figure"]
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 from ._docs import documented
-from .metrics.evaluate import EvaluationResult
-from .outputs import atomic_write
+from ._outputs import atomic_write
+from .metrics._evaluate import EvaluationResult
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 
@@ -31,7 +25,7 @@ FIGURE_FORMATS = (".png", ".svg", ".pdf")
     "Figure: the matplotlib figure.",
     result=(
         "EvaluationResult, or array-like scores",
-        "An :func:`~calibkit.metrics.evaluate` "
+        "An :func:`~calibkit.metrics._evaluate` "
         "result, or scores (N, K) to evaluate with ``labels``.",
     ),
     labels=("array-like or None, default None", "The labels of ``result`` given as scores."),
@@ -40,7 +34,7 @@ FIGURE_FORMATS = (".png", ".svg", ".pdf")
     ax=("pair of Axes or None, default None", "(top, bottom) axes to draw into."),
     evaluate_options=(
         "keyword arguments",
-        "Options of :func:`~calibkit.metrics.evaluate` for "
+        "Options of :func:`~calibkit.metrics._evaluate` for "
         "scores given directly (``probs``, ``n_bins``, ``bootstrap``).",
     ),
 )
@@ -53,7 +47,7 @@ def reliability_diagram(
     ax: Any = None,
     **evaluate_options: Any,
 ):
-    """Reliability diagram of an :func:`~calibkit.metrics.evaluate` result: accuracy per
+    """Reliability diagram of an :func:`~calibkit.metrics._evaluate` result: accuracy per
     confidence bin over the diagonal, gaps shaded, and the confidence histogram beneath; ECE
     in the title; the 95 % band of each bin's accuracy where the result was bootstrapped.
     Nothing is computed again.

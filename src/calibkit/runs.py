@@ -23,15 +23,15 @@ from torch import nn
 
 from . import data, posthoc
 from ._docs import documented
-from .data.augment import augmentation
+from ._outputs import atomic_write, save_npz, write_text
+from ._registry import Spec
+from .data._augment import augmentation
 from .io import read_arrays
-from .outputs import atomic_write, save_npz, write_text
-from .posthoc.anomalies import check_fit
-from .posthoc.base import Evidence
-from .posthoc.model_level import fits_together
-from .registry import Spec
-from .training.config import RUN_PARAMETERS, pick_device
-from .training.trainer import (
+from .posthoc._anomalies import check_fit
+from .posthoc._base import Evidence
+from .posthoc._model_level import fits_together
+from .training._config import RUN_PARAMETERS, pick_device
+from .training._trainer import (
     TrainConfig,
     TrainingError,
     TrainResult,
@@ -160,7 +160,7 @@ def calibrate_run(
     network as a run in ``out``: logits of every split, the method's file, the source's
     weights, the fit's per-epoch history and ``run.json``. Returns the fitted method.
 
-    The checks of :mod:`calibkit.posthoc.anomalies` run on the test split (the validation
+    The checks of :mod:`calibkit.posthoc._anomalies` run on the test split (the validation
     split when the test split has no labels): what they flag is in the method's
     ``fit_report_.anomalies`` and ``run.json``, and issued as one ``CalibrationWarning``."""
     return _calibrate([source], [method], [out], device, progress)[0]
@@ -176,7 +176,7 @@ def calibrate_runs(
 ) -> list[posthoc.Method]:
     """:func:`calibrate_run` of ``methods[i]`` on ``sources[i]`` into ``outs[i]``, every
     method one of a kind (one name): fitted together where the method can (MaC-Cal's stage
-    2 trains every network's head in one stack, :meth:`~calibkit.posthoc.model_level.
+    2 trains every network's head in one stack, :meth:`~calibkit.posthoc._model_level.
     ModelCalibrator.fit_group`), otherwise one after another."""
     return _calibrate(sources, methods, outs, device, progress)
 
@@ -228,7 +228,7 @@ def _write_calibrated(
     cal: posthoc.Method, spec: Spec, evidence: Evidence, info: dict, source: Path, out: Path
 ) -> None:
     """The calibrated network of ``cal`` (fitted on the run ``source``) as a run in ``out``,
-    after the checks of :mod:`calibkit.posthoc.anomalies` on its test split."""
+    after the checks of :mod:`calibkit.posthoc._anomalies` on its test split."""
     arrays: dict[str, Any] = {}
     outputs = cal.apply_on(evidence)
     split = "test" if evidence.labels.get("test") is not None else "val"

@@ -1,9 +1,9 @@
 """Hand-made store rows for report tests: a run dict as a test writes it, given the parsed
-specs that :meth:`calibkit.bench.runspec.RunSpec.store_row` gives a real run."""
+specs that :meth:`calibkit.bench._runspec.RunSpec.store_row` gives a real run."""
 
 from __future__ import annotations
 
-from calibkit.registry import parse_spec
+from calibkit._registry import parse_spec
 
 
 def write(store, run, metrics=(), **rows) -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from calibkit.bench.report import write_report
-from calibkit.bench.store import ALL, Store, StoreError
-from calibkit.bench.study import study_markdown
-from calibkit.outputs import LinkRefused, atomic_write, file_lock, inside
+from calibkit._outputs import LinkRefused, atomic_write, file_lock, inside
+from calibkit.bench._report import write_report
+from calibkit.bench._store import ALL, Store, StoreError
+from calibkit.bench._study import study_markdown
 from tests.test_cli import run
 
 from .rows import write
@@ -238,7 +238,7 @@ def test_hostile_names_stay_text_in_report_html_in_chromium(tmp_path):
 
 
 def test_hostile_names_print_as_written_on_the_terminal(tmp_path, capsys):
-    from calibkit.cli.bench import _print_bench_summary
+    from calibkit.cli._bench import _print_bench_summary
 
     _hostile_store(tmp_path / "r.sqlite")
     summary = write_report(tmp_path / "r.sqlite", tmp_path / "report")

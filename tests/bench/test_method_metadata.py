@@ -6,10 +6,10 @@ calibrators (issue 43)."""
 from __future__ import annotations
 
 from calibkit import posthoc
-from calibkit.bench import verdicts
-from calibkit.bench.report import REPORT_TABLES, build_tables
-from calibkit.bench.results import REFERENCE, Results
-from calibkit.bench.store import ALL, Store
+from calibkit.bench import _verdicts as verdicts
+from calibkit.bench._report import REPORT_TABLES, build_tables
+from calibkit.bench._results import REFERENCE, Results
+from calibkit.bench._store import ALL, Store
 
 from .rows import write
 

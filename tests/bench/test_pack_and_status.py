@@ -10,13 +10,13 @@ import json
 
 import pytest
 
-from calibkit.bench.pack import packs
-from calibkit.bench.results import Results
-from calibkit.bench.runner import run_bench
-from calibkit.bench.spec import resolve
-from calibkit.bench.stage2 import stage2_groups
-from calibkit.bench.store import Store
-from calibkit.bench.study import rate_table
+from calibkit.bench._pack import packs
+from calibkit.bench._results import Results
+from calibkit.bench._runner import run_bench
+from calibkit.bench._spec import resolve
+from calibkit.bench._stage2 import stage2_groups
+from calibkit.bench._store import Store
+from calibkit.bench._study import rate_table
 
 RAW = {
     "name": "packed",

@@ -3,10 +3,10 @@ is "not testable here" with the number, never "does not hold"."""
 
 from __future__ import annotations
 
-from calibkit.bench.report import write_report
-from calibkit.bench.results import Results
-from calibkit.bench.store import ALL, Store
-from calibkit.bench.verdicts import (
+from calibkit.bench._report import write_report
+from calibkit.bench._results import Results
+from calibkit.bench._store import ALL, Store
+from calibkit.bench._verdicts import (
     CLAIMS,
     NOT_TESTABLE_HERE,
     OVERCONFIDENT,
@@ -97,7 +97,7 @@ def test_an_insane_or_missing_temperature_leaves_the_premise_unmeasured(tmp_path
 def test_keeping_accuracy_is_judged_as_non_inferiority():
     """Issue 42 §7: "keeps CE's accuracy" holds only when the paired 95 % interval of the
     difference lies above −1 point; no significant drop with 2 seeds is "inconclusive"."""
-    from calibkit.bench.verdicts import CLAIMS, judge
+    from calibkit.bench._verdicts import CLAIMS, judge
 
     keeps = next(c for c in CLAIMS if c.metric == "accuracy")
     ce = {1: 0.820, 2: 0.830, 3: 0.825, 4: 0.822, 5: 0.828}

@@ -13,8 +13,8 @@ import yaml
 from PIL import Image
 
 from calibkit import data, models
-from calibkit.bench.spec import SpecError, load_spec
-from calibkit.bench.store import Store
+from calibkit.bench._spec import SpecError, load_spec
+from calibkit.bench._store import Store
 from calibkit.cli import main
 from tests.conftest import make_logits
 from tests.models.test_checkpoint import published_layout
@@ -133,7 +133,7 @@ def test_the_real_kinds_of_run_on_the_one_harness(tmp_path, capsys):
     }
     # a zoo run is its file split 50/50 per class with the run's seed, calibrated on one half
     from calibkit.metrics import evaluate
-    from calibkit.posthoc.compare import stratified_split
+    from calibkit.posthoc._compare import stratified_split
 
     with np.load(root / "logits" / "zoo" / "cifar10_netA.npz") as f:
         z, y = f["logits"], f["labels"]
@@ -236,8 +236,8 @@ def test_given_network_entries_are_checked_before_running(tmp_path, change, mess
 def test_a_logits_entry_reads_any_score_file_and_records_its_classes(tmp_path):
     """A CSV holds its labels as floats: the run checks them like every fit does, and records
     the number of classes, so that reports need not open the file again."""
-    from calibkit.bench.execute import execute
-    from calibkit.bench.spec import resolve
+    from calibkit.bench._execute import execute
+    from calibkit.bench._spec import resolve
 
     z, y = make_logits(200, 4, 3)
     header = ",".join(f"c{i}" for i in range(4)) + ",labels"
@@ -292,8 +292,8 @@ def test_network_verdicts_split_by_class_count(tmp_path, capsys):
     out = tmp_path / "out"
     main(["bench", str(write_spec(tmp_path, spec)), "-o", str(out), "--workers", "1", "--json"])
     capsys.readouterr()
-    from calibkit.bench.results import Results
-    from calibkit.bench.verdicts import verdict_table
+    from calibkit.bench._results import Results
+    from calibkit.bench._verdicts import verdict_table
 
     rows = [
         r

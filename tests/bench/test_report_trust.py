@@ -12,12 +12,12 @@ import pytest
 import torch
 from scipy import stats
 
-from calibkit.bench.report import build_tables, write_report
-from calibkit.bench.results import Results, compare
-from calibkit.bench.spec import SpecError, resolve
-from calibkit.bench.store import ALL, Store, StoreError
-from calibkit.bench.verdicts import CLAIMS, HOLDS_HERE, INCONCLUSIVE, NESTED, judge, nested_p
-from calibkit.posthoc.anomalies import check_calibrated
+from calibkit.bench._report import build_tables, write_report
+from calibkit.bench._results import Results, compare
+from calibkit.bench._spec import SpecError, resolve
+from calibkit.bench._store import ALL, Store, StoreError
+from calibkit.bench._verdicts import CLAIMS, HOLDS_HERE, INCONCLUSIVE, NESTED, judge, nested_p
+from calibkit.posthoc._anomalies import check_calibrated
 
 from .rows import write
 
@@ -272,7 +272,7 @@ def test_spec_checks_everything_before_running(change, message):
 
 
 def test_yaml_traps_are_refused_with_their_place(tmp_path):
-    from calibkit.bench.spec import load_spec
+    from calibkit.bench._spec import load_spec
 
     twice = tmp_path / "twice.yaml"
     twice.write_text(
@@ -292,7 +292,7 @@ def test_yaml_traps_are_refused_with_their_place(tmp_path):
 
 
 def test_spec_file_errors_name_the_file(tmp_path):
-    from calibkit.bench.spec import load_spec
+    from calibkit.bench._spec import load_spec
 
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(b"\xff\xfe\x00name: x")
@@ -303,7 +303,7 @@ def test_spec_file_errors_name_the_file(tmp_path):
 
 
 def test_gradient_figure_compares_losses_not_runs_sharing_a_stage_1(tmp_path):
-    from calibkit.bench.figures import _gradient_runs, build_figures
+    from calibkit.bench._figures import _gradient_runs, build_figures
 
     store = Store(tmp_path / "g.sqlite")
     curve = [("train", "uncalibrated", "grad_norm", {"grad_norm": [1.0], "brier": [0.1]})]

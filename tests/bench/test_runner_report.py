@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibkit.bench.report import write_report
-from calibkit.bench.runner import run_bench
-from calibkit.bench.spec import load_spec
-from calibkit.bench.store import Store, StoreError
+from calibkit.bench._report import write_report
+from calibkit.bench._runner import run_bench
+from calibkit.bench._spec import load_spec
+from calibkit.bench._store import Store, StoreError
 from tests.test_cli import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -210,9 +210,9 @@ def test_report_tables_follow_the_store(swept, tmp_path):
 def test_every_run_stores_paired_bootstrap_replicates(swept):
     """The verdicts' nested bootstrap: 200 replicates of each claim metric per run and
     calibrator on the test split, the resamples shared by runs of the same test rows."""
-    from calibkit.bench.execute import REPLICATES
-    from calibkit.bench.verdicts import NESTED_METRICS
-    from calibkit.metrics.resample import bootstrap_replicates
+    from calibkit.bench._execute import REPLICATES
+    from calibkit.bench._verdicts import NESTED_METRICS
+    from calibkit.metrics._resample import bootstrap_replicates
 
     _, out, _ = swept
     store = Store(out / "results.sqlite")

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from calibkit import schemas
-from calibkit.bench import sections
-from calibkit.bench.spec import ENTRY_KEYS, METHOD_KEYS, PRESETS, TOP_KEYS, SpecError, resolve
+from calibkit.bench import _sections as sections
+from calibkit.bench._spec import ENTRY_KEYS, METHOD_KEYS, PRESETS, TOP_KEYS, SpecError, resolve
 
 jsonschema = pytest.importorskip("jsonschema")
 

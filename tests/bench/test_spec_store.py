@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from calibkit.bench.spec import SpecError, load_spec
-from calibkit.bench.store import SCHEMA_VERSION, Store, StoreError
+from calibkit.bench._spec import SpecError, load_spec
+from calibkit.bench._store import SCHEMA_VERSION, Store, StoreError
 
 TINY = """name: tiny
 seeds: [1, 2]
@@ -105,7 +105,7 @@ def test_bad_specs_name_their_place(tmp_path, edit, message):
 def test_yaml_12_scalars():
     """The spec is read as YAML 1.2's core schema: ``010`` is ten, ``0o10`` eight, ``0x10``
     sixteen, ``true`` a boolean and ``yes`` text (refused where a boolean is expected)."""
-    from calibkit.bench.spec import Yaml12
+    from calibkit.bench._spec import Yaml12
 
     def read(text):
         loader = Yaml12(text)
@@ -157,7 +157,7 @@ def test_parallel_writers_lose_no_row(tmp_path):
 
 KILLER = """
 import sys
-from calibkit.bench.store import Store
+from calibkit.bench._store import Store
 s = Store(sys.argv[1])
 i = 0
 while True:
@@ -251,7 +251,7 @@ def test_a_foreign_database_is_refused_before_any_byte_changes(tmp_path, make):
 
 
 def test_a_newer_store_is_refused_unchanged_and_an_older_one_is_stamped(tmp_path):
-    from calibkit.bench.store import APPLICATION_ID
+    from calibkit.bench._store import APPLICATION_ID
 
     path = tmp_path / "r.sqlite"
     Store(path)
@@ -271,7 +271,7 @@ def test_a_newer_store_is_refused_unchanged_and_an_older_one_is_stamped(tmp_path
 
 
 def test_a_second_sweep_on_a_held_folder_is_refused_naming_the_holder(tmp_path):
-    from calibkit.bench.runner import folder_lock, run_bench
+    from calibkit.bench._runner import folder_lock, run_bench
 
     held = rf"another calibkit bench \(pid {os.getpid()}\)"
     with folder_lock(tmp_path), pytest.raises(ValueError, match=held), folder_lock(tmp_path):
@@ -287,7 +287,7 @@ def test_a_second_sweep_on_a_held_folder_is_refused_naming_the_holder(tmp_path):
 def test_two_sweeps_on_one_store_from_two_folders_are_refused(tmp_path):
     """Issue 41 §7: the lock guarded the folder, not the store: two benches with different
     -o and the same --db both ran every run."""
-    from calibkit.bench.runner import folder_lock, run_bench
+    from calibkit.bench._runner import folder_lock, run_bench
 
     db = tmp_path / "shared.sqlite"
     spec = load_spec("default")
@@ -303,7 +303,7 @@ def test_two_sweeps_on_one_store_from_two_folders_are_refused(tmp_path):
 
 WORKERS = """
 import os, sys, time
-from calibkit.bench.runner import worker_pool
+from calibkit.bench._runner import worker_pool
 pool = worker_pool(2)
 futures = [pool.submit(time.sleep, 120) for _ in range(2)]
 time.sleep(2)
@@ -336,9 +336,9 @@ def test_workers_exit_when_the_bench_process_is_killed(tmp_path):
 def test_a_calibration_size_beyond_the_split_is_stored_as_the_whole_split(tmp_path):
     """digits holds 300 validation rows: a size of 100,000 fits on all of them, so it is the
     "all" fit (stored once, as all), not a row labelled 100,000."""
-    from calibkit.bench.execute import execute
-    from calibkit.bench.spec import resolve
-    from calibkit.bench.store import ALL
+    from calibkit.bench._execute import execute
+    from calibkit.bench._spec import resolve
+    from calibkit.bench._store import ALL
 
     spec = resolve(
         {
@@ -359,7 +359,7 @@ def test_a_store_being_created_by_another_process_opens(tmp_path):
     """CI caught it: a process polling a sweep's store opened it between the creator's WAL
     pragma (which writes the file's header) and its schema's transaction, saw a database
     with no table and no application_id, and called it another application's."""
-    from calibkit.bench.store import APPLICATION_ID
+    from calibkit.bench._store import APPLICATION_ID
 
     path = tmp_path / "r.sqlite"
     with closing(sqlite3.connect(path)) as con:
@@ -374,8 +374,8 @@ def test_the_store_keeps_each_specs_name_and_an_older_store_gains_them(tmp_path)
     """Issue 43: the report reads spec names and settings from the store's ``specs`` table
     instead of parsing stored text; a store of schema 2 (no such table) is read by parsing
     its texts once (read-only), and upgraded with the table filled when opened to write."""
-    from calibkit.bench.results import Results
-    from calibkit.registry import parse_spec
+    from calibkit._registry import parse_spec
+    from calibkit.bench._results import Results
 
     path = tmp_path / "r.sqlite"
     store = Store(path)
@@ -418,8 +418,8 @@ def test_the_store_keeps_each_specs_name_and_an_older_store_gains_them(tmp_path)
 
 
 def test_a_bench_run_stores_its_specs_names(tmp_path):
-    from calibkit.bench.runner import run_bench
-    from calibkit.bench.spec import resolve
+    from calibkit.bench._runner import run_bench
+    from calibkit.bench._spec import resolve
     from tests.conftest import shared
 
     logits = str(shared("logits", "resnet110_cifar10.npz"))

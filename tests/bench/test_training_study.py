@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from calibkit.bench.spec import SpecError, load_spec, resolve
-from calibkit.registry import parse_spec
-from calibkit.training.throughput import flops_per_image, matmul_gflops
+from calibkit._registry import parse_spec
+from calibkit.bench._spec import SpecError, load_spec, resolve
+from calibkit.training._throughput import flops_per_image, matmul_gflops
 
 SPEC = {
     "seeds": [1, 2],
@@ -109,9 +109,9 @@ def _small(run, root):
 def test_the_study_preset_runs_small_on_the_real_tree_and_resumes(tmp_path):
     """CI's small version of train-cifar: CE (with Neural Clamping), BSCE-GRA and MaC-Cal on
     CE's shared stage 1, 2 seeds, on the JPEG CIFAR-10 tree."""
-    from calibkit.bench.report import write_report
-    from calibkit.bench.runner import run_bench
-    from calibkit.bench.store import Store
+    from calibkit.bench._report import write_report
+    from calibkit.bench._runner import run_bench
+    from calibkit.bench._store import Store
 
     from ..conftest import shared
 
@@ -135,7 +135,7 @@ def test_the_study_preset_runs_small_on_the_real_tree_and_resumes(tmp_path):
     info = write_report(tmp_path / "results.sqlite", tmp_path / "report")
     assert info["verdicts"][0][3] == "premise"
     assert all(row[3] for row in info["verdicts"][1:])
-    from calibkit.bench.study import study_markdown
+    from calibkit.bench._study import study_markdown
 
     md = study_markdown(tmp_path / "results.sqlite")
     for title in ("Verdicts", "Calibratability", "Refinement", "Every network", "Training rate"):
@@ -146,7 +146,7 @@ def test_the_study_preset_runs_small_on_the_real_tree_and_resumes(tmp_path):
 
 
 def test_interval_is_the_t_interval_over_seeds():
-    from calibkit.bench.study import interval
+    from calibkit.bench._study import interval
 
     # mean 2, sd √2, n 2: half-width t(0.975, 1) · √2 / √2 = 12.706
     assert interval([0.01, 0.03], scale=100) == "2.00 [-10.71, 14.71]"
@@ -154,7 +154,7 @@ def test_interval_is_the_t_interval_over_seeds():
 
 
 def test_estimate_counts_each_network_once_from_a_measured_rate(monkeypatch):
-    from calibkit.bench import estimate as est
+    from calibkit.bench import _estimate as est
 
     monkeypatch.setattr(est, "images_per_second", lambda *a, **k: 100.0)
     spec = resolve(SPEC | {"train": {"epochs": 4}})
@@ -176,7 +176,8 @@ def test_bench_estimate_prints_and_runs_nothing(tmp_path, monkeypatch):
 
     from click.testing import CliRunner
 
-    from calibkit.cli import cli, progress
+    from calibkit.cli import _progress as progress
+    from calibkit.cli import cli
 
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)  # issue 42 §2: the paper preset's
     # estimate was silent for 61 s (a ResNet-110's steps on a CPU): it says what it times
@@ -230,7 +231,7 @@ def test_an_unwritable_doc_is_refused_before_the_sweep(tmp_path):
 def test_every_preset_that_ships_is_a_valid_spec():
     """A preset is one YAML file (docs/architecture.md, "Adding a preset"): each one that
     ships loads and checks like a user's spec, and its name is its file's."""
-    from calibkit.bench.spec import PRESETS
+    from calibkit.bench._spec import PRESETS
 
     from ..conftest import shared
 

@@ -148,7 +148,7 @@ def test_one_epoch_of_training_on_cuda_is_close_to_the_cpu(tmp_path):
 
 def test_packed_members_on_cuda_match_networks_trained_alone(tmp_path):
     from calibkit.training import TrainConfig, train
-    from calibkit.training.trainer import train_packed
+    from calibkit.training._trainer import train_packed
 
     configs = [
         TrainConfig(
@@ -188,9 +188,9 @@ def test_maccal_and_neural_clamping_on_cuda(tmp_path):
 
 
 def test_a_two_run_bench_on_cuda_packs_and_finishes(tmp_path):
-    from calibkit.bench.runner import run_bench
-    from calibkit.bench.spec import resolve
-    from calibkit.bench.store import Store
+    from calibkit.bench._runner import run_bench
+    from calibkit.bench._spec import resolve
+    from calibkit.bench._store import Store
 
     raw = {
         "name": "cuda",
@@ -259,7 +259,7 @@ def test_the_file_commands_compute_on_cuda(tmp_path, zy, capsys, command):
 def test_the_training_rate_reference_is_measured_on_the_gpu():
     """The GPU study's 'matmul GFLOP/s' was the CPU's product (160.8 on an H100 machine)
     beside the pack's 12,928 training GFLOP/s: the reference must run where training ran."""
-    from calibkit.training.throughput import matmul_gflops
+    from calibkit.training._throughput import matmul_gflops
 
     assert matmul_gflops(CUDA, repeats=2) > 10 * matmul_gflops("cpu", repeats=2)
 

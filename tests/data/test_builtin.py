@@ -11,7 +11,7 @@ import torch
 from scipy.stats import multivariate_normal
 
 from calibkit import data
-from calibkit.data.builtin import TOY_COVARIANCES
+from calibkit.data._builtin import TOY_COVARIANCES
 
 
 def test_digits_split_is_fixed_and_covers_every_image_once():

@@ -13,6 +13,7 @@ import torch
 
 from calibkit import data
 from calibkit.data import DataFileError
+from calibkit.data._folders import channel_stats
 
 
 def images(n: int, seed: int, size: int = 32) -> np.ndarray:
@@ -260,7 +261,7 @@ def test_folder_train_size_subsets_the_training_split_after_the_validation_hold_
     rows = {tuple(x.flatten().tolist()) for x in full.train.x}
     assert all(tuple(x.flatten().tolist()) in rows for x in sub.train.x)
     # the normalisation is measured on the images trained on
-    assert sub.mean == data.channel_stats(sub.train)[0] != full.mean
+    assert sub.mean == channel_stats(sub.train)[0] != full.mean
     again = data.create("folder", root=str(tmp_path), val_size=6, train_size=10, in_memory=True)
     assert torch.equal(again.train.x, sub.train.x)  # seeded by split_seed
     with pytest.raises(ValueError, match=r"train_size: 25 images asked for, .* holds 24"):
@@ -271,7 +272,7 @@ def test_the_training_images_are_measured_once_per_process(tmp_path, monkeypatch
     """A sweep builds a folder dataset at least twice per run (stage 1, its evaluation): the
     normalisation of one list of training images is measured once, lazily read or in memory,
     and equals a fresh measurement; another list is measured anew."""
-    import calibkit.data.folders as folders
+    import calibkit.data._folders as folders
 
     _train_test_tree(tmp_path)
     calls = []
@@ -288,7 +289,7 @@ def test_a_datasets_decoded_splits_are_all_kept_for_the_next_build(tmp_path, mon
     """Every split of an in-memory tree is a decoded set (train, validation, test: three);
     a second build in the process (a run's evaluation after its stage 1, the next run of a
     worker) decodes none of them again. (Two kept sets re-decoded one in every build.)"""
-    import calibkit.data.base as base
+    import calibkit.data._base as base
 
     _train_test_tree(tmp_path)
     read = []
@@ -307,7 +308,7 @@ def test_a_large_set_decodes_in_forked_processes_as_in_this_one(tmp_path, monkey
     """Above DECODE_CHUNK images per process, load() decodes in forked children into one
     shared block: the same bytes as one process, and a child's unreadable or odd-sized
     image is the same one-line DataFileError."""
-    import calibkit.data.base as base
+    import calibkit.data._base as base
 
     if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("forked decoding needs Linux and two CPUs")

@@ -11,7 +11,8 @@ import torch
 from PIL import Image
 
 from calibkit import data
-from calibkit.data import DataFileError, read_idx
+from calibkit.data import DataFileError
+from calibkit.data._files import read_idx
 from tests.conftest import shared
 
 

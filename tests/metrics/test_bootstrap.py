@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from calibkit import metrics as M
-from calibkit.metrics.binning import BinScheme
-from calibkit.metrics.inputs import prepare
-from calibkit.metrics.resample import metric_vectors
+from calibkit.metrics._binning import BinScheme
+from calibkit.metrics._inputs import prepare
+from calibkit.metrics._resample import metric_vectors
 from tests.conftest import make_logits
 
 

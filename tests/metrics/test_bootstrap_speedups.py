@@ -9,10 +9,10 @@ import importlib
 
 import torch
 
-from calibkit.metrics import stats as st
-from calibkit.metrics.inputs import Runs
+from calibkit.metrics import _stats as st
+from calibkit.metrics._inputs import Runs
 
-resample_module = importlib.import_module("calibkit.metrics.resample")
+resample_module = importlib.import_module("calibkit.metrics._resample")
 
 
 def _runs_and_weights(n: int = 3000, b: int = 7, seed: int = 0):
@@ -97,8 +97,8 @@ def _classwise_scattered(p, scheme, w):
 
 
 def test_classwise_sums_by_a_sparse_product_equal_the_scattered_sums():
-    from calibkit.metrics.binning import BinScheme
-    from calibkit.metrics.inputs import prepare
+    from calibkit.metrics._binning import BinScheme
+    from calibkit.metrics._inputs import prepare
 
     for seed, (n, k) in enumerate([(500, 3), (2000, 10), (1500, 40)]):
         g = torch.Generator().manual_seed(seed)

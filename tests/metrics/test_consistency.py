@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from calibkit.metrics import evaluate
-from calibkit.metrics.binning import BinScheme
-from calibkit.metrics.consistency import _Drawn, calibrated_replicates, p_value
-from calibkit.metrics.inputs import prepare
-from calibkit.metrics.synthetic import SyntheticClassifier
+from calibkit.metrics._binning import BinScheme
+from calibkit.metrics._consistency import _Drawn, calibrated_replicates, p_value
+from calibkit.metrics._inputs import prepare
+from calibkit.metrics._synthetic import SyntheticClassifier
 
 
 def test_drawn_labels_keep_the_bins_and_follow_the_probabilities():

@@ -130,7 +130,7 @@ def test_kull_pipeline_probabilities_round_rows_to_one_and_move_the_power_2_metr
     """Issue 55 §3: Kull et al.'s pipeline subtracts the array's largest logit, in float32;
     2,618 ResNet-110 test rows round to p = 1.0, a bin of their own. Their power-2 metrics
     then move (by 5.3e-4 and 7.1e-4, 6.5 % and 2.5 %) where the power-1 ones do not."""
-    from calibkit.metrics.pipelines import kull_probabilities
+    from calibkit.metrics._pipelines import kull_probabilities
 
     *_, zt, yt = real_logits
     theirs = kull_probabilities(zt)

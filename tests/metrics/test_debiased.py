@@ -12,8 +12,8 @@ import torch
 from scipy import stats
 
 from calibkit.metrics import classwise_ece, ece, evaluate
-from calibkit.metrics.stats import debiased_l1_cells
-from calibkit.metrics.synthetic import SyntheticClassifier
+from calibkit.metrics._stats import debiased_l1_cells
+from calibkit.metrics._synthetic import SyntheticClassifier
 
 P = dict(probs=True)
 

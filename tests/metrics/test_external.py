@@ -16,7 +16,7 @@ import torch
 from sklearn.metrics import log_loss, roc_auc_score, roc_curve
 
 from calibkit import metrics as M
-from calibkit.metrics.inputs import prepare
+from calibkit.metrics._inputs import prepare
 from tests.conftest import make_logits
 
 tm = pytest.importorskip("torchmetrics.functional.classification")

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from calibkit import metrics as M
-from calibkit.metrics.evaluate import METRICS, OOD_METRICS
-from calibkit.training.trainer import TrainingError, _val_metrics
+from calibkit.metrics._evaluate import METRICS, OOD_METRICS
+from calibkit.training._trainer import TrainingError, _val_metrics
 
 LABELLED = [
     "accuracy",

@@ -166,7 +166,7 @@ def test_ood_fpr95_threshold_by_hand():
 def test_binary_search_and_arithmetic_bin_indices_agree(binning, dtype, n_bins):
     """assign() searches the edges for small inputs and computes the index for large ones:
     both give the same bin for every edge, its neighbours one ulp away, 0, 1 and the rest."""
-    from calibkit.metrics.binning import BinScheme
+    from calibkit.metrics._binning import BinScheme
 
     scheme = BinScheme(n_bins, binning, dtype)
     e = scheme.edges().to(dtype)

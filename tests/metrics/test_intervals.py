@@ -14,9 +14,9 @@ import torch
 from scipy import integrate, special, stats
 
 from calibkit.metrics import compare_nested, compare_paired, evaluate
-from calibkit.metrics.intervals import acceleration, describe, interval
-from calibkit.metrics.resample import bootstrap_replicates
-from calibkit.metrics.synthetic import TRUE_METRICS, SyntheticClassifier
+from calibkit.metrics._intervals import acceleration, describe, interval
+from calibkit.metrics._resample import bootstrap_replicates
+from calibkit.metrics._synthetic import TRUE_METRICS, SyntheticClassifier
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 from interval_coverage import coverage_cell
@@ -175,7 +175,7 @@ def test_coverage_of_the_chosen_intervals_small_study():
     interval passes: means about 95 % (bound 87), over-confident ECE by the basic interval
     87 % (bound 78), classwise ECE 76 % basic against 0 % percentile; calibrated, KS error
     88 % basic against 0 % percentile."""
-    from calibkit.metrics.intervals import policy
+    from calibkit.metrics._intervals import policy
 
     over = coverage_cell(
         500,
@@ -266,9 +266,9 @@ def test_every_interval_lies_within_its_metrics_range(method):
     its greatest value got [0.94, 1.80] from ``compare``. Every metric of the table with a
     range keeps its interval inside it: an estimate at each end of the range, replicates
     spread away from it (the case a reflection pushes out), for every method."""
-    from calibkit.metrics.intervals import policy
-    from calibkit.metrics.resample import bootstrap_intervals
-    from calibkit.metrics.table import METRICS_TABLE
+    from calibkit.metrics._intervals import policy
+    from calibkit.metrics._resample import bootstrap_intervals
+    from calibkit.metrics._table import METRICS_TABLE
 
     spread = torch.linspace(0.0, 0.4, 201, dtype=torch.float64)
     checked = 0
@@ -304,7 +304,7 @@ def test_an_mce_interval_stops_at_one():
 def test_a_note_tells_an_estimate_from_the_bound_it_lies_beyond():
     """Issue 55 §6: "0.43 [0.40, 0.43] %" read as inside; the note prints the digits that
     tell them apart."""
-    from calibkit.metrics.resample import bootstrap_intervals
+    from calibkit.metrics._resample import bootstrap_intervals
 
     replicates = {"ece": torch.linspace(0.0040, 0.004299, 100, dtype=torch.float64)}
     _, _, notes = bootstrap_intervals({"ece": 0.0043}, replicates, 0.95, "percentile")

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from calibkit import metrics as M
-from calibkit.metrics import native_scan
-from calibkit.metrics.scan import scan_rows
+from calibkit.metrics import _native_scan as native_scan
+from calibkit.metrics._scan import scan_rows
 
 KERNELS = native_scan.runnable()
 needs_kernel = pytest.mark.skipif(not KERNELS, reason="the compiled scan is not built or no AVX2")
@@ -229,7 +229,7 @@ def test_nan_and_inf_get_the_same_error_from_either_scan(bad, native, monkeypatc
 @in_use
 def test_valid_logits_are_read_once(monkeypatch):
     # the compiled scan checks NaN and inf in its own pass: no second read of the logits
-    import calibkit.metrics.inputs as inputs
+    import calibkit.metrics._inputs as inputs
 
     seen = []
     real = inputs.check_finite

@@ -108,9 +108,9 @@ def test_aurc_without_ties_is_the_plain_definition_and_bounded():
     r = float(err.mean())
     assert r + (1 - r) * math.log(1 - r) - 1e-3 <= got  # the optimum of a perfect ranking
     # bootstrap weights: the closed form matches expanding each resample into its samples
-    from calibkit.metrics import stats as st
-    from calibkit.metrics.inputs import prepare
-    from calibkit.metrics.resample import resample_chunks
+    from calibkit.metrics import _stats as st
+    from calibkit.metrics._inputs import prepare
+    from calibkit.metrics._resample import resample_chunks
 
     prep = prepare(z, y)
     w, _ = next(resample_chunks(len(y), 3, 0, "cpu"))

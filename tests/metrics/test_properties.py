@@ -9,7 +9,7 @@ from hypothesis import strategies as hs
 from hypothesis.extra import numpy as hnp
 
 from calibkit import metrics as M
-from calibkit.metrics.inputs import prepare
+from calibkit.metrics._inputs import prepare
 
 pytestmark = pytest.mark.filterwarnings("ignore:refinement AUROC is undefined:RuntimeWarning")
 

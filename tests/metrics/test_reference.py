@@ -93,9 +93,9 @@ def test_optimal_ece_default_grid_is_rethinking_grid():
 def test_pruned_temperature_search_equals_the_full_scan(binning, dtype):
     """best_temperature bounds most of the grid instead of scanning it: it must pick the
     full scan's temperature and value, on grids in any order and with ties resolved alike."""
-    from calibkit.metrics.binning import BinScheme
-    from calibkit.metrics.inputs import Prepared
-    from calibkit.metrics.temperatures import best_temperature, ece_over_temperatures
+    from calibkit.metrics._binning import BinScheme
+    from calibkit.metrics._inputs import Prepared
+    from calibkit.metrics._temperatures import best_temperature, ece_over_temperatures
 
     grids = [
         torch.arange(1, 1001, dtype=torch.float64) / 100,

@@ -1,4 +1,4 @@
-"""Every metric of the registry (metrics/table.py) agrees across the four ways calibkit
+"""Every metric of the registry (metrics/_table.py) agrees across the four ways calibkit
 computes it: the functional API, ``evaluate``, the streaming meter (fed in batches) and the
 bootstrap's weighted path (all weights one is the sample itself)."""
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import calibkit.metrics as M
-from calibkit.metrics.binning import BinScheme
-from calibkit.metrics.inputs import prepare
-from calibkit.metrics.resample import metric_vectors
-from calibkit.metrics.table import COMPUTED, SAMPLE_METRICS
+from calibkit.metrics._binning import BinScheme
+from calibkit.metrics._inputs import prepare
+from calibkit.metrics._resample import metric_vectors
+from calibkit.metrics._table import COMPUTED, SAMPLE_METRICS
 from tests.conftest import make_logits
 
 #: the functional API's way to each metric that has no function of its own
@@ -63,9 +63,9 @@ def test_each_metric_is_shown_and_has_an_interval_policy_of_the_tables_names():
     """A metric is three entries (docs/architecture.md, "Adding a metric"): its row, how it
     is shown (every row, in the table's order) and its interval policy (listed only where it
     departs from the percentile interval within [0, 1], never for a name the table lacks)."""
-    from calibkit.metrics.display import SHOWN
-    from calibkit.metrics.intervals import POLICIES
-    from calibkit.metrics.table import METRICS_TABLE
+    from calibkit.metrics._display import SHOWN
+    from calibkit.metrics._intervals import POLICIES
+    from calibkit.metrics._table import METRICS_TABLE
 
     names = [r.name for r in METRICS_TABLE]
     assert list(SHOWN) == names

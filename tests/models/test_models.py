@@ -60,7 +60,7 @@ def test_parameter_counts_match_published_within_one_percent(name):
 
 
 def test_wide_resnets_follow_the_width_and_depth_formula():
-    from calibkit.models.resnet import wrn
+    from calibkit.models._resnet import wrn
 
     assert abs(count(wrn(28, 10)) - 36_500_000) <= 0.01 * 36_500_000  # the WRN paper's 36.5M
     assert count(models.create("wrn-26-10")) == count(wrn(22, 10))  # n = (26 - 4) // 6 = 3

@@ -14,8 +14,8 @@ import pytest
 
 from calibkit import posthoc
 from calibkit.cli import cli, main
-from calibkit.posthoc.anomalies import CalibrationWarning
-from calibkit.posthoc.compare import compare_methods
+from calibkit.posthoc._anomalies import CalibrationWarning
+from calibkit.posthoc._compare import compare_methods
 from calibkit.training import TrainConfig, train
 
 

@@ -13,7 +13,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from calibkit import posthoc
 from calibkit.metrics import ece
-from calibkit.posthoc.affine_fit import _penalty
+from calibkit.posthoc._affine_fit import _penalty
 from tests.conftest import make_logits
 
 FAST = {  # single grid points keep the cross-validated methods quick in tests
@@ -314,7 +314,7 @@ def test_isotonic_maps_of_different_lengths_equal_scikit_learn():
 @pytest.mark.parametrize("matrix", [True, False])
 @pytest.mark.parametrize("reg", [None, "odir", "l2"])
 def test_affine_closed_form_gradient_equals_autograd(matrix, reg):
-    from calibkit.posthoc.affine_fit import _penalty, _penalty_grad, nll_and_grad
+    from calibkit.posthoc._affine_fit import _penalty, _penalty_grad, nll_and_grad
 
     g = torch.Generator().manual_seed(1)
     x = torch.randn(300, 6, generator=g, dtype=torch.float64) * 3
@@ -342,7 +342,7 @@ def test_affine_closed_form_gradient_equals_autograd(matrix, reg):
 def test_preconditioned_fit_reaches_the_optimum_of_scipy(reg, matrix, warm):
     """The fit on K-FAC-preconditioned parameters reaches scipy's optimum of the same
     objective, on Dirichlet features (log-probabilities: correlated, far from 0)."""
-    from calibkit.posthoc.affine_fit import _penalty, fit_affine
+    from calibkit.posthoc._affine_fit import _penalty, fit_affine
 
     g = torch.Generator().manual_seed(3)
     k = 6
@@ -498,7 +498,7 @@ def test_repr_shows_settings_and_what_was_learned(split):
 
 
 def test_fit_report_prints_times_and_numbers_as_people_read_them():
-    from calibkit.posthoc.base import FitReport, duration
+    from calibkit.posthoc._base import FitReport, duration
 
     assert [duration(s) for s in (0.0123, 4.512, 404.4761, 3725.0)] == [
         "12.3 ms",

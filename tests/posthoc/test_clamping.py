@@ -13,8 +13,8 @@ from scipy.optimize import minimize_scalar
 from torch import nn
 
 from calibkit import posthoc
-from calibkit.losses.weighted import Focal
-from calibkit.posthoc.clamping import NeuralClamping, _fit_pool, init_delta
+from calibkit.losses._weighted import Focal
+from calibkit.posthoc._clamping import NeuralClamping, _fit_pool, init_delta
 from tests.test_cli import run, run_ok
 
 
@@ -91,7 +91,7 @@ def test_the_pool_fitted_in_shared_steps_equals_separate_fits(monkeypatch):
     pool = (0.0, 1.0, 3.0)
     settings = NeuralClamping.check_settings(gamma_pool=pool, epochs=15, batch_size=64, lr=0.01)
     with monkeypatch.context() as m:
-        m.setattr("calibkit.posthoc.clamping.CPU_INPUT_VALUES", 3 * 30)  # pieces of 10 samples
+        m.setattr("calibkit.posthoc._clamping.CPU_INPUT_VALUES", 3 * 30)  # pieces of 10 samples
         together = _fit_pool(model, x, y, None, settings)
     for gamma, fit in zip(pool, together, strict=True):
         alone = _fit_pool(model, x, y, None, settings | {"gamma_pool": (gamma,)})[0]
@@ -218,7 +218,7 @@ def test_calibrate_command_fits_any_method_on_a_run_and_writes_logits_for_compar
 def test_convergence_is_measured_from_the_objective_and_the_temperature():
     """Issue 55 §1: the report said "converged" on a hard-coded True; NCToolkit's own demo
     ended with T still rising (1.78)."""
-    from calibkit.posthoc.clamping import converged
+    from calibkit.posthoc._clamping import converged
 
     def history(objectives, temperatures):
         return [

@@ -39,8 +39,8 @@ def test_fit_then_apply_equals_python(tmp_path, splits, capsys):
 
 
 def test_the_commands_are_one_library_call_each(tmp_path, splits):
-    """Issue 27.4: fit's measuring and apply's checks live in calibkit.posthoc.on_files."""
-    from calibkit.posthoc.on_files import apply_file, fit_file
+    """Issue 27.4: fit's measuring and apply's checks live in calibkit.posthoc._on_files."""
+    from calibkit.posthoc._on_files import apply_file, fit_file
 
     path, z, y = splits
     done = fit_file("ts", path, tmp_path / "ts.calib")
@@ -179,7 +179,7 @@ def test_a_network_method_on_a_file_names_the_api_in_python_and_the_command_in_t
 ):
     """Issue 56 §5: the library names calibrate_run; `calibkit fit` names `calibkit
     calibrate` and its options."""
-    from calibkit.posthoc.on_files import NetworkMethodError, fit_file
+    from calibkit.posthoc._on_files import NetworkMethodError, fit_file
 
     path, *_ = splits
     with pytest.raises(NetworkMethodError, match=r"fit it on a run folder \(calibkit\.runs\."):

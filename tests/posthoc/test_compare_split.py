@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from calibkit.cli import main
-from calibkit.posthoc.compare import (
+from calibkit.posthoc._compare import (
     anomaly_lines,
     compare_methods,
     compare_resplit,
@@ -144,7 +144,7 @@ def test_an_interval_that_misses_its_estimate_or_the_mean_is_noted():
     model is biased upwards, so its (basic) interval lies below the first seed's estimate.
     A calibrated one's starts at 0 instead, where the consistency test does not reject
     (issue 46), and no longer misses its estimate."""
-    from calibkit.metrics.synthetic import SyntheticClassifier
+    from calibkit.metrics._synthetic import SyntheticClassifier
 
     probs, labels = SyntheticClassifier(100, gamma=1.5).sample(4000, seed=0)
     r = compare_resplit(np.log(probs), labels, ["uncalibrated"], seeds=2, bootstrap=100)
@@ -162,8 +162,8 @@ def test_an_interval_that_misses_its_estimate_or_the_mean_is_noted():
 
 def test_compare_names_what_a_method_does_by_design():
     """Issue 42 §5: histogram binning's NLL rise is not flagged, and compare says why."""
-    from calibkit.metrics.display import with_unit
-    from calibkit.posthoc.compare import expected_lines
+    from calibkit.metrics._display import with_unit
+    from calibkit.posthoc._compare import expected_lines
 
     lines = expected_lines({"uncalibrated": {}, "ts": {}, "hist-binning:n_bins=10": {}})
     assert lines == [
@@ -180,7 +180,7 @@ def test_compare_names_what_a_method_does_by_design():
 def test_a_spec_that_sets_its_seed_is_fitted_once():
     """compare seeds a method as the bench does: a spec's own seed wins, so a method whose
     spec sets its seed is fitted once, not once per compare seed with the same draws."""
-    from calibkit.posthoc.compare import compare_methods
+    from calibkit.posthoc._compare import compare_methods
     from tests.conftest import make_logits
 
     z, y = make_logits(600, 3, 0)

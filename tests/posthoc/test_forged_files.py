@@ -14,7 +14,7 @@ from safetensors import safe_open
 
 from calibkit import posthoc
 from calibkit.io import FileFormatError
-from calibkit.posthoc.files import write_checked
+from calibkit.posthoc._files import write_checked
 from tests.conftest import make_logits
 from tests.posthoc.test_clamping import toy_data, toy_model
 from tests.test_cli import run

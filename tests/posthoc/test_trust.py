@@ -14,7 +14,7 @@ from torch import nn
 
 from calibkit import posthoc
 from calibkit.metrics import classwise_ece, ece, entropy
-from calibkit.posthoc.clamping import ClampingDivergedError, NeuralClamping
+from calibkit.posthoc._clamping import ClampingDivergedError, NeuralClamping
 
 ARGMAX_KEEPERS = ("hist-binning", "isotonic", "scaling-binning", "ts", "ts-grid", "ets")
 

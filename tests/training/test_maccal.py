@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from calibkit import posthoc
-from calibkit.posthoc.base import FitDivergedError
-from calibkit.posthoc.maccal import (
+from calibkit.posthoc._base import FitDivergedError
+from calibkit.posthoc._maccal import (
     ABLATIONS,
     MacCal,
     converged,
@@ -22,10 +22,10 @@ from calibkit.posthoc.maccal import (
     mask_stopped,
     masked_inference,
 )
-from calibkit.posthoc.masked_heads import HeadStack, MaskedHead
+from calibkit.posthoc._masked_heads import HeadStack, MaskedHead
 from calibkit.runs import calibrate_run, load_run, run_evidence
 from calibkit.training import TrainConfig, train
-from calibkit.training.trainer import TrainingError
+from calibkit.training._trainer import TrainingError
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +133,9 @@ def test_methods_fitted_together_must_agree_but_for_their_seed(stage1):
 
 
 def test_calibrate_runs_fits_together_only_the_methods_that_can(stage1, tmp_path):
-    from calibkit.posthoc.clamping import NeuralClamping
-    from calibkit.posthoc.model_level import fits_together
-    from calibkit.posthoc.temperature import TemperatureScaling
+    from calibkit.posthoc._clamping import NeuralClamping
+    from calibkit.posthoc._model_level import fits_together
+    from calibkit.posthoc._temperature import TemperatureScaling
     from calibkit.runs import calibrate_runs
 
     assert fits_together(MacCal)
@@ -295,8 +295,8 @@ def test_the_default_batch_keeps_accuracy_on_a_small_training_split(tmp_path):
     the fit checks flag the loss at 128 and the stopped mask at 16."""
     import warnings
 
-    from calibkit.metrics.resample import metric_values
-    from calibkit.posthoc.anomalies import CalibrationWarning
+    from calibkit.metrics._resample import metric_values
+    from calibkit.posthoc._anomalies import CalibrationWarning
 
     stage1 = tmp_path / "stage1"  # the tour's network: the digits CNN after 30 epochs
     train(TrainConfig(data="digits", model="cnn", epochs=30), stage1)
@@ -357,7 +357,7 @@ def test_a_short_fit_reports_not_converged_and_its_q_range(stage1):
 
 
 def test_a_stopped_mask_is_flagged_as_an_anomaly(stage1):
-    from calibkit.posthoc.anomalies import check_method
+    from calibkit.posthoc._anomalies import check_method
 
     cal = fitted(stage1, epochs=2, batch_size=32)
     cal.fit_report_.details["mask_stopped"] = "q reached 1: nothing was masked from epoch 1 of 2"

@@ -1,4 +1,4 @@
-"""Packed training (calibkit.training.packed): a member of a packed run equals the same
+"""Packed training (calibkit.training._packed): a member of a packed run equals the same
 network trained alone (same initialisation, batches, augmentation and mixup draws) within
 float tolerance, each member writes its own run, a killed packed run resumes to the same
 networks, and what cannot be packed is refused in one line."""
@@ -10,9 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from calibkit.training import TrainConfig, train, trainer
-from calibkit.training.packed import pack_key
-from calibkit.training.trainer import train_packed
+from calibkit.training import TrainConfig, train
+from calibkit.training import _trainer as trainer
+from calibkit.training._packed import pack_key
+from calibkit.training._trainer import train_packed
 
 SHARED = {
     "data": "digits:train_size=200",

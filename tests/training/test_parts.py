@@ -8,7 +8,7 @@ import torch
 
 from calibkit import losses, models
 from calibkit.training import crop_flip, lr_at, milestones, mixup
-from calibkit.training.recorders import EpochTotals, LearnedEpochs, grad_norms
+from calibkit.training._recorders import EpochTotals, LearnedEpochs, grad_norms
 
 
 def test_schedule_presets_scale_with_the_run_length():
@@ -48,7 +48,7 @@ def test_black_padding_is_black_before_normalisation():
     """Issue 55 §5: the papers' code pads the crop with black and then normalises, so the
     border is (0 − mean) / std per channel; calibkit's crop-flip pads normalised images
     with 0 (the mean colour). The same draws give the same crops."""
-    from calibkit.data.augment import augmentation
+    from calibkit.data._augment import augmentation
 
     mean, std = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
     black = -torch.tensor(mean) / torch.tensor(std)
@@ -130,7 +130,8 @@ def test_grad_norms_equal_per_sample_autograd_on_the_head():
 
 
 def test_schedules_are_a_registry_built_once_per_run(tmp_path, monkeypatch):
-    from calibkit.training import TrainConfig, schedule, train
+    from calibkit.training import TrainConfig, train
+    from calibkit.training import _schedule as schedule
 
     assert schedule.REGISTRY.names() == ["cifar", "constant", "step", "tiny-imagenet"]
     assert schedule.REGISTRY.parameters("step") == ["milestones", "gamma"]
@@ -148,7 +149,7 @@ def test_a_run_parses_each_spec_once_and_writes_it_back_as_text(tmp_path, monkey
     import json
     from collections import Counter
 
-    from calibkit import registry
+    from calibkit import _registry as registry
     from calibkit.training import TrainConfig, train
 
     parsed = Counter()
@@ -181,8 +182,8 @@ def test_a_config_is_checked_once_and_its_device_resolved_once(monkeypatch):
     A field changed after a check is checked again; a torch.device is trusted as it is."""
     import torch
 
-    import calibkit.training.config as config_module
-    from calibkit.training.config import TrainConfig, pick_device
+    import calibkit.training._config as config_module
+    from calibkit.training._config import TrainConfig, pick_device
 
     resolved = []
     real = config_module.pick_device

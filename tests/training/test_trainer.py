@@ -249,7 +249,7 @@ def test_train_command_help_json_and_errors(tmp_path, capsys):
 def test_a_checkpoint_compares_specs_as_parsed_not_as_typed():
     """A checkpoint keeps its configuration as text; one written before specs were kept
     parsed holds them as the user typed them, and must still resume."""
-    from calibkit.training.checkpoints import _same_config
+    from calibkit.training._checkpoints import _same_config
 
     config = TrainConfig(loss="focal:gamma=3", schedule="step:milestones=[1,2],gamma=0.5")
     typed = config.as_json() | {

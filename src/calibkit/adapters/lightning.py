@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from ..metrics import CalibrationMeter
-from ..metrics.table import METRICS, SAMPLE_METRICS
+from ..metrics._table import METRICS, SAMPLE_METRICS
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -121,7 +121,7 @@ class CalibrationCallback(Callback):
 
     ``metrics``: names from :data:`calibkit.metrics.METRICS` (every one but optimal ECE,
     which needs the full logits), logged as ``prefix + name`` (``val/ece``). ``n_bins``,
-    ``binning``, ``probs``: as in :func:`calibkit.metrics.evaluate`. ``outputs``: how to
+    ``binning``, ``probs``: as in :func:`calibkit.metrics._evaluate`. ``outputs``: how to
     read scores and labels from ``validation_step``'s return value and the batch.
     ``diagram``: draw the reliability diagram each epoch into ``diagram_dir`` (default
     ``<trainer.log_dir>/reliability``) as ``epoch=NNN.png`` (:func:`figure_name`); a
@@ -261,7 +261,7 @@ class PostHocCallback(Callback):
     methods`). ``outputs``: as :class:`CalibrationCallback`'s. After ``trainer.fit``,
     ``calibrator_`` is the method fitted on the last validation epoch, i.e. on the final
     weights; its fit report says how the fit went, and the checks of
-    :mod:`calibkit.posthoc.anomalies` run as on every fit. A checkpoint written after a
+    :mod:`calibkit.posthoc._anomalies` run as on every fit. A checkpoint written after a
     validation (``ModelCheckpoint``) holds the calibrator fitted on that validation, in
     calibkit's safetensors format (no pickle); ``PostHocCallback.from_checkpoint(path)``
     gives it back. The validation logits are gathered from every process."""

@@ -34,7 +34,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import metrics, posthoc
-from ..metrics import display
+from ..metrics import _display as display
 
 __all__ = [
     "METRIC_NAMES",
@@ -140,7 +140,7 @@ class PerClass:
     uniform). On two classes only the second's score is mapped and the first's probability
     is 1 − p. ``sigmoid`` is Platt's (1999) fit as scikit-learn and LibSVM make it:
     σ(a f + c) by maximum likelihood against Platt's smoothed targets (N₊ + 1)/(N₊ + 2) and
-    1/(N₋ + 2) (:func:`~calibkit.posthoc.binning.logistic_newton`; calibkit's own ``platt``
+    1/(N₋ + 2) (:func:`~calibkit.posthoc._binning.logistic_newton`; calibkit's own ``platt``
     fits the 0/1 labels of the softmax confidences instead); ``isotonic`` is calibkit's
     isotonic regression of σ(f_j) (a monotone transform of f_j: the same fit). Fitted by
     :class:`CalibratedClassifier`; ``maps_`` holds (a, c) or the fitted isotonic method."""
@@ -162,7 +162,7 @@ class PerClass:
     def _fit_one(self, f: np.ndarray, hit: np.ndarray) -> Any:
         if self.spec == "isotonic":
             return posthoc.create("isotonic:mode=one-vs-rest").fit(_pair(f), hit.astype(np.int64))
-        from ..posthoc.binning import logistic_newton
+        from ..posthoc._binning import logistic_newton
 
         positives, negatives = int(hit.sum()), int((~hit).sum())
         t = np.where(hit, (positives + 1) / (positives + 2), 1 / (negatives + 2))
@@ -246,7 +246,7 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     does; ``predict_log_proba`` and ``decision_function`` (the calibrated log-probabilities;
     on two classes the log-odds of the second, shape (n,), as scikit-learn's binary
     classifiers) complete the classifier API. What a calibrator's checks warn
-    (:class:`~calibkit.posthoc.anomalies.CalibrationWarning`) points at the caller's ``fit``
+    (:class:`~calibkit.posthoc._anomalies.CalibrationWarning`) points at the caller's ``fit``
     line.
     """
 

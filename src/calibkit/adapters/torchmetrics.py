@@ -35,10 +35,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from .._checks import check_flag, check_positive_int
-from ..metrics import stats as st
-from ..metrics.binning import BinScheme
-from ..metrics.functional import undefined_auroc_message
-from ..metrics.inputs import Runs, prepare, trusted
+from ..metrics import _stats as st
+from ..metrics._binning import BinScheme
+from ..metrics._functional import undefined_auroc_message
+from ..metrics._inputs import Runs, prepare, trusted
 
 __all__ = [
     "AURC",
@@ -82,7 +82,7 @@ class _BinnedCalibration(Metric):
         shaded, the confidence histogram beneath). ``val`` is not used: the diagram needs the
         bins, which the state holds. ``ax``: a pair of axes (top, bottom) to draw into.
         Returns (figure, its axes), as torchmetrics' ``plot`` does."""
-        from ..metrics.bins import bins_of
+        from ..metrics._bins import bins_of
         from ..plots import draw_reliability
 
         sums, _ = self._sums()  # refuses an empty state in one line

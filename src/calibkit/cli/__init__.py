@@ -1,20 +1,20 @@
 """The ``calibkit`` command (also ``python -m calibkit``): one module per command group,
 each a thin layer over library functions.
 
-* :mod:`.common`: the group, one-line errors (exit code 2, no traceback), the version;
-* :mod:`.options`, :mod:`.output`, :mod:`.pretrained`, :mod:`.progress`: the shared
+* :mod:`._common`: the group, one-line errors (exit code 2, no traceback), the version;
+* :mod:`._options`, :mod:`._output`, :mod:`._pretrained`, :mod:`._progress`: the shared
   options, what commands print, a pretrained network given by options, progress lines;
-* :mod:`.measure`: ``evaluate``, ``demo``;
-* :mod:`.calibrate`: ``fit``, ``apply``, ``methods``, ``calibrate``;
-* :mod:`.compare`: ``compare``;
-* :mod:`.train`: ``train``;
-* :mod:`.bench`: ``bench``, ``report``.
+* :mod:`._measure`: ``evaluate``, ``demo``;
+* :mod:`._calibrate`: ``fit``, ``apply``, ``methods``, ``calibrate``;
+* :mod:`._compare`: ``compare``;
+* :mod:`._train`: ``train``;
+* :mod:`._bench`: ``bench``, ``report``.
 """
 
 from __future__ import annotations
 
-from . import bench, calibrate, compare, measure, train  # noqa: F401  (each registers its commands)
-from .common import cli
+from . import _bench, _calibrate, _compare, _measure, _train  # noqa: F401  (each registers its commands)
+from ._common import cli
 
 
 def main(argv: list[str] | None = None) -> None:

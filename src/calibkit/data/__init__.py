@@ -7,7 +7,7 @@
 >>> data.create("cifar10:root=/nowhere")
 Traceback (most recent call last):
 ...
-calibkit.data.base.DataFileError: root: /nowhere is not a folder
+calibkit.data._base.DataFileError: root: /nowhere is not a folder
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._docs import documented
-from ..registry import SPEC_PARAMETERS, Registry
-from .base import (
+from .._registry import SPEC_PARAMETERS, Registry
+from ._base import (
     DataBundle,
     DataFileError,
     LazyImages,
@@ -24,13 +24,12 @@ from .base import (
     Split,
     SplitSeed,
     ValSize,
-    hold_out,
     input_bounds,
     to_inputs,
 )
-from .builtin import digits, gaussian_toy
-from .exact import exact_images
-from .files import (
+from ._builtin import digits, gaussian_toy
+from ._exact import exact_images
+from ._files import (
     CORRUPTIONS,
     Corruption,
     Severity,
@@ -40,12 +39,10 @@ from .files import (
     cifar10_2,
     cifar_c,
     idx_dataset,
-    read_idx,
-    read_python_batch,
     svhn,
     tiny_imagenet,
 )
-from .folders import channel_stats, folder
+from ._folders import folder
 
 REGISTRY: Registry[DataBundle] = Registry("dataset")
 REGISTRY.register("digits")(digits)
@@ -60,13 +57,13 @@ REGISTRY.register("folder")(folder)
 
 @REGISTRY.register("cifar10-exact")
 def _cifar10_exact(*, root: Root = None) -> DataBundle:
-    """The byte-exact CIFAR-10 test images beside a JPEG tree (:mod:`calibkit.data.exact`)."""
+    """The byte-exact CIFAR-10 test images beside a JPEG tree (:mod:`calibkit.data._exact`)."""
     return exact_images(root=root, version="exact")
 
 
 @REGISTRY.register("cifar10-exact-jpeg")
 def _cifar10_exact_jpeg(*, root: Root = None) -> DataBundle:
-    """The same images' JPEG versions in the tree (:mod:`calibkit.data.exact`)."""
+    """The same images' JPEG versions in the tree (:mod:`calibkit.data._exact`)."""
     return exact_images(root=root, version="jpeg")
 
 
@@ -129,12 +126,8 @@ __all__ = [
     "DataFileError",
     "LazyImages",
     "Split",
-    "channel_stats",
     "create",
-    "hold_out",
     "input_bounds",
     "names",
-    "read_idx",
-    "read_python_batch",
     "to_inputs",
 ]

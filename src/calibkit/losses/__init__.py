@@ -12,9 +12,9 @@ True
 from __future__ import annotations
 
 from .._docs import documented
-from ..registry import SPEC_PARAMETERS, Registry
-from .base import Loss
-from .regularised import (
+from .._registry import SPEC_PARAMETERS, Registry
+from ._base import Loss
+from ._regularised import (
     MMCE,
     Brier,
     EntropyRegularised,
@@ -23,7 +23,7 @@ from .regularised import (
     MarginLabelSmoothing,
     mmce_weighted,
 )
-from .weighted import (
+from ._weighted import (
     BSCE,
     BSCEGRA,
     FLSD53,

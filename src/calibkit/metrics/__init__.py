@@ -1,10 +1,11 @@
 """Calibration metrics: plain functions, one-pass evaluation with bootstrap intervals, and a
 streaming, mergeable, distributed meter. Definitions: docs/metrics.md and docs/methods.md §1."""
 
-from .binning import BINNINGS, BinScheme
-from .bins import Bins
-from .evaluate import METRICS, OOD_METRICS, EvaluationResult, evaluate
-from .functional import (
+from .._conventions import BINNINGS
+from ._binning import BinScheme
+from ._bins import Bins
+from ._evaluate import METRICS, OOD_METRICS, EvaluationResult, evaluate
+from ._functional import (
     accuracy,
     ace,
     aece,
@@ -24,10 +25,10 @@ from .functional import (
     sce,
     smooth_ece,
 )
-from .inputs import Prepared, prepare, trusted
-from .meter import CalibrationMeter
-from .ood import ood_aupr, ood_auroc, ood_fpr95, ood_score
-from .paired import PairedComparison, compare_nested, compare_paired
+from ._inputs import Prepared, prepare, trusted
+from ._meter import CalibrationMeter
+from ._ood import ood_aupr, ood_auroc, ood_fpr95, ood_score
+from ._paired import PairedComparison, compare_nested, compare_paired
 
 __all__ = [
     "BINNINGS",

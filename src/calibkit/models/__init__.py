@@ -16,12 +16,12 @@ import os
 from typing import Annotated
 
 from .._docs import documented
+from .._registry import SPEC_PARAMETERS, Registry
 from .._settings import Bounds, Setting
-from ..registry import SPEC_PARAMETERS, Registry
-from .base import Classifier
-from .checkpoint import CheckpointError, load_checkpoint, read_state_dict
-from .others import cnn, densenet121, mlp, vgg16
-from .resnet import cifar_resnet, resnet50, wrn
+from ._base import Classifier
+from ._checkpoint import CheckpointError, load_checkpoint, read_state_dict
+from ._others import cnn, densenet121, mlp, vgg16
+from ._resnet import cifar_resnet, resnet50, wrn
 
 REGISTRY: Registry[Classifier] = Registry("model")
 Shape = tuple[int, ...]

@@ -9,30 +9,31 @@
 
 from __future__ import annotations
 
-from .affine import (
+from ._affine import (
     DirichletL2,
     DirichletODIR,
     MatrixScaling,
     MatrixScalingODIR,
     VectorScaling,
 )
-from .anomalies import CalibrationWarning
-from .base import Calibrator, Evidence, FitReport, Method, NotFittedError
-from .binning import (
+from ._anomalies import CalibrationWarning
+from ._base import Calibrator, Evidence, FitReport, Method, NotFittedError
+from ._binning import (
     BetaCalibration,
     HistogramBinning,
     IsotonicCalibration,
     PlattScaling,
     ScalingBinning,
 )
-from .clamping import ClampingDivergedError, NeuralClamping
-from .maccal import MacCal
-from .model import CalibratedModel
-from .model_level import ModelCalibrator
-from .registered import REGISTRY, create, load, names
-from .temperature import EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
+from ._clamping import ClampingDivergedError, NeuralClamping
+from ._maccal import ABLATIONS, MacCal
+from ._model import CalibratedModel
+from ._model_level import ModelCalibrator
+from ._registered import REGISTRY, create, load, names
+from ._temperature import EnsembleTemperatureScaling, TemperatureGrid, TemperatureScaling
 
 __all__ = [
+    "ABLATIONS",
     "REGISTRY",
     "BetaCalibration",
     "CalibratedModel",

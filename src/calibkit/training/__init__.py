@@ -14,16 +14,17 @@ from .._lazy import lazy_attributes
 __getattr__ = lazy_attributes(
     __name__,
     {
-        "crop_flip": "..data.augment",
-        "mixup": ".augment",
-        "lr_at": ".schedule",
-        "milestones": ".schedule",
-        "TrainConfig": ".config",
-        "TrainingError": ".config",
-        "TrainResult": ".config",
-        "build": ".trainer",
-        "predict": ".trainer",
-        "train": ".trainer",
+        "crop_flip": "..data._augment",
+        "mixup": "._augment",
+        "lr_at": "._schedule",
+        "milestones": "._schedule",
+        "TrainConfig": "._config",
+        "TrainingError": "._config",
+        "TrainResult": "._config",
+        "build": "._trainer",
+        "predict": "._trainer",
+        "train": "._trainer",
+        "train_packed": "._trainer",
     },
 )
 
@@ -38,4 +39,5 @@ __all__ = [
     "mixup",
     "predict",
     "train",
+    "train_packed",
 ]

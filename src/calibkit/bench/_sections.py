@@ -1,0 +1,174 @@
+"""The sections of a bench spec file, each key declared once (:mod:`calibkit._settings`):
+its type, default, meaning and values. :mod:`calibkit.bench._spec` takes the keys it
+accepts and the checks of plain values from here, and :func:`spec_schema` writes the spec
+file's JSON Schema (``calibkit/schemas/bench-spec.schema.json``, which editors use to
+check a YAML spec as it is typed; a test keeps the file equal to what this module writes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from .._settings import Bounds, Declared, OneOf, Setting, declarations
+from ..training._config import TrainConfig
+
+#: the training settings a spec's ``train`` section takes (TrainConfig's declarations)
+TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule", "grad_clip")
+
+
+@dataclass
+class MethodEntry:
+    """One entry of ``methods``: a training method."""
+
+    name: Annotated[
+        str | None, Setting("The method's name in every table; none: made from the others")
+    ] = None
+    loss: Annotated[str, Setting("Loss spec (calibkit.losses), e.g. focal:gamma=3")] = "ce"
+    mixup: Annotated[float, Setting("Mixup alpha, 0: off", Bounds(0, 100))] = 0.0
+    stage2: Annotated[
+        str | None,
+        Setting("A calibration method fitted on the trained network (maccal: MaC-Cal)"),
+    ] = None
+    posthoc: Annotated[
+        list[str],
+        Setting("Post-hoc methods for this method's runs only, after the spec's posthoc"),
+    ] = field(default_factory=list)
+
+
+@dataclass
+class DatasetEntry:
+    """One entry of ``datasets``: networks trained or given on a dataset (``data`` and
+    ``models``), or networks given by their logits files (``logits``)."""
+
+    data: Annotated[str | None, Setting("Dataset spec (calibkit.data)")] = None
+    models: Annotated[
+        list[str | dict[str, str]],
+        Setting("Model specs, or {model: SPEC, checkpoint: FILE} for a pretrained network"),
+    ] = field(default_factory=list)
+    splits: Annotated[
+        list[str], Setting("Dataset specs evaluated beside the test split (shift, OOD)")
+    ] = field(default_factory=list)
+    logits: Annotated[
+        str | None, Setting("A path or glob of logits files, each split per seed")
+    ] = None
+    calibration_fraction: Annotated[
+        float,
+        Setting(
+            "Share of a logits file's rows that calibrate (the rest test)",
+            Bounds(0, 1, low_open=True, high_open=True),
+        ),
+    ] = 0.5
+    methods: Annotated[list[str], Setting("This entry's methods, by name; none: all")] = field(
+        default_factory=list
+    )
+    posthoc: Annotated[
+        list[str], Setting("Post-hoc methods for this entry only, after the spec's")
+    ] = field(default_factory=list)
+    seeds: Annotated[list[int], Setting("This entry's seeds; none: the spec's")] = field(
+        default_factory=list
+    )
+
+
+@dataclass
+class SpecFile:
+    """A bench spec file's top level."""
+
+    name: Annotated[str, Setting("The sweep's name")] = "bench"
+    seeds: Annotated[list[int], Setting("Seeds every run is repeated with")] = field(
+        default_factory=lambda: [0]
+    )
+    train: Annotated[dict[str, Any], Setting("Training settings every trained run shares")] = field(
+        default_factory=dict
+    )
+    datasets: Annotated[list[DatasetEntry], Setting("Where the networks come from")] = field(
+        default_factory=list
+    )
+    methods: Annotated[list[MethodEntry], Setting("The training methods")] = field(
+        default_factory=list
+    )
+    posthoc: Annotated[
+        list[str], Setting("Post-hoc methods fitted in every run (calibkit methods)")
+    ] = field(default_factory=list)
+    calibration_sizes: Annotated[
+        list[int | str],
+        Setting("Calibration-set sizes: all, or a number of rows >= 2 (Rethinking Fig. 3)"),
+    ] = field(default_factory=lambda: ["all"])
+    record: Annotated[bool, Setting("Record learned epochs and gradient norms")] = False
+    baseline: Annotated[
+        str | None, Setting("The method every test compares with; none: the first")
+    ] = None
+
+
+def keys(section: type) -> tuple[str, ...]:
+    """The keys a section takes, in declared order."""
+    return tuple(declarations(section))
+
+
+def spec_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a bench spec file, from the declarations."""
+    train = {k: declarations(TrainConfig)[k] for k in TRAIN_KEYS}
+    defs = {
+        c.__name__: _object(c.__doc__ or "", declarations(c)) for c in (MethodEntry, DatasetEntry)
+    }
+    schema = _object(SpecFile.__doc__ or "", declarations(SpecFile))
+    schema["properties"]["train"] = _object("Training settings every trained run shares.", train)
+    schema["properties"]["datasets"]["minItems"] = 1
+    schema["properties"]["methods"]["minItems"] = 1
+    schema["required"] = ["datasets", "methods"]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://calibkit.invalid/schemas/bench-spec.schema.json",
+        "title": "calibkit bench spec file (YAML)",
+        **schema,
+        "$defs": defs,
+    }
+
+
+def _object(about: str, declared: dict[str, Declared]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": " ".join(about.split()),
+        "additionalProperties": False,
+        "properties": {k: _property(d) for k, d in declared.items()},
+    }
+
+
+def _property(d: Declared) -> dict[str, Any]:
+    out = _type(d.annotation) | {"description": d.text()}
+    values = d.setting.values
+    if isinstance(values, Bounds):
+        out["minimum" if not values.low_open else "exclusiveMinimum"] = values.low
+        out["maximum" if not values.high_open else "exclusiveMaximum"] = values.high
+    elif isinstance(values, OneOf):
+        out["enum"] = list(values.choices) + ([None] if values.or_none else [])
+    return out
+
+
+def _type(annotation: Any) -> dict[str, Any]:
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kinds = []
+        for kind in map(_type, args):
+            if kind not in kinds:
+                kinds.append(kind)
+        return kinds[0] if len(kinds) == 1 else {"anyOf": kinds}
+    if annotation is type(None):
+        return {"type": "null"}
+    if origin is list:
+        return {"type": "array", "items": _type(args[0])}
+    if origin is dict or annotation is dict:
+        value = _type(args[1]) if args and args[1] is not Any else {}
+        return {"type": "object", "additionalProperties": value or True}
+    if annotation in (MethodEntry, DatasetEntry):
+        return {"$ref": f"#/$defs/{annotation.__name__}"}
+    simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    if annotation in simple:
+        return {"type": simple[annotation]}
+    if annotation is Any:
+        return {}
+    # a spec field (str | Spec) has been split by the Union branch; Spec itself is text
+    return {"type": "string"}

@@ -1,0 +1,78 @@
+"""What the metric functions take. Their settings are declared once here, as
+``Annotated`` aliases (:mod:`calibkit._settings`) that every signature uses, so a
+function's Parameters section, type, default and meaning come from its own signature; the
+inputs (``scores``, ``labels``, ...), which are data rather than settings, are described
+once in :data:`METRIC_PARAMETERS` (:func:`calibkit._docs.documented`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from .._conventions import BINNINGS
+from .._docs import Described
+from .._settings import MAX_BINS, Bounds, OneOf, Setting
+
+#: the values of ``n_bins`` and ``binning``, which the binning scheme checks
+N_BINS = Bounds(1, MAX_BINS, integer=True)
+BINNING = OneOf(BINNINGS)
+
+Probs = Annotated[
+    bool,
+    Setting(
+        "Read ``scores`` as probabilities (rows in [0, 1] summing to 1) rather than logits; "
+        "nothing is guessed from the values"
+    ),
+]
+MetricBins = Annotated[int, Setting("Number of equal-width confidence bins", N_BINS)]
+Binning = Annotated[
+    str,
+    Setting("Convention for a value on a bin edge (:mod:`calibkit.metrics._binning`)", BINNING),
+]
+Binary = Annotated[
+    str,
+    Setting(
+        "Which calibration pair is measured: 'top-label' (confidence and correctness), "
+        "'positive' (P(class 1) and 1[y = 1], K = 2), 'pooled' or 'top-<r>' "
+        "(:mod:`calibkit.metrics._pairs`)"
+    ),
+]
+Debias = Annotated[
+    bool,
+    Setting(
+        "Replace each bin's gap by its debiased estimate (docs/metrics.md, "
+        '"Debiased binned errors")'
+    ),
+]
+#: the values of ``bootstrap`` and ``ci``
+RESAMPLES = Bounds(0, 10**7, integer=True)
+LEVEL = Bounds(0, 1, low_open=True, high_open=True)
+Bootstrap = Annotated[int, Setting("Number of bootstrap resamples (0: no intervals)", RESAMPLES)]
+Ci = Annotated[float, Setting("Level of the intervals, such as 0.95", LEVEL)]
+Smooth = Annotated[bool, Setting("Compute smooth ECE (False skips it: it is the slowest)")]
+BootstrapSeed = Annotated[
+    int, Setting("Seed of the bootstrap draws", Bounds(0, 2**63 - 1, integer=True))
+]
+
+#: the inputs of the metric functions, described once for their docstrings
+METRIC_PARAMETERS: dict[str, Described] = {
+    "scores": (
+        "array-like or Tensor, shape (N, K), or (N,) for a binary problem; or Prepared",
+        "Logits, or probabilities with ``probs=True``; NumPy, PyTorch on any device, or "
+        "anything ``torch.as_tensor`` takes. Computed where they are. Or an input checked "
+        "once by :func:`~calibkit.metrics.prepare` (or vouched for by "
+        ":func:`~calibkit.metrics.trusted`), taken as it is, without ``labels``.",
+    ),
+    "labels": (
+        "array-like or Tensor of int, shape (N,); None with a prepared input",
+        "The true class of each row, in 0..K-1.",
+    ),
+    "ood_scores": (
+        "array-like or Tensor, shape (M, K)",
+        "Scores of out-of-distribution samples (no labels), in the same form as ``scores``.",
+    ),
+    "metrics": (
+        "iterable of str or None, default None",
+        "The metrics wanted, by name (:data:`~calibkit.metrics.METRICS`); None: all. Only "
+        "what they need is computed, and each value equals the full evaluation's.",
+    ),
+}

@@ -1,0 +1,22 @@
+"""Mixup, the one batch transform that mixes targets too (the data's own augmentations are
+in :mod:`calibkit.data._augment`), run on the device with the randomness drawn from a seeded
+generator.
+
+- :func:`mixup`: Zhang et al. 2018; x̃ = λ xᵢ + (1 − λ) xⱼ and t̃ likewise, with one
+  λ ~ Beta(α, α) per batch and j a random permutation of the batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def mixup(
+    x: Tensor, targets: Tensor, alpha: float, generator: torch.Generator, rng: np.random.Generator
+) -> tuple[Tensor, Tensor]:
+    """Mix a batch with a permutation of itself; ``targets`` (B, K) distributions."""
+    lam = float(rng.beta(alpha, alpha))
+    perm = torch.randperm(len(x), generator=generator).to(x.device)
+    return lam * x + (1 - lam) * x[perm], lam * targets + (1 - lam) * targets[perm]
