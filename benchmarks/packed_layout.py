@@ -301,5 +301,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         for name, rate in rates.items():
             print(f"{count:>7}  {name:<24} {rate:>10,.0f}  {rate / rates['vmap']:.2f}x")
 
+
 if __name__ == "__main__":
     main()
