@@ -38,8 +38,7 @@ def _ops(data: str):
     import torch
 
     from calibkit import posthoc
-    from calibkit.metrics import evaluate
-    from calibkit.metrics import ece
+    from calibkit.metrics import ece, evaluate
 
     d = np.load(data)
     z, y = d["logits_val"], d["labels_val"]

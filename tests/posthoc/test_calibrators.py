@@ -14,6 +14,7 @@ from sklearn.isotonic import IsotonicRegression
 from calibkit import posthoc
 from calibkit.metrics import ece
 from calibkit.posthoc._affine_fit import _penalty
+from calibkit.posthoc._temperature import grid_values
 from tests.conftest import make_logits
 
 FAST = {  # single grid points keep the cross-validated methods quick in tests
@@ -73,14 +74,12 @@ def test_ts_grid_equals_brute_force(split):
     z, y, *_ = split
     for grid in ("focal-calibration", [0.5, 1.0, 1.7, 2.0, 3.0]):
         c = posthoc.TemperatureGrid(grid=grid).fit(z, y)
-        temps = posthoc.temperature.grid_values(grid).tolist()
+        temps = grid_values(grid).tolist()
         brute = [ece(z / t, y) for t in temps]
         assert float(c.temperature_) == pytest.approx(temps[int(np.argmin(brute))])
         assert c.fit_report_.after == pytest.approx(min(brute), abs=1e-12)
-    assert len(posthoc.temperature.grid_values("neural-clamping")) == 5000
-    assert posthoc.temperature.grid_values("rethinking")[[0, -1]].tolist() == pytest.approx(
-        [0.01, 10.0]
-    )
+    assert len(grid_values("neural-clamping")) == 5000
+    assert grid_values("rethinking")[[0, -1]].tolist() == pytest.approx([0.01, 10.0])
 
 
 @pytest.mark.parametrize("name,matrix", [("vector", False), ("matrix", True)])

@@ -407,7 +407,7 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             warnings.warn(
                 f"the calibration rows of a fold hold one class ({self.classes_[labels[0]]!r}); "
                 "its scores are used uncalibrated (use fewer folds)",
-                posthoc.anomalies.CalibrationWarning,
+                posthoc.CalibrationWarning,
                 stacklevel=2,
             )
             raw_probs = self.method in ("sigmoid", "isotonic") and (

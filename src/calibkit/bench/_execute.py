@@ -20,8 +20,7 @@ import torch
 from .. import posthoc
 from .._outputs import file_lock, inside, write_text
 from ..io import load_split
-from ..metrics import EvaluationResult, trusted
-from ..metrics import evaluate
+from ..metrics import EvaluationResult, evaluate, trusted
 from ..metrics._ood import ood_auroc, ood_fpr95
 from ..metrics._resample import bootstrap_replicates
 from ..posthoc._anomalies import CalibrationWarning, check_method

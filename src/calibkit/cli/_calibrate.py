@@ -333,8 +333,7 @@ def _test_effect(source, output) -> dict | None:
     import warnings
 
     from ..io import load_split
-    from ..metrics import evaluate
-    from ..metrics import trusted
+    from ..metrics import evaluate, trusted
 
     try:
         z0, y = load_split(str(Path(source) / "logits.npz"), "test")

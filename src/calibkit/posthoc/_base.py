@@ -249,7 +249,7 @@ class Method(nn.Module):
         """What breaks an invariant that this method's own fit guarantees (a temperature
         within the fit's bounds, a monotone map, sorted edges, probabilities in [0, 1]), or
         None. A loaded file must keep them: its checksum has no key, so a forged value that
-        is finite and of the right shape is caught here (posthoc.files.loaded_problem)."""
+        is finite and of the right shape is caught here (posthoc._files.loaded_problem)."""
         return None
 
     def state_tensors(self) -> dict[str, Tensor]:

@@ -45,8 +45,7 @@ from .._docs import documented
 from .._outputs import atomic_write, save_npz, write_text
 from .._registry import parse_spec
 from ..data._augment import augmentation
-from ..metrics import evaluate
-from ..metrics import trusted
+from ..metrics import evaluate, trusted
 from . import _schedule as schedules
 from ._augment import mixup
 from ._checkpoints import resume_state, save_checkpoint
