@@ -121,3 +121,16 @@ def test_every_bin_scheme_is_checked_where_it_is_made():
     wide = scheme.for_dtype(torch.float64)
     assert (wide.n_bins, wide.convention, wide.dtype) == (15, "calibkit", torch.float64)
     assert scheme.dtype == torch.float32 and scheme.for_dtype(torch.float32) is scheme
+
+
+def test_overrides_of_a_checked_spec_are_checked_and_its_own_values_trusted():
+    """A family without ``check_settings`` (models) checks only what overrides a checked
+    spec, as the type check does: a run's model spec, checked once, is built with the
+    data's ``num_classes`` and ``input_shape`` without its own values checked again."""
+    checked = models.REGISTRY.check("mlp:hidden=64")
+    vouched = CheckedSpec("mlp", (("hidden", 0),), "model")  # as if checked where it entered
+    assert models.REGISTRY.check(vouched, num_classes=3).kwargs == {"hidden": 0, "num_classes": 3}
+    with pytest.raises(ValueError, match=r"num_classes: expected an integer in 2\.\."):
+        models.REGISTRY.check(checked, num_classes=1)
+    with pytest.raises(ValueError, match=r"hidden: expected an integer in 1\.\."):
+        models.REGISTRY.check("mlp:hidden=0")

@@ -315,7 +315,8 @@ class Registry(Generic[T]):
 
     def check(self, spec: str | Spec, **overrides: Any) -> CheckedSpec:
         """The parsed spec, checked against the registry without building anything: the
-        name, the parameter names, their types, and the factory's ``check_settings``.
+        name, the parameter names, their types, and each value against its declaration (or
+        the factory's ``check_settings``, which covers them).
         The result is a :class:`CheckedSpec`; given back without ``overrides``, it is
         returned as it is."""
         return self._check(spec, overrides)
@@ -345,7 +346,8 @@ class Registry(Generic[T]):
             parsed = parsed.with_params(**overrides)
         signature = self._signature(parsed.name)
         # a checked spec's own parameters are trusted; only what overrides it is new
-        for key, value in overrides.items() if trusted else parsed.params:
+        new = list(overrides.items()) if trusted else list(parsed.params)
+        for key, value in new:
             if key not in signature:
                 raise SpecError(
                     f"{self.family} {parsed.name!r} has no parameter {key!r}; "
@@ -363,7 +365,7 @@ class Registry(Generic[T]):
                 settings = check(**parsed.kwargs)
             else:  # the factory's declarations (calibkit._settings) are its whole check
                 declared = declarations(factory)
-                for key, value in parsed.params:
+                for key, value in new:
                     if key in declared:
                         declared[key].check(value)
                 settings = None

@@ -11,8 +11,9 @@ Traceback (most recent call last):
 ...
 ValueError: tol: expected a number in [0, 1], got 2
 
-From that one declaration come the check at the boundary (:func:`check_declared`, which the
-registries, ``Method.check_settings`` and ``TrainConfig.check`` run), the docstring's
+From that one declaration come the check at the boundary (:meth:`Declared.check`, which
+the registries, ``Method.check_settings`` and ``Loss`` (through :func:`check_declared`) and
+``TrainConfig.check`` run), the docstring's
 Parameters section (:func:`parameters_section`), the CLI's option help and ``calibkit
 methods``' listing. A setting several functions share is declared once as a type alias
 (``NBins = Annotated[int, Setting(...)]``). docs/architecture.md says why this is not
@@ -25,6 +26,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import textwrap
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -268,8 +270,6 @@ def parameter_lines(d: Declared, pad: str = "    ") -> list[str]:
 
 def wrapped(text: str, pad: str) -> list[str]:
     """A description's lines, indented under its name and wrapped at 88 columns."""
-    import textwrap
-
     return textwrap.wrap(text, 88, initial_indent=pad + "    ", subsequent_indent=pad + "    ")
 
 

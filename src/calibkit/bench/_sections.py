@@ -7,6 +7,8 @@ check a YAML spec as it is typed; a test keeps the file equal to what this modul
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -146,9 +148,6 @@ def _property(d: Declared) -> dict[str, Any]:
 
 
 def _type(annotation: Any) -> dict[str, Any]:
-    import types
-    import typing
-
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
         kinds = []
