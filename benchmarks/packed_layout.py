@@ -10,7 +10,10 @@ linear map. Each member still reads its own batch (its own order and augmentatio
 batches enter as one input of M×3 channels. :func:`grouped_resnet` builds it from M
 members' weights; :func:`members_of` writes the weights back. ``--check`` (and
 tests/training/test_packed_layout.py) shows that it computes each member's logits and
-gradients as the member alone does, within float tolerance.
+gradients as the member alone does, within float tolerance. The convolutions are plain
+``nn.Conv2d(groups=M)``, not TorchUncertainty's ``PackedConv2d``: that builds fresh
+members (widened by its alpha, split by its gamma), where this takes M trained members'
+weights and gives them back.
 
 Each variant runs ``--steps`` timed steps (forward, the members' cross-entropy, backward,
 SGD with momentum and weight decay) after ``--warmup`` steps, and prints aggregate
