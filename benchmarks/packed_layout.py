@@ -199,15 +199,26 @@ def _steps_grouped(nets, xs, ys, channels_last=False, bf16=False, compile=False)
     return step
 
 
-def _timed(step: Callable[[], None], warmup: int, steps: int, device: str) -> float:
-    """Seconds per step, after ``warmup`` untimed steps."""
-    for _ in range(warmup):
+def _timed(step: Callable[[], None], warmup: int, steps: int, device: str, label: str) -> float:
+    """Seconds per step, after ``warmup`` untimed steps; a line every 10 s while it runs
+    (a slow CPU takes seconds a step)."""
+    said = time.perf_counter()
+
+    def progress(done: int) -> None:
+        nonlocal said
+        if time.perf_counter() - said >= 10:
+            print(f"  ({label}: step {done} of {warmup + steps})", flush=True)
+            said = time.perf_counter()
+
+    for i in range(warmup):
         step()
+        progress(i + 1)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     started = time.perf_counter()
-    for _ in range(steps):
+    for i in range(steps):
         step()
+        progress(warmup + i + 1)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return (time.perf_counter() - started) / steps
@@ -277,15 +288,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     cuda = args.device.startswith("cuda")
     print(f"device {args.device}, ResNet-{args.depth}, batch {args.batch} per member, "
           f"{args.steps} steps after {args.warmup}")  # fmt: skip
-    print(f"{'members':>7}  {'variant':<24} {'images/s':>10}  vs vmap")
+    print(f"{'members':>7}  {'variant':<24} {'images/s':>10}  vs vmap", flush=True)
     for count in args.members:
         nets = members(count, args.depth, args.device)
         g = torch.Generator().manual_seed(1)
         xs = torch.randn(count, args.batch, 3, 32, 32, generator=g).to(args.device)
         ys = torch.randint(10, (count, args.batch), generator=g).to(args.device)
-        variants: dict[str, tuple[Callable, dict]] = {
-            "alone": (_steps_alone, {}),
+        variants: dict[str, tuple[Callable, dict]] = {  # vmap first: the others' ratio
             "vmap": (_steps_vmap, {}),
+            "alone": (_steps_alone, {}),
             "grouped": (_steps_grouped, {}),
             "grouped-cl": (_steps_grouped, {"channels_last": True}),
         }
@@ -299,10 +310,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
         rates = {}
         for name, (make, options) in variants.items():
-            seconds = _timed(make(nets, xs, ys, **options), args.warmup, args.steps, args.device)
+            step = make(nets, xs, ys, **options)
+            seconds = _timed(step, args.warmup, args.steps, args.device, f"{count} {name}")
             rates[name] = count * args.batch / seconds
-        for name, rate in rates.items():
-            print(f"{count:>7}  {name:<24} {rate:>10,.0f}  {rate / rates['vmap']:.2f}x")
+            print(
+                f"{count:>7}  {name:<24} {rates[name]:>10,.0f}  {rates[name] / rates['vmap']:.2f}x",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
