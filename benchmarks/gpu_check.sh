@@ -28,6 +28,9 @@
 # STUDY_ONLY=1 skips the CUDA tier, the throughput table and the estimate (a second call).
 # REGIME=1 runs the protocol tries of benchmarks/regime_gpu.py (regime.txt, regime.jsonl)
 # instead of the study: with STUDY_ONLY=1, `STUDY_ONLY=1 REGIME=1 BUDGET=560 bash ...`.
+# SKIP lists parts to leave out, of tier, throughput, maccal, layout and estimate: the call
+# for the CUDA tier, the layouts and the protocol tries alone is
+#   SKIP="throughput maccal estimate" REGIME=1 BUDGET=560 bash benchmarks/gpu_check.sh
 # WORKERS (default 8) processes share the GPU: the pack trains in one of them, then the
 # runs' stage 2, Neural Clamping and measurements run side by side instead of in one line.
 set -uo pipefail
@@ -36,6 +39,7 @@ OUT="${OUT:-gpu-check}"
 mkdir -p "$OUT"
 START=$(date +%s)
 BUDGET="${BUDGET:-520}"
+skip() { [[ " ${SKIP:-} " == *" $1 "* ]] && echo "$1: skipped (SKIP)" >> "$OUT/skipped.txt"; }
 elapsed() { echo $(( $(date +%s) - START )); }
 say() { echo "[$(elapsed) s] $*"; }
 : > "$OUT/skipped.txt"
@@ -67,30 +71,30 @@ STUDY="${STUDY:-build/gpu-study}"
 if [ "${STUDY_ONLY:-0}" = 1 ]; then
     echo "CUDA tier, throughput and estimate: skipped (STUDY_ONLY=1)" >> "$OUT/skipped.txt"
 else
-    say "CUDA tier"
+    skip tier || { say "CUDA tier"
     timeout 180 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider -rfEs \
         -o addopts="" > "$OUT/cuda-tier.txt" 2>&1
     echo "exit code $?" >> "$OUT/cuda-tier.txt"
-    tail -4 "$OUT/cuda-tier.txt"
+    tail -4 "$OUT/cuda-tier.txt"; }
 
-    say "throughput"
+    skip throughput || { say "throughput"
     timeout 120 python3 benchmarks/packed_speed.py --device cuda --images 20000 --members 1 8 24 \
         > "$OUT/throughput.md" 2>&1 || echo "throughput: stopped at 120 s or failed" >> "$OUT/skipped.txt"
-    cat "$OUT/throughput.md"
+    cat "$OUT/throughput.md"; }
 
-    say "MaC-Cal stage 2 alone against together"
+    skip maccal || { say "MaC-Cal stage 2 alone against together"
     timeout 90 python3 benchmarks/maccal_group_speed.py --device cuda --members 3 9 \
         > "$OUT/maccal-group.md" 2>&1 || echo "maccal-group: stopped at 90 s or failed" >> "$OUT/skipped.txt"
-    cat "$OUT/maccal-group.md"
+    cat "$OUT/maccal-group.md"; }
 
-    say "packed layouts: vmap against Packed-Ensembles"
+    skip layout || { say "packed layouts: vmap against Packed-Ensembles"
     timeout 150 python3 benchmarks/packed_layout.py --device cuda --members 8 27 --compile \
         --steps 20 > "$OUT/layout.md" 2>&1 || echo "layout: stopped at 150 s or failed" >> "$OUT/skipped.txt"
-    cat "$OUT/layout.md"
+    cat "$OUT/layout.md"; }
 fi
 
 if [ -d ../shared/data/cifar10-jpeg ]; then
-    if [ "${STUDY_ONLY:-0}" != 1 ]; then
+    if [ "${STUDY_ONLY:-0}" != 1 ] && ! skip estimate; then
         say "estimate"
         timeout 60 "${CALIBKIT[@]}" bench train-cifar-gpu --estimate > "$OUT/estimate.txt" 2>&1
         cat "$OUT/estimate.txt"
@@ -98,8 +102,9 @@ if [ -d ../shared/data/cifar10-jpeg ]; then
     LEFT=$(( BUDGET - $(elapsed) ))
     if [ "${REGIME:-0}" = 1 ]; then  # the protocol tries instead of the study (issue 52 §5)
         say "protocol tries (at most $LEFT s)"
-        python3 benchmarks/regime_gpu.py --device cuda -o build/regime --budget "$((LEFT - 30))" \
-            > "$OUT/regime.txt" 2>&1
+        # stopped at the time left (a try cut short resumes from its checkpoints on a rerun)
+        timeout --signal=INT "$LEFT" python3 benchmarks/regime_gpu.py --device cuda -o build/regime \
+            --budget "$((LEFT - 30))" > "$OUT/regime.txt" 2>&1 || echo "regime: stopped at $LEFT s or failed" >> "$OUT/skipped.txt"
         cp build/regime/rows.jsonl "$OUT/regime.jsonl" 2>/dev/null
         cat "$OUT/regime.txt"
         say "done"
