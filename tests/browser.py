@@ -7,13 +7,41 @@ that failed to load (a missing figure, a font fetched from the network)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
 
+import pytest
+
+#: headless, as root in a container, without a GPU or a large /dev/shm
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+#: Chromium 111 and later refuse a DevTools websocket whose request carries an Origin header
+#: unless its origin is allowed (Debian's 150 answers 403 Forbidden); websocket-client sends
+#: one by default. Both sides are set: the flag allows it, ``suppress_origin`` drops it.
+DEVTOOLS_FLAGS = ["--remote-allow-origins=*"]
+
+
+def chromium() -> str:
+    """The path of the machine's Chromium; a skip without one, a failure in CI (``CI`` set),
+    where ``.ci/run`` installs Debian's package."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    if os.environ.get("CI"):
+        pytest.fail("Chromium is missing; .ci/run installs Debian's chromium package")
+    pytest.skip("no Chromium on this machine (CI installs Debian's)")
+
+
+def headless(*args: str, timeout: float = 120) -> str:
+    """Run Chromium headless with ``args`` (``--dump-dom URL``, ``--screenshot=...``) and
+    return its standard output."""
+    return subprocess.run(
+        [chromium(), *FLAGS, *args], capture_output=True, text=True, timeout=timeout, check=True
+    ).stdout
 
 
 @dataclass
@@ -47,7 +75,7 @@ def open_page(browser: str, url: str, wait: float = 3.0) -> Page:
 
     port = _free_port()
     proc = subprocess.Popen(
-        [browser, *FLAGS, f"--remote-debugging-port={port}", "about:blank"],
+        [browser, *FLAGS, *DEVTOOLS_FLAGS, f"--remote-debugging-port={port}", "about:blank"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -58,12 +86,18 @@ def open_page(browser: str, url: str, wait: float = 3.0) -> Page:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/json") as r:
                     targets = json.load(r)
                 break
-            except OSError:
+            except OSError as err:
                 if time.monotonic() > deadline:
-                    raise
+                    pytest.fail(f"{browser} opened no DevTools port in 30 s: {err}")
                 time.sleep(0.1)
         target = next(t for t in targets if t["type"] == "page")
-        ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=30)
+        try:
+            ws = websocket.create_connection(
+                target["webSocketDebuggerUrl"], timeout=30, suppress_origin=True
+            )
+        except (OSError, websocket.WebSocketException) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            pytest.fail(f"{browser} cannot be driven over DevTools: {first}")
         errors: list[str] = []
         ids = iter(range(1, 1 << 30))
 

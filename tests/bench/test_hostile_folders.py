@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -21,10 +20,10 @@ from calibkit._outputs import LinkRefused, atomic_write, file_lock, inside
 from calibkit.bench._report import write_report
 from calibkit.bench._store import ALL, Store, StoreError
 from calibkit.bench._study import study_markdown
+from tests.browser import headless
 from tests.test_cli import run
 
 from .rows import write
-from .test_runner_report import chromium
 
 SPEC = """name: one
 seeds: [1]
@@ -222,14 +221,7 @@ def test_hostile_names_stay_text_in_report_html_in_chromium(tmp_path):
     _hostile_store(tmp_path / "r.sqlite")
     write_report(tmp_path / "r.sqlite", tmp_path / "report")
     page = (tmp_path / "report" / "report.html").resolve()
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-    dom = subprocess.run(
-        [chromium(), *flags, "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    dom = headless("--virtual-time-budget=2000", "--dump-dom", page.as_uri())
     assert "pwned" not in dom.split("</title>")[0]  # no script ran
     tags = Page()
     tags.feed(dom)

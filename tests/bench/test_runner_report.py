@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,6 +19,7 @@ from calibkit.bench._report import write_report
 from calibkit.bench._runner import run_bench
 from calibkit.bench._spec import load_spec
 from calibkit.bench._store import Store, StoreError
+from tests.browser import headless
 from tests.test_cli import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,37 +115,15 @@ def computed(out) -> dict:
     return {k: v for k, v in metrics.items() if k[4] != "fit_seconds"}
 
 
-def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    if os.environ.get("CI"):
-        pytest.fail("Chromium is missing; .ci/run installs Debian's chromium package")
-    pytest.skip("no Chromium on this machine (CI installs Debian's)")
-
-
 def test_the_html_report_renders_in_headless_chromium(swept, tmp_path):
     _, out, _ = swept
     info = write_report(out / "results.sqlite", tmp_path)
     page = (tmp_path / "report.html").resolve()
-    browser = chromium()
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-    dom = subprocess.run(
-        [browser, *flags, "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    dom = headless("--dump-dom", page.as_uri())
     assert dom.count("<table>") == info["tables"] >= 6
     assert dom.count("<img") == info["figures"] >= 4 and "data:image/png;base64," in dom
     shot = tmp_path / "shot.png"
-    subprocess.run(
-        [browser, *flags, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
+    headless(f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri())
     from PIL import Image
 
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)

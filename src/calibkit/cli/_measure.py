@@ -141,13 +141,13 @@ def demo(output, seed, bootstrap, as_json) -> None:
       calibkit demo -o calibkit-demo
       calibkit evaluate calibkit-demo/digits_logits.npz --bootstrap 200
     """
-    from .._demo import digits_logits
+    from ..data import demo_logits
     from .._outputs import check_output, check_writable, save_npz
 
     out = check_writable(check_output(output))  # before a minute of training, not after
     if not as_json:
         click.echo("training a small MLP on the bundled digits ...", err=True)
-    data = digits_logits(seed=seed)
+    data = demo_logits(seed=seed)
     path = save_npz(out / "digits_logits.npz", **data)
     if not as_json:
         console().print(f"logits written to {path} (keys: {', '.join(data)})")

@@ -28,6 +28,7 @@ from ._base import (
     to_inputs,
 )
 from ._builtin import digits, gaussian_toy
+from ._demo import demo_logits
 from ._exact import exact_images
 from ._files import (
     CORRUPTIONS,
@@ -127,6 +128,7 @@ __all__ = [
     "LazyImages",
     "Split",
     "create",
+    "demo_logits",
     "input_bounds",
     "names",
     "to_inputs",
