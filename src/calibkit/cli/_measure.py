@@ -141,8 +141,8 @@ def demo(output, seed, bootstrap, as_json) -> None:
       calibkit demo -o calibkit-demo
       calibkit evaluate calibkit-demo/digits_logits.npz --bootstrap 200
     """
-    from ..data import demo_logits
     from .._outputs import check_output, check_writable, save_npz
+    from ..data import demo_logits
 
     out = check_writable(check_output(output))  # before a minute of training, not after
     if not as_json:
