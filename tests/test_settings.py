@@ -8,9 +8,11 @@ import inspect
 import math
 from typing import Annotated
 
+import numpy as np
 import pytest
+import torch
 
-from calibkit import data, losses, models, posthoc
+from calibkit import data, losses, metrics, models, posthoc
 from calibkit._registry import CheckedSpec, parse_spec
 from calibkit._settings import (
     Bounds,
@@ -21,7 +23,9 @@ from calibkit._settings import (
     parameters_section,
 )
 from calibkit.metrics._binning import BinScheme
+from calibkit.training import TrainConfig
 from calibkit.training import _schedule as schedule
+from tests.conftest import make_logits
 
 REGISTRIES = {
     "dataset": data.REGISTRY,
@@ -134,3 +138,46 @@ def test_overrides_of_a_checked_spec_are_checked_and_its_own_values_trusted():
         models.REGISTRY.check(checked, num_classes=1)
     with pytest.raises(ValueError, match=r"hidden: expected an integer in 1\.\."):
         models.REGISTRY.check("mlp:hidden=0")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda z, y: metrics.ece(z, y, n_bins=np.int64(15)),
+        lambda z, y: metrics.evaluate(z, y, n_bins=np.int32(15), bootstrap=np.int64(0)),
+        lambda z, y: posthoc.create("hist-binning", n_bins=np.int64(10)).fit(z, y),
+        lambda z, y: posthoc.create("ts", t_max=np.float32(50)).fit(z, y),
+        lambda z, y: TrainConfig(lr=np.float32(0.1), epochs=np.int64(3)).check(),
+    ],
+)
+def test_numpy_scalars_are_numbers_at_every_entry(call):
+    """Issue 65 §3: a NumPy integer is an integer and a NumPy float of any width a number to
+    the metric functions, the registries and TrainConfig alike (6636db0 took them; the
+    declarations refused them until this rule)."""
+    z, y = make_logits(200, 4, 0)
+    call(z, y)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda z, y: metrics.ece(z, y, n_bins=torch.tensor(15)),
+        lambda z, y: metrics.ece(z, y, n_bins=np.bool_(True)),
+        lambda z, y: metrics.ece(z, y, n_bins="15"),
+        lambda z, y: posthoc.create("ts", t_max=torch.tensor(50.0)),
+        lambda z, y: posthoc.create("hist-binning", n_bins=np.float64(10)),
+        lambda z, y: TrainConfig(lr=torch.tensor(0.1)).check(),
+        lambda z, y: TrainConfig(epochs=True).check(),
+    ],
+)
+def test_tensors_booleans_and_strings_are_not_numbers(call):
+    z, y = make_logits(200, 4, 0)
+    with pytest.raises(ValueError, match=r"^[^\n]+$"):
+        call(z, y)
+
+
+def test_a_numpy_number_is_kept_as_the_python_number_it_holds():
+    assert TrainConfig(epochs=np.int64(3)).check().epochs == 3
+    assert type(TrainConfig(epochs=np.int64(3)).check().epochs) is int
+    spec = posthoc.REGISTRY.check("ts", t_max=np.float32(50))
+    assert dict(spec.params)["t_max"] == 50.0 and type(dict(spec.params)["t_max"]) is float

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ._settings import declarations
+from ._settings import declarations, is_flag, is_number, plain
 
 T = TypeVar("T")
 
@@ -209,11 +209,9 @@ def _accepts(annotation: Any, value: Any) -> bool:
     if annotation is type(None):
         return value is None
     if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if annotation is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return is_flag(value)
+    if annotation in (int, float):
+        return is_number(value, integer=annotation is int)
     if annotation is str:
         return isinstance(value, str)
     if origin in (tuple, list, Sequence) or annotation in (tuple, list):
@@ -319,7 +317,7 @@ class Registry(Generic[T]):
         the factory's ``check_settings``, which covers them).
         The result is a :class:`CheckedSpec`; given back without ``overrides``, it is
         returned as it is."""
-        return self._check(spec, overrides)
+        return self._check(spec, {k: plain(v) for k, v in overrides.items()})
 
     def seeded(self, spec: str | Spec, seed: int) -> CheckedSpec:
         """``spec``, checked (a checked one is trusted), with ``seed`` (a non-negative int,

@@ -26,12 +26,34 @@ import dataclasses
 import functools
 import inspect
 import math
+import numbers
 import textwrap
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
+
+import numpy as np
+
+
+def is_number(value: Any, *, integer: bool = False) -> bool:
+    """One rule for what a number setting takes, everywhere a setting enters (issue 65 §3):
+    Python's and NumPy's integers, and where not ``integer`` their floats of any width too;
+    never a boolean, a tensor or a string."""
+    kind = numbers.Integral if integer else numbers.Real
+    return isinstance(value, kind) and not isinstance(value, bool | np.bool_)
+
+
+def is_flag(value: Any) -> bool:
+    """What a true-or-false setting takes: Python's or NumPy's booleans, nothing else."""
+    return isinstance(value, bool | np.bool_)
+
+
+def plain(value: Any) -> Any:
+    """A NumPy scalar as the Python number it holds (for a spec's text and JSON); anything
+    else as it is."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 @dataclass(frozen=True)
@@ -54,8 +76,7 @@ class Bounds:
     def check(self, name: str, value: Any) -> int | float:
         """``value`` (an int, or a float where not ``integer``), or a one-line ``ValueError``
         naming ``name``."""
-        kind = int if self.integer else (int, float)
-        if not isinstance(value, kind) or isinstance(value, bool) or not self._within(value):
+        if not is_number(value, integer=self.integer) or not self._within(value):
             raise ValueError(f"{name}: expected {self}, got {_short(value)}")
         return int(value) if self.integer else float(value)
 
@@ -150,8 +171,10 @@ class Declared:
             return None
         if self.setting.values is not None:
             return self.setting.values.check(self.name, value)
-        if self.annotation is bool and not isinstance(value, bool):
-            raise ValueError(f"{self.name}: expected true or false, got {value!r}")
+        if self.annotation is bool:
+            if not is_flag(value):
+                raise ValueError(f"{self.name}: expected true or false, got {value!r}")
+            return bool(value)
         return value
 
 

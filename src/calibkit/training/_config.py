@@ -109,8 +109,8 @@ class TrainConfig:
         if self.__dict__.get("_checked") == self._values():
             return self
         for name, declared in declarations(type(self)).items():
-            if declared.setting.values is not None:
-                declared.check(getattr(self, name))
+            if declared.setting.values is not None:  # kept as checked: np.float32(0.1) -> 0.1
+                setattr(self, name, declared.check(getattr(self, name)))
         device = pick_device(self.device)
         if self.checkpoint is not None and not Path(self.checkpoint).is_file():
             raise ValueError(f"checkpoint: no such file {self.checkpoint}")
