@@ -39,6 +39,30 @@ def test_write_section_replaces_its_block_and_keeps_what_people_wrote(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "name",
+    ["x --><script>alert(1)</script><!--", "a--!>b", "<!-- nested", "end-", "--", "é—-->"],
+)
+def test_a_section_name_cannot_close_its_markers_comment(tmp_path, name):
+    """Issue 65 §2: a spec name holding ``-->`` closed the HTML comment around the --doc
+    markers and put a live ``<script>`` into the Markdown; the name is written encoded, the
+    file parses as the two comments and the section alone, and rewriting finds it again."""
+    from markdown_it import MarkdownIt
+
+    from calibkit._outputs import write_section
+
+    doc = tmp_path / "real.md"
+    write_section(doc, name, "body")
+    write_section(doc, name, "body again")
+    text = doc.read_text()
+    assert text.count("<!--") == 2 and text.count("-->") == 2 and "body again" in text
+    assert "body\n" not in text and "<script" not in text
+    lines = text.splitlines()
+    assert lines[1] == "body again" and all("--" not in line[4:-3] for line in (lines[0], lines[2]))
+    html = MarkdownIt().render(text)
+    assert "<script" not in html and html.count("<!--") == 2
+
+
+@pytest.mark.parametrize(
     "name, content, message",
     [
         ("dup.csv", b"c0,c0,labels\n1,2,0\n3,1,1\n", "names column 'c0' more than once"),

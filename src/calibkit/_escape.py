@@ -8,6 +8,8 @@ markup, a table cell, a heading or a script.
   emphasis, link, math or extra table cell), and a line break or control character becomes
   a space (a name cannot end a table row or start a heading).
 - :func:`html_text`: HTML text and attribute values (``html.escape`` with quotes).
+- :func:`comment_text`: a name inside an HTML comment (the ``--doc`` section markers):
+  nothing that could end or open a comment (``-->``, ``--!>``, ``<!--``, any ``--``).
 - :func:`term_text`: a terminal line: control characters (escape sequences that move the
   cursor or recolour the screen) shown as ``\x1b``-style codes. The CLI's console prints
   with rich's markup off, so ``[red]`` stays text.
@@ -16,6 +18,8 @@ Figures need none: they are drawn with matplotlib's mathtext off (``text.parse_m
 
 >>> print(md_text("<script>x</script> | **b**"))
 &lt;script&gt;x&lt;/script&gt; \| \*\*b\*\*
+>>> print(comment_text("x --><script>"))
+x%20-%2D%3E%3Cscript%3E
 >>> print(term_text("ce\x1b[2J"))
 ce\x1b[2J
 """
@@ -50,6 +54,21 @@ def md_text(text: object) -> str:
 def html_text(text: object) -> str:
     """``text`` as literal HTML text or attribute value (quotes escaped)."""
     return html.escape(str(text), quote=True)
+
+
+#: what a name keeps as itself inside a comment; a ``-`` is kept where it follows no ``-``
+_COMMENT_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:+=@/,")
+
+
+def comment_text(text: object) -> str:
+    """``text`` to write inside an HTML comment: every other character percent-encoded as
+    its UTF-8 bytes, so that no ``--`` (which ends or breaks a comment), ``<`` or ``>``
+    can appear; a preset's name such as ``train-cifar-gpu`` reads as itself."""
+    out: list[str] = []
+    for ch in str(text):
+        keep = ch in _COMMENT_SAFE or (ch == "-" and not (out and out[-1] == "-"))
+        out.append(ch if keep else "".join(f"%{b:02X}" for b in ch.encode()))
+    return "".join(out)
 
 
 def _shown(match: re.Match[str]) -> str:

@@ -24,6 +24,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from ._escape import comment_text
+
 
 def _umask() -> int:
     """The process's umask, read without changing it where the OS allows (Linux)."""
@@ -244,6 +246,7 @@ def write_section(path: str | os.PathLike, name: str, text: str) -> Path:
     a file without the section gets it appended, a missing file is created. What lies
     outside the markers, written by people, is kept."""
     path = Path(path)
+    name = comment_text(name)  # a name holding "-->" cannot close the marker's comment
     start, end = f"<!-- calibkit:{name} -->", f"<!-- /calibkit:{name} -->"
     block = f"{start}\n{text.rstrip()}\n{end}"
     old = path.read_text(encoding="utf-8") if path.exists() else ""
