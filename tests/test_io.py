@@ -177,3 +177,61 @@ def test_an_npz_header_declaring_terabytes_is_refused_before_allocating(tmp_path
         z.writestr("labels.npy", buf.getvalue())
     with pytest.raises(FileFormatError, match=r"declares shape \(1000000, 500000\)"):
         load_scores(tmp_path / "huge.npz")
+
+
+def swapped_while_writing(cio, tmp_path, monkeypatch, when: str) -> dict[str, object]:
+    """Write a report's files (``cio.write_files``) while its ``figures`` folder is swapped
+    for a link to a folder outside the report at the moment ``when``: right after the
+    checks, or once the first temporary file is written and before any rename (issue 65
+    §1). What came out: the error (None), the files outside, the hidden files left."""
+    out, outside = tmp_path / "report", tmp_path / "outside"
+    (out / "figures").mkdir(parents=True)
+    outside.mkdir()
+
+    def swap() -> None:
+        if (out / "figures").is_symlink():  # swapped once
+            return
+        os.rename(out / "figures", out / "aside")
+        os.symlink(outside, out / "figures")
+
+    if when == "after the check":
+        checked = cio.inside
+        monkeypatch.setattr(cio, "inside", lambda *a: (checked(*a), swap())[0])
+    else:
+        real = cio.os.fdopen
+
+        def fdopen(fd, mode):
+            f = real(fd, mode)
+            swap()
+            return f
+
+        monkeypatch.setattr(cio.os, "fdopen", fdopen)
+    files = {out / "figures" / "a.png": b"png", out / "report.md": "md"}
+    try:
+        cio.write_files(files, out)
+        error = None
+    except (OSError, ValueError) as err:
+        error = str(err)
+    monkeypatch.undo()
+    return {
+        "error": error,
+        "outside": sorted(p.name for p in outside.iterdir()),
+        "hidden": sorted(p.name for p in out.rglob(".*") if not p.is_symlink()),
+    }
+
+
+@pytest.mark.parametrize("when", ["after the check", "after the first temporary file"])
+def test_a_folder_swapped_for_a_link_while_writing_takes_no_write_outside(
+    tmp_path, monkeypatch, when
+):
+    """Issue 65 §1: with the folder swapped for a link between the check and the write,
+    report wrote its figures into the link's target (1 of 5 tries there; here, where the
+    swap is placed, every time before the fix), or named a hidden temporary file and left
+    it. Every create and rename is now made from a handle on the folder opened without
+    following links: nothing lands outside, and nothing hidden is left."""
+    from calibkit import _outputs as cio
+
+    got = swapped_while_writing(cio, tmp_path, monkeypatch, when)
+    assert got["outside"] == [] and got["hidden"] == [], got
+    if got["error"] is not None:
+        assert ".a.png" not in got["error"] and ".report.md" not in got["error"], got

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -120,41 +121,89 @@ def atomic_write(path: str | os.PathLike, write: Any, *, suffix: str = "") -> Pa
     return path
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_below(fd: int, name: str, made: list[tuple[int, str]], shown: Path) -> int:
+    """The folder ``name`` in the folder open as ``fd``, made where missing (recorded in
+    ``made``), opened without following a link: a link swapped in after any check is refused
+    by the kernel (``ELOOP``/``ENOTDIR``), never followed."""
+    try:
+        os.mkdir(name, 0o777, dir_fd=fd)
+        made.append((fd, name))
+    except FileExistsError:
+        pass
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise LinkRefused(
+                f"{shown} is not a folder of its own (a symbolic link or a file): calibkit does "
+                "not write through links it did not make (nothing was written)"
+            ) from None
+        raise
+
+
 def write_files(files: dict[Path, bytes | str], root: str | os.PathLike) -> None:
     """Write several files, each a path inside the folder ``root`` (:func:`inside`), as
     one: each to a hidden temporary file beside it first, and only when every one is
     written are they all moved into place. A failure (a full disk) leaves none of them
     changed and no temporary file, and names the file that failed; folders this call
-    created are removed again. A symbolic link below ``root`` is refused before anything
-    is written."""
+    created are removed again.
+
+    Every create, rename and removal is made relative to a handle on its folder, opened
+    once from ``root``'s handle without following links (``O_DIRECTORY | O_NOFOLLOW`` and
+    ``dir_fd=``): a folder below ``root`` swapped for a link between a check and a write
+    cannot take the write elsewhere (issue 65 §1; ``root`` itself is the user's choice and
+    may be a link they made)."""
     for path in files:
         inside(root, Path(path).relative_to(root))
-    made: list[Path] = []
-    written: list[tuple[str, Path]] = []
-    at = next(iter(files), Path("."))
+    root = Path(root)
+    new_roots = [p for p in (root, *root.parents) if not p.exists()]  # removed on failure
+    root.mkdir(parents=True, exist_ok=True)
+    handles: dict[Path, int] = {Path("."): os.open(root, os.O_RDONLY | os.O_DIRECTORY)}
+    made: list[tuple[int, str]] = []
+    written: list[tuple[int, str, str, Path]] = []  # (folder, temporary, name, the user's path)
+    at = root
     try:
-        for path, content in files.items():
-            for parent in reversed([path.parent, *path.parent.parents]):
-                if not parent.exists():
-                    at = parent
-                    parent.mkdir()
-                    made.append(parent)
-            at = path
-            data = content.encode() if isinstance(content, str) else content
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-            written.append((tmp, path))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o666 & ~_umask())
-    except OSError as err:
-        for tmp, _ in written:
-            Path(tmp).unlink(missing_ok=True)
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise OSError(err.errno, err.strerror or str(err), str(at)) from None
-    for tmp, path in written:
-        os.replace(tmp, path)
+        try:
+            for path, content in files.items():
+                at = path
+                rel = Path(path).relative_to(root)
+                folder = Path(".")
+                for part in rel.parent.parts:
+                    below = folder / part
+                    if below not in handles:
+                        handles[below] = _open_below(handles[folder], part, made, root / below)
+                    folder = below
+                fd = handles[folder]
+                tmp = f".{rel.name}.{secrets.token_hex(6)}"
+                out = os.open(
+                    tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666, dir_fd=fd
+                )
+                written.append((fd, tmp, rel.name, path))
+                with os.fdopen(out, "wb") as f:
+                    f.write(content.encode() if isinstance(content, str) else content)
+            for fd, tmp, name, path in list(written):  # the renames, inside the cleanup
+                at = path
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                written.remove((fd, tmp, name, path))
+        except BaseException as err:
+            for fd, tmp, _, _ in written:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=fd)
+            for fd, name in reversed(made):
+                with contextlib.suppress(OSError):
+                    os.rmdir(name, dir_fd=fd)
+            for folder in new_roots:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            if isinstance(err, OSError) and not isinstance(err, LinkRefused):
+                raise OSError(err.errno, err.strerror or str(err), str(at)) from None
+            raise
+    finally:
+        for fd in handles.values():
+            os.close(fd)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
