@@ -110,10 +110,46 @@ def test_calibrated_classifier_cv_double_sample_weights_equivalence(method, ense
     np.testing.assert_allclose(weighted.predict_proba(X), twice.predict_proba(X), atol=1e-5)
 
 
-def test_fractional_sample_weights_are_refused_in_one_line(data):
+@pytest.mark.parametrize("method", ["sigmoid", "isotonic"])
+def test_fractional_weights_weight_the_fit_as_scikit_learn_does(data, method):
+    """Issue 66 §1: weights are weights, not repeated rows (20 of scikit-learn's cases failed
+    on fractional weights): with a frozen estimator, the same fractional weights give
+    scikit-learn's CalibratedClassifierCV's probabilities. Isotonic is compared on the
+    calibration rows: between its thresholds calibkit interpolates in σ(f), scikit-learn in
+    f (docs/posthoc.md), while at the rows fitted the two maps agree."""
+    from sklearn.calibration import CalibratedClassifierCV
+
     X, y = data
-    with pytest.raises(ValueError, match="whole-number weights"):
-        CalibratedClassifier(LogisticRegression(), cv=3).fit(X, y, sample_weight=np.full(200, 0.5))
+    clf = LogisticRegression().fit(X[:100], y[:100])
+    weights = np.random.default_rng(0).uniform(0.1, 2.5, 100)
+    ours = CalibratedClassifier(FrozenEstimator(clf), method=method)
+    theirs = CalibratedClassifierCV(FrozenEstimator(clf), method=method)
+    warnings.simplefilter("ignore", UserWarning)  # scikit-learn: FrozenEstimator takes none
+    ours.fit(X[100:], y[100:], sample_weight=weights)
+    theirs.fit(X[100:], y[100:], sample_weight=weights)
+    at = X[100:] if method == "isotonic" else X
+    np.testing.assert_allclose(ours.predict_proba(at), theirs.predict_proba(at), atol=1e-6)
+
+
+def test_a_huge_weight_costs_nothing(data):
+    """Issue 65 §4: a weight of 1e9 was expanded into 1e9 repeated rows (447 GiB asked);
+    it is a weight now, and the fit equals the one with every other row's weight ~0."""
+    X, y = data
+    weights = np.ones(len(y))
+    weights[:3] = 1e9
+    model = CalibratedClassifier(LogisticRegression(), method="ts", cv=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)  # three rows decide T
+        model.fit(X, y, sample_weight=weights)
+    assert np.isfinite(model.predict_proba(X)).all()
+
+
+def test_weights_that_a_method_cannot_use_are_refused_in_one_line(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"^sample_weight: vector cannot weight its fit; .*ts$"):
+        CalibratedClassifier(LogisticRegression(), method="vector", cv=3).fit(
+            X, y, sample_weight=np.where(np.arange(len(y)) % 2, 1.0, 2.0)
+        )
 
 
 @pytest.mark.parametrize("ensemble", [True, False])

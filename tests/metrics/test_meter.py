@@ -34,7 +34,11 @@ def _check(result, z, y, **kw):
     for name in BINNED:
         assert result[name] == pytest.approx(want[name], rel=1e-12, abs=1e-15), name
     for name in RANKED:
-        if name in result:
+        if name in result and name == "smooth_ece":
+            # a kernel sum over every sample, reduced by PyTorch's intra-op threads: a rank's
+            # thread count can change its last bit (1 ulp measured on a fresh machine)
+            assert result[name] == pytest.approx(want[name], rel=1e-12), name
+        elif name in result:
             assert result[name] == want[name], name  # same samples, same code: bit for bit
 
 

@@ -148,9 +148,11 @@ class PerClass:
     def __init__(self, spec: str) -> None:
         self.spec = spec
 
-    def fit(self, raw: np.ndarray, labels: np.ndarray, n_classes: int) -> PerClass:
+    def fit(
+        self, raw: np.ndarray, labels: np.ndarray, n_classes: int, weights: Any = None
+    ) -> PerClass:
         self.n_classes_ = n_classes
-        self.maps_ = [self._fit_one(raw[:, j], labels == k) for j, k in self._columns(raw)]
+        self.maps_ = [self._fit_one(raw[:, j], labels == k, weights) for j, k in self._columns(raw)]
         return self
 
     def _columns(self, raw: np.ndarray) -> list[tuple[int, int]]:
@@ -159,15 +161,20 @@ class PerClass:
             return [(raw.shape[1] - 1, 1)]
         return [(k, k) for k in range(self.n_classes_)]
 
-    def _fit_one(self, f: np.ndarray, hit: np.ndarray) -> Any:
+    def _fit_one(self, f: np.ndarray, hit: np.ndarray, weights: Any = None) -> Any:
         if self.spec == "isotonic":
-            return posthoc.create("isotonic:mode=one-vs-rest").fit(_pair(f), hit.astype(np.int64))
+            return posthoc.create("isotonic:mode=one-vs-rest").fit(
+                _pair(f), hit.astype(np.int64), sample_weight=weights
+            )
         from ..posthoc._binning import logistic_newton
 
-        positives, negatives = int(hit.sum()), int((~hit).sum())
+        # Platt's priors are the weighted counts, as scikit-learn's _sigmoid_calibration
+        w = np.ones(len(f)) if weights is None else np.asarray(weights, dtype=np.float64)
+        positives, negatives = w[hit].sum(), w[~hit].sum()
         t = np.where(hit, (positives + 1) / (positives + 2), 1 / (negatives + 2))
         x = torch.as_tensor(np.column_stack([f, np.ones_like(f)]), dtype=torch.float64)
-        coef, _, _ = logistic_newton(x, torch.as_tensor(t, dtype=torch.float64), 100)
+        rows = None if weights is None else torch.as_tensor(w)
+        coef, _, _ = logistic_newton(x, torch.as_tensor(t, dtype=torch.float64), 100, rows)
         return coef.numpy()
 
     def predict_proba(self, raw: np.ndarray) -> np.ndarray:
@@ -238,9 +245,12 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     where the estimator has none (``response`` forces one).
 
     ``sample_weight`` and other fit parameters go to the estimator's ``fit`` (with
-    scikit-learn's metadata routing where it is enabled); calibkit's methods fit without
-    sample weights, so weights that differ are refused in one line (equal weights are no
-    weights). ``n_jobs``: folds fitted in parallel (joblib). ``estimator=None`` is
+    scikit-learn's metadata routing where it is enabled) and weight the calibration as
+    scikit-learn's do: ``sigmoid``, ``isotonic`` and calibkit's weighted methods (``ts``,
+    ``isotonic``: ``posthoc.Calibrator.weighted``) give each row its weight's share of the
+    objective (2 counts a row twice, 0.5 half; never rows repeated, so a weight's size
+    costs nothing); the other methods refuse weights that differ, in one line (equal weights
+    are no weights). ``n_jobs``: folds fitted in parallel (joblib). ``estimator=None`` is
     scikit-learn's default, ``LinearSVC(random_state=0)``. ``calibrated_classifiers_``
     lists the fitted (estimator, calibrator) pairs as scikit-learn's attribute of that name
     does; ``predict_log_proba`` and ``decision_function`` (the calibrated log-probabilities;
@@ -343,20 +353,13 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         return spec
 
     def _check_weights(self, sample_weight: Any, X: Any) -> np.ndarray | None:
-        """``sample_weight`` checked (scikit-learn's rules). calibkit's methods take whole
-        weights, as repeated rows (a likelihood fit's exact weighting); others are refused."""
+        """``sample_weight`` checked (scikit-learn's rules); used as weights in the fit, never
+        as repeated rows (a weight of 1e9 costs what a weight of 1 does)."""
         if sample_weight is None:
             return None
         from sklearn.utils.validation import _check_sample_weight
 
-        weights = _check_sample_weight(sample_weight, X)
-        if not np.array_equal(weights, np.round(weights)):
-            raise ValueError(
-                "sample_weight: calibkit's calibrators take whole-number weights (as repeated "
-                f"rows); got {weights[weights != np.round(weights)][0]:g}; round them, or "
-                "calibrate with scikit-learn's CalibratedClassifierCV"
-            )
-        return weights
+        return _check_sample_weight(sample_weight, X)
 
     def _routed(self, estimator: Any, weights: Any, fit_params: dict) -> Any:
         """The fit parameters of the estimator and the splitter (metadata routing)."""
@@ -393,16 +396,13 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
 
     def _calibrate(self, scores: np.ndarray, y: np.ndarray, weights: Any = None) -> Any:
         """The method fitted on ``scores`` (:meth:`_as_features`) of labels ``y``, each row
-        repeated its whole ``weights`` times (0: left out)."""
+        weighted by ``weights`` where given (scikit-learn's ``sample_weight``)."""
         labels = np.searchsorted(self.classes_, y)
-        if weights is not None:
-            rows = np.repeat(np.arange(len(y)), weights.astype(np.int64))
-            scores, labels = scores[rows], labels[rows]
-            if len(np.unique(labels)) < 2:
-                raise ValueError(
-                    "sample_weight: the rows with a weight hold one class; calibrating needs "
-                    "at least two classes"
-                )
+        if weights is not None and len(np.unique(labels[weights > 0])) < 2:
+            raise ValueError(
+                "sample_weight: the rows with a weight hold one class; calibrating needs "
+                "at least two classes"
+            )
         if len(np.unique(labels)) < 2:  # a small fold: scikit-learn copes, and so do we
             warnings.warn(
                 f"the calibration rows of a fold hold one class ({self.classes_[labels[0]]!r}); "
@@ -415,8 +415,8 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             )
             return Uncalibrated(len(self.classes_), probabilities=raw_probs)
         if self.method in ("sigmoid", "isotonic"):
-            return PerClass(self.method_).fit(scores, labels, len(self.classes_))
-        return posthoc.create(self.method_).fit(scores, labels)
+            return PerClass(self.method_).fit(scores, labels, len(self.classes_), weights)
+        return posthoc.create(self.method_).fit(scores, labels, sample_weight=weights)
 
     def _fit_cv(self, X: Any, y: np.ndarray, estimator: Any, routed: Any, weights: Any) -> None:
         from joblib import Parallel, delayed

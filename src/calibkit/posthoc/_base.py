@@ -40,7 +40,7 @@ from .._settings import check_declared
 from .._threads import for_work, size_of
 from ..metrics._inputs import prepare_scores
 from ._anomalies import check_fit
-from ._checks import check_fit_data, next_up
+from ._checks import check_fit_data, check_sample_weight, next_up
 from ._files import (
     FORMAT_VERSION,
     first_line,
@@ -65,6 +65,12 @@ POSTHOC_PARAMETERS: dict[str, Described] = {
         "is computed there).",
     ),
     "labels": ("array-like or Tensor of int, shape (N,)", "The true class of each row."),
+    "sample_weight": (
+        "array-like or Tensor of float, shape (N,), or None, default None",
+        "Each row's weight in the fit's objective (scikit-learn's meaning: 2 counts a row "
+        "twice, 0.5 half); finite and non-negative. Used by the methods whose fit weights "
+        "(``weighted``: ts, isotonic); the others refuse weights that differ.",
+    ),
     "path": ("str or Path", "The calibrator's file (safetensors with JSON metadata)."),
     "model": (
         "nn.Module or None, default None",
@@ -406,6 +412,8 @@ class Calibrator(Method):
 
     #: What ``forward`` returns: "logits" or "log-probabilities".
     output: ClassVar[str] = "logits"
+    #: Whether ``_fit`` takes ``w``, the sample weights (``fit``'s ``sample_weight``).
+    weighted: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ contract
 
@@ -413,14 +421,30 @@ class Calibrator(Method):
         POSTHOC_PARAMETERS,
         "Calibrator: this calibrator, fitted (``fit_report_`` says what the fit did).",
     )
-    def fit(self, logits: Any, labels: Any) -> Calibrator:
-        """Fit on a calibration split: ``logits`` (N, K), integer ``labels`` (N,)."""
+    def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> Calibrator:
+        """Fit on a calibration split: ``logits`` (N, K), integer ``labels`` (N,) and,
+        optionally, ``sample_weight`` (N,) non-negative weights, each row's share of the fit's
+        objective (as scikit-learn's ``sample_weight``: weight 2 counts a row as two copies
+        of it, 0.5 as half). Methods whose fit can weight (``weighted``) use them; the others
+        refuse weights that are not all equal, in one line."""
         self.checked()
         with for_work(size_of(logits)):  # the input checks too: they are parallel ops
             z, y = check_fit_data(logits, labels)
+            w = (
+                None
+                if sample_weight is None
+                else check_sample_weight(sample_weight, len(y), z.device)
+            )
+            if w is not None and not self.weighted:
+                if bool((w != w[0]).any()):
+                    raise ValueError(
+                        f"sample_weight: {self.name} cannot weight its fit; methods that can: "
+                        f"{', '.join(weighted_methods())}"
+                    )
+                w = None  # equal weights: the same fit
             start = time.perf_counter()
             self.n_classes_ = z.shape[1]
-            report = self._fit(z, y)
+            report = self._fit(z, y) if w is None else self._fit(z, y, w=w)
             report.seconds = time.perf_counter() - start
             broken = self.invariant_problem()
             if broken:  # the same check as at load: the fit keeps what a file must hold
@@ -495,3 +519,14 @@ class Calibrator(Method):
                 f"{self.n_classes_}; apply it to logits of the same model"
             )
         return z
+
+
+def weighted_methods() -> list[str]:
+    """The names of the calibrators whose fit weights its rows (``weighted``)."""
+    names, todo = set(), list(Calibrator.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.weighted and isinstance(getattr(cls, "name", None), str):
+            names.add(cls.name)
+    return sorted(names)

@@ -100,9 +100,12 @@ class _ConfidenceMap(Calibrator):
             return [(c, (pred == y).double())]
         return [(p[:, k], (y == k).double()) for k in range(p.shape[1])]
 
-    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
+    def _fit(self, z: Tensor, y: Tensor, w: Tensor | None = None) -> FitReport:
         p = torch.softmax(z, 1)
-        self._fit_maps(self._pairs(p, y))
+        if w is None:
+            self._fit_maps(self._pairs(p, y))
+        else:  # only a map whose fit weights (``weighted``) is handed weights
+            self._fit_maps(self._pairs(p, y), w)
         before, after = _nll_gain(p, y, self._transform(z))
         return FitReport("nll", before, after, 1, True)
 
@@ -234,17 +237,19 @@ class IsotonicCalibration(_ConfidenceMap):
 
     name = "isotonic"
     about = "Isotonic regression of correctness on confidence (scikit-learn's PAV)."
+    weighted = True
 
     def __init__(self, *, mode: Mode = "top-label") -> None:
         super().__init__(mode=mode)
 
-    def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]]) -> None:
+    def _fit_maps(self, pairs: list[tuple[Tensor, Tensor]], w: Tensor | None = None) -> None:
         from sklearn.isotonic import IsotonicRegression
 
         xs, ys = [], []
+        weights = None if w is None else w.cpu().numpy()
         for conf, hit in pairs:
             iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
-            iso.fit(conf.cpu().numpy(), hit.cpu().numpy())
+            iso.fit(conf.cpu().numpy(), hit.cpu().numpy(), sample_weight=weights)
             xs.append(torch.from_numpy(np.asarray(iso.X_thresholds_, dtype=np.float64)))
             ys.append(torch.from_numpy(np.asarray(iso.y_thresholds_, dtype=np.float64)))
         self.sizes_ = torch.tensor([len(x) for x in xs])
@@ -338,24 +343,28 @@ Clip = Annotated[
 ]
 
 
-def logistic_newton(x: Tensor, t: Tensor, max_iter: int) -> tuple[Tensor, int, bool]:
+def logistic_newton(
+    x: Tensor, t: Tensor, max_iter: int, rows: Tensor | None = None
+) -> tuple[Tensor, int, bool]:
     """Unpenalised logistic regression of the targets ``t`` (N,) in [0, 1] (0/1 labels, or
-    Platt's smoothed targets) on the columns of ``x`` (N, d): Newton's method with step
-    halving, in ``x``'s dtype. Returns (weights (d,),
-    iterations, converged: the largest gradient entry below 1e-10)."""
+    Platt's smoothed targets) on the columns of ``x`` (N, d), each row's loss weighted by
+    ``rows`` (N,) where given: Newton's method with step halving, in ``x``'s dtype. Returns
+    (weights (d,), iterations, converged: the largest gradient entry below 1e-10)."""
     w = x.new_zeros(x.shape[1])
+    r = torch.ones_like(t) if rows is None else rows.to(t)
+    r = r / r.sum()
 
     def loss(v: Tensor) -> Tensor:
         s = x @ v
-        return (torch.nn.functional.softplus(s) - t * s).mean()
+        return ((torch.nn.functional.softplus(s) - t * s) * r).sum()
 
     current = loss(w)
     for it in range(1, max_iter + 1):
         prob = torch.sigmoid(x @ w)
-        grad = x.T @ (prob - t) / len(t)
+        grad = x.T @ ((prob - t) * r)
         if float(grad.abs().max()) < 1e-10:
             return w, it, True
-        hess = (x.T * (prob * (1 - prob))) @ x / len(t)
+        hess = (x.T * (prob * (1 - prob) * r)) @ x
         step = torch.linalg.solve(
             hess + 1e-12 * torch.eye(len(w), dtype=x.dtype, device=x.device), grad
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -26,6 +27,29 @@ def next_up(x: Tensor) -> Tensor:
     down_from_power = (x < 0) & (torch.exp2(e) == a)
     step = torch.exp2(torch.clamp_min(e - 23 - down_from_power.double(), -149.0))
     return (x.double() + step).float()
+
+
+def check_sample_weight(sample_weight: Any, n: int, device: torch.device) -> Tensor:
+    """``sample_weight`` as float64 weights (N,): finite, non-negative, not all zero; a
+    one-line ``ValueError`` otherwise. A weight is a weight (0.5 counts a row half), never a
+    number of copies: nothing is allocated in proportion to a weight's value."""
+    a = (
+        sample_weight.detach().cpu().numpy()
+        if isinstance(sample_weight, Tensor)
+        else np.asarray(sample_weight)
+    )
+    if a.dtype.kind not in "iuf":
+        raise ValueError(f"sample_weight: expected numbers, got {a.dtype}")
+    w = torch.as_tensor(a, dtype=torch.float64, device=device)
+    if w.shape != (n,):
+        raise ValueError(
+            f"sample_weight: expected shape ({n},), one weight a row, got {tuple(w.shape)}"
+        )
+    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+        raise ValueError("sample_weight: every weight must be a finite number >= 0")
+    if not bool((w > 0).any()):
+        raise ValueError("sample_weight: every weight is 0; nothing to fit on")
+    return w
 
 
 def check_fit_data(logits: Any, labels: Any) -> tuple[Tensor, Tensor]:

@@ -37,9 +37,15 @@ def grid_values(grid: Any) -> Tensor:
 
 
 def _nll_and_derivatives(
-    z: Tensor, y: Tensor, theta: float, z2: Tensor | None = None, z_y: Tensor | None = None
+    z: Tensor,
+    y: Tensor,
+    theta: float,
+    z2: Tensor | None = None,
+    z_y: Tensor | None = None,
+    w: Tensor | None = None,
 ) -> tuple[float, float, float]:
-    """Mean NLL of softmax(θ z) and its first two derivatives in θ (convex in θ).
+    """Mean NLL of softmax(θ z) and its first two derivatives in θ (convex in θ); with
+    weights ``w`` (N,), their weighted mean Σ wᵢ ℓᵢ / Σ wᵢ.
 
     Rows are processed in chunks that stay in cache; ``z2`` = z² and ``z_y`` = the label's
     logit may be passed precomputed.
@@ -57,15 +63,25 @@ def _nll_and_derivatives(
         ez = (e * c).sum(1) / s0
         ez2 = (e * z2[start : start + rows]).sum(1) / s0
         zy = z_y[start : start + rows]
-        nll += float((m[:, 0] + s0.log() - theta * zy).sum())
-        g += float((ez - zy).sum())
-        h += float((ez2 - ez * ez).sum())
-    n = len(z)
+        wc = 1.0 if w is None else w[start : start + rows]
+        nll += float(((m[:, 0] + s0.log() - theta * zy) * wc).sum())
+        g += float(((ez - zy) * wc).sum())
+        h += float(((ez2 - ez * ez) * wc).sum())
+    n = len(z) if w is None else float(w.sum())
     return nll / n, g / n, h / n
 
 
-def fit_temperature(z: Tensor, y: Tensor, t_min: float, t_max: float, tol: float, max_iter: int):
-    """T minimising the mean NLL of z / T on [t_min, t_max]: safeguarded Newton on θ = 1/T.
+def fit_temperature(
+    z: Tensor,
+    y: Tensor,
+    t_min: float,
+    t_max: float,
+    tol: float,
+    max_iter: int,
+    w: Tensor | None = None,
+):
+    """T minimising the mean NLL of z / T on [t_min, t_max] (weighted by ``w`` where given):
+    safeguarded Newton on θ = 1/T.
 
     The NLL is convex in θ, so its derivative is increasing: every evaluation narrows a
     bracket [lo, hi] around the root, and a Newton step that leaves it is replaced by the
@@ -78,7 +94,7 @@ def fit_temperature(z: Tensor, y: Tensor, t_min: float, t_max: float, tol: float
     theta = min(max(1.0, lo), hi)
     nll, converged, it = math.inf, False, 0
     for it in range(1, max_iter + 1):  # noqa: B007
-        nll, g, h = _nll_and_derivatives(z, y, theta, z2, z_y)
+        nll, g, h = _nll_and_derivatives(z, y, theta, z2, z_y, w)
         if abs(g) <= tol:
             converged = True
             break
@@ -121,6 +137,7 @@ class TemperatureScaling(Calibrator):
 
     name = "ts"
     preserves_argmax = True
+    weighted = True
 
     def __init__(
         self,
@@ -145,9 +162,9 @@ class TemperatureScaling(Calibrator):
         check_bounds(s["t_min"], s["t_max"])
         return s
 
-    def _fit(self, z: Tensor, y: Tensor) -> FitReport:
-        before = _nll_and_derivatives(z, y, 1.0)[0]
-        t, it, ok, after = fit_temperature(z, y, self.t_min, self.t_max, self.tol, self.max_iter)
+    def _fit(self, z: Tensor, y: Tensor, w: Tensor | None = None) -> FitReport:
+        before = _nll_and_derivatives(z, y, 1.0, w=w)[0]
+        t, it, ok, after = fit_temperature(z, y, self.t_min, self.t_max, self.tol, self.max_iter, w)
         self.temperature_ = torch.tensor(t, dtype=torch.float64)
         return FitReport("nll", before, after, it, ok, details={"temperature": round(t, 6)})
 
