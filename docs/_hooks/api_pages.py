@@ -71,6 +71,34 @@ def _defined_at(face: str, name: str) -> str:
     return f"{face}.{name}"
 
 
+#: public-named members that are the harness's hooks and class facts, not what a user
+#: calls (docs/architecture.md, "Adding a calibrator"): left off the API pages
+HARNESS = frozenset(
+    {
+        "about", "apply_on", "calibrated", "check_settings", "checked", "cross_validated",
+        "expected_anomalies", "extra_repr", "fit_on", "fit_split", "get_extra_state",
+        "incidental_settings", "invariant_problem", "learned", "level", "name",
+        "nan_means_empty", "output", "preserves_argmax", "set_extra_state", "state_tensors",
+        "stored_values", "trust_settings", "weighted",
+    }
+)  # fmt: skip
+
+
+def _options(face: str, name: str) -> str:
+    """The page's mkdocstrings options: no second heading (the page's title is the public
+    path, not the defining private module's), and for a class the members a user calls,
+    its own and those it inherits from calibkit's base classes (``fit``, ``predict_proba``,
+    ``save``, ``load``), never ``torch.nn.Module``'s."""
+    obj = getattr(importlib.import_module(face), name)
+    lines = ["    options:", "      show_root_heading: false"]
+    if inspect.isclass(obj):
+        ours = [c for c in obj.__mro__ if c.__module__.startswith("calibkit")]
+        members = sorted({m for c in ours for m in vars(c) if not m.startswith("_")} - HARNESS)
+        inherited = sorted({m for c in ours[1:] for m in vars(c) if m in members})
+        lines += [f"      members: {members}", f"      inherited_members: {inherited}"]
+    return "\n".join(lines) + "\n"
+
+
 def _pages() -> dict[str, list[str]]:
     """Face -> its public names that get a page (the top level's are its faces' names)."""
     return {
@@ -98,6 +126,9 @@ def on_files(files, config):
     them, is kept by hand: the public contract, which a test compares with the faces)."""
     for face, names in _pages().items():
         for name in names:
-            page = f"# `{face}.{name}`\n\n{_definition(face, name)}::: {_defined_at(face, name)}\n"
+            page = (
+                f"# `{face}.{name}`\n\n{_definition(face, name)}"
+                f"::: {_defined_at(face, name)}\n{_options(face, name)}"
+            )
             files.append(File.generated(config, f"api/{face}/{name}.md", content=page))
     return files

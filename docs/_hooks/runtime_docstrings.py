@@ -43,7 +43,10 @@ class RuntimeDocstrings(griffe.Extension):
 
     def _update(self, item: griffe.Object) -> None:
         obj = _runtime(item.path)
-        doc = _plain(inspect.getdoc(obj) or "") if obj is not None else None
+        # its own docstring only: inspect.getdoc would hand a calibrator's __init__ the text
+        # of torch.nn.Module.__init__ ("Initialize internal Module state")
+        own = getattr(obj, "__doc__", None) if obj is not None else None
+        doc = _plain(inspect.cleandoc(own)) if isinstance(own, str) else None
         if doc and (item.docstring is None or doc != item.docstring.value):
             item.docstring = griffe.Docstring(doc, parent=item)
 

@@ -58,6 +58,17 @@ def reliability_diagram(
 
     ``path`` saves the figure (format from the extension: .png, .svg, .pdf). ``ax`` is an
     optional pair of axes (top, bottom) to draw into. Returns the matplotlib figure.
+
+    Examples
+    --------
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.plots import reliability_diagram, save_figure
+    >>> d = demo_logits()
+    >>> fig = reliability_diagram(d["logits_test"], d["labels_test"])
+    >>> path = getfixture("tmp_path") / "reliability.png"
+    >>> save_figure(fig, path)
+    >>> path.stat().st_size > 10_000
+    True
     """
     if not isinstance(result, EvaluationResult):
         if labels is None:

@@ -258,6 +258,18 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     classifiers) complete the classifier API. What a calibrator's checks warn
     (:class:`~calibkit.posthoc._anomalies.CalibrationWarning`) points at the caller's ``fit``
     line.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from calibkit.adapters.sklearn import CalibratedClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> model = CalibratedClassifier(LogisticRegression(max_iter=500), method="ts", cv=3)
+    >>> model.fit(X / 16, y).predict_proba(X[:2] / 16).shape
+    (2, 10)
+    >>> len(model.calibrated_classifiers_)  # one (estimator, calibrator) pair a fold
+    3
     """
 
     def __init__(

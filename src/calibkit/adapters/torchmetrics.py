@@ -100,7 +100,21 @@ class _BinnedCalibration(Metric):
 
 
 class ECE(_BinnedCalibration):
-    """Expected calibration error (calibkit's :func:`~calibkit.metrics.ece`)."""
+    """Expected calibration error (calibkit's :func:`~calibkit.metrics.ece`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import ECE
+    >>> from calibkit.metrics import ece
+    >>> logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]])
+    >>> labels = torch.tensor([0, 1, 2, 1])
+    >>> metric = ECE(n_bins=15)
+    >>> metric.update(logits[:2], labels[:2])  # batch by batch
+    >>> metric.update(logits[2:], labels[2:])
+    >>> round(float(metric.compute()), 4) == round(ece(logits, labels), 4)
+    True
+    """
 
     def compute(self) -> Tensor:
         sums, n = self._sums()

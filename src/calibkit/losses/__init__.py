@@ -65,7 +65,17 @@ def names() -> list[str]:
 
 @documented(SPEC_PARAMETERS, "Loss: the loss, ready to train with.")
 def create(spec: str, **overrides) -> Loss:
-    """A loss from a spec such as ``"ce"``, ``"focal:gamma=3"`` or ``"bsce-gra:gamma=2,norm=2"``."""
+    """A loss from a spec such as ``"ce"``, ``"focal:gamma=3"`` or ``"bsce-gra:gamma=2,norm=2"``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit import losses
+    >>> loss = losses.create("focal:gamma=3")
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 1])
+    >>> round(float(loss(logits, labels)), 4)
+    0.0032
+    """
     return REGISTRY.create(spec, **overrides)
 
 

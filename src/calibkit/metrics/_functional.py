@@ -191,7 +191,16 @@ def ace(
     """Average calibration error (Neumann et al. 2018, netcal's ``ACE``): the mean of
     |acc − conf| over the non-empty equal-width bins, each bin counting once whatever its
     size. Not the adaptive ECE (:func:`aece`), which some papers also call ACE.
-    ``binning="netcal", n_bins=10`` is netcal's ``ACE(bins=10)``."""
+    ``binning="netcal", n_bins=10`` is netcal's ``ACE(bins=10)``.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import ace
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(ace(logits, labels), 4)
+    0.328
+    """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(p, _scheme(p, n_bins, binning), "ace")
 
@@ -207,7 +216,16 @@ def mce(
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
 ) -> float:
-    """Maximum calibration error: max over non-empty bins of |acc − conf|."""
+    """Maximum calibration error: max over non-empty bins of |acc − conf|.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import mce
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(mce(logits, labels), 4)
+    0.4573
+    """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(p, _scheme(p, n_bins, binning), "mce")
 
@@ -226,6 +244,14 @@ def ks_error(
     max_t |(1/N) Σ_{i: c_i <= t} (a_i − c_i)|, taken at the ends of runs of tied
     confidences so that the result does not depend on the order of tied samples (Gupta
     et al.'s code takes it after every sorted sample; without ties the two agree).
+
+    Examples
+    --------
+    >>> from calibkit.metrics import ks_error
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(ks_error(logits, labels), 4)
+    0.1143
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(p, _NO_BINS, "ks_error")
@@ -249,6 +275,16 @@ def ece(
     ``debias=True``: each bin's |acc − conf| is replaced by its debiased estimate, the
     gap whose expected plug-in value equals the observed one under the bin's sampling
     noise (docs/metrics.md, "Debiased binned errors"; the row ``debiased_ece``).
+
+    Examples
+    --------
+    >>> from calibkit.metrics import ece
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(ece(logits, labels), 4)
+    0.2848
+    >>> round(ece(logits, labels, n_bins=10, binning="torchmetrics"), 4)
+    0.2848
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(
@@ -272,7 +308,16 @@ def rms_ce(
     |B_m|/N · (acc(B_m) − conf(B_m))²) (torchmetrics' ``norm="l2"``). ``debias=True``:
     Kumar et al. (2019, "Verified uncertainty calibration", §5)'s debiased estimator, which
     subtracts each bin's sampling variance acc(1 − acc)/(|B_m| − 1) from its squared gap
-    before the root (clipped at 0; the row ``debiased_rms_ce``)."""
+    before the root (clipped at 0; the row ``debiased_rms_ce``).
+
+    Examples
+    --------
+    >>> from calibkit.metrics import rms_ce
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(rms_ce(logits, labels), 4)
+    0.3144
+    """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(
         p,
@@ -312,6 +357,14 @@ def aece(
     focal_calibration's ``AdaptiveECELoss``, no sample is dropped (its interpolated lowest
     edge equals the smallest confidence, which its (lo, hi] bins then exclude); its rule is
     ``convention="focal-calibration"`` (:func:`~calibkit.metrics._stats.focal_calibration_aece`).
+
+    Examples
+    --------
+    >>> from calibkit.metrics import aece
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(aece(logits, labels), 4)
+    0.2848
     """
     check_choice(convention, "convention", AECE_CONVENTIONS)
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
@@ -366,6 +419,14 @@ def classwise_ece(
     * ``debias=True``: each class-bin cell's |acc − conf| is replaced by its debiased
       estimate (as :func:`ece`'s; docs/metrics.md, "Debiased binned errors"; the row
       ``debiased_classwise_ece``). Marginal cells, ``power=1`` only.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import classwise_ece
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(classwise_ece(logits, labels), 4)
+    0.2179
     """
     check_choice(cells, "cells", ("marginal", "joint"))
     check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
@@ -452,6 +513,18 @@ def nll(
     Without ``clip`` a calibrator that outputs exact zeros scores 708 per zero (calibkit's
     floor, −log 2.2e-308). scikit-learn also clips the other classes and renormalises the
     row; that moves the result by at most K·ε relative, below any printed digit.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import nll
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(nll(logits, labels), 4)
+    0.446
+    >>> import torch
+    >>> probs = torch.softmax(torch.tensor(logits), 1)
+    >>> round(nll(probs, labels, probs=True), 4)
+    0.446
     """
     p = prepare(scores, labels, probs=probs)
     if clip is None:
@@ -471,7 +544,16 @@ def nll(
 )
 @sized_by_first_argument
 def entropy(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
-    """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used)."""
+    """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used).
+
+    Examples
+    --------
+    >>> from calibkit.metrics import entropy
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(entropy(logits, labels), 4)
+    0.748
+    """
     if labels is None:
         s = prepare_scores(scores, probs=probs)
         labels = torch.zeros(len(s), dtype=torch.long)
@@ -485,6 +567,14 @@ def refinement_auroc(scores: Any, labels: Any = None, *, probs: Probs = False) -
 
     Ties count one half (mid-ranks; Dark Side §3.3). Raises ``ValueError`` when every
     prediction is correct or every one is wrong, where AUROC is undefined.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import refinement_auroc
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(refinement_auroc(logits, labels), 4)
+    1.0
     """
     p = prepare(scores, labels, probs=probs)
     value = _value(p, _NO_BINS, "refinement_auroc")
@@ -563,6 +653,14 @@ def smooth_ece(
 
     See :mod:`calibkit.metrics._smooth` for the computation and how it relates to relplot,
     and :mod:`calibkit.metrics._smooth_logit` for TorchUncertainty's.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import smooth_ece
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(smooth_ece(logits, labels), 4)
+    0.1585
     """
     if sigma is not None and not (isinstance(sigma, float | int) and 0 < sigma <= 1):
         raise ValueError(f"sigma: expected a bandwidth in (0, 1], got {sigma!r}")
@@ -601,6 +699,14 @@ def optimal_ece(
     The oracle lower bound of TS-grid that the Rethinking paper (§5.1) calls *optimal ECE*:
     min over T in ``grid`` (default 0.01, 0.02, ..., 10) of ECE(z / T). Ties go to the
     smallest T. With ``return_temperature=True`` returns ``(ece, T)``.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import optimal_ece
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> round(optimal_ece(logits, labels), 4)
+    0.1717
     """
     p = prepare(scores, labels, probs=probs, binary=binary)
     temps = check_grid(grid)

@@ -88,7 +88,21 @@ class _MeterStatistics(Memo):
 
 
 class CalibrationMeter:
-    """Accumulate calibration statistics over batches; see the module docstring."""
+    """Accumulate calibration statistics over batches; see the module docstring.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.metrics import CalibrationMeter, ece
+    >>> logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]])
+    >>> labels = torch.tensor([0, 1, 2, 1])
+    >>> meter = CalibrationMeter()
+    >>> for z, y in zip(logits.split(2), labels.split(2)):
+    ...     _ = meter.update(z, y)  # returns the meter
+    >>> result = meter.compute()  # sync() first under torch.distributed
+    >>> round(result["ece"], 4) == round(ece(logits, labels), 4)
+    True
+    """
 
     @documented(
         METRIC_PARAMETERS,

@@ -108,7 +108,18 @@ def names() -> list[str]:
 def create(spec: str, checkpoint: str | os.PathLike | None = None, **overrides) -> Classifier:
     """A model from a spec such as ``"resnet110"`` or ``"mlp:hidden=512"``, with the weights
     of ``checkpoint`` loaded when one is given (see :func:`load_checkpoint`). A model too
-    large for this machine's memory is a one-line ``ValueError``, not the allocator's."""
+    large for this machine's memory is a one-line ``ValueError``, not the allocator's.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit import models
+    >>> net = models.create("resnet20", num_classes=10)
+    >>> net(torch.zeros(2, 3, 32, 32)).shape
+    torch.Size([2, 10])
+    >>> net.forward_features(torch.zeros(2, 3, 32, 32)).shape  # what the head reads
+    torch.Size([2, 64])
+    """
     try:
         model = REGISTRY.create(spec, **overrides)
     except (RuntimeError, MemoryError) as err:  # "DefaultCPUAllocator: not enough memory"

@@ -56,7 +56,16 @@ for _name, *_others in (
 @documented(POSTHOC_PARAMETERS, "list of str: the names, sorted.")
 def names(level: str | None = None) -> list[str]:
     """Names of every registered calibration method (``level``: only ``"logits"`` or
-    ``"model"`` ones)."""
+    ``"model"`` ones).
+
+    Examples
+    --------
+    >>> from calibkit import posthoc
+    >>> posthoc.names("model")
+    ['maccal', 'neural-clamping']
+    >>> "ts" in posthoc.names("logits") and "dir-odir" in posthoc.names()
+    True
+    """
     return [n for n in REGISTRY.names() if level in (None, REGISTRY.factory(n).level)]
 
 
@@ -64,7 +73,20 @@ def names(level: str | None = None) -> list[str]:
 def create(spec: str | Spec, **overrides) -> Method:
     """A method from a spec such as ``"ts"`` or ``"dir-odir:folds=5,average_folds=true"``.
     Its settings are checked once, here or where the spec was checked, and the method
-    trusts that result (:meth:`Method.trust_settings`)."""
+    trusts that result (:meth:`Method.trust_settings`).
+
+    Examples
+    --------
+    >>> from calibkit import posthoc
+    >>> posthoc.create("hist-binning:n_bins=10")
+    HistogramBinning(n_bins=10, strategy='uniform', mode='top-label', empty='keep', not fitted)
+    >>> posthoc.create("ts", t_max=50.0)  # overrides as keywords, checked the same way
+    TemperatureScaling(t_min=0.01, t_max=50.0, tol=1e-12, max_iter=100, not fitted)
+    >>> posthoc.create("ts:t_max=-1")
+    Traceback (most recent call last):
+    ...
+    calibkit._registry.SpecError: calibrator 'ts': t_max: expected a number in (0, 1e6], got -1
+    """
     checked = REGISTRY.check(spec, **overrides)
     method = REGISTRY.create(checked)
     if checked.settings is not None:
@@ -75,7 +97,19 @@ def create(spec: str | Spec, **overrides) -> Method:
 @documented(POSTHOC_PARAMETERS, "Method: the fitted method, ready to apply.")
 def load(path, model=None) -> Method:
     """Read a file written by ``save``; refuses corrupted or altered files. A model-level
-    method needs the ``model`` it was fitted on."""
+    method needs the ``model`` it was fitted on.
+
+    Examples
+    --------
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_logits
+    >>> d = demo_logits()
+    >>> cal = posthoc.create("vector").fit(d["logits_val"], d["labels_val"])
+    >>> path = cal.save(getfixture("tmp_path") / "vector.calib")
+    >>> again = posthoc.load(path)  # safetensors and JSON: never pickle
+    >>> bool((again(d["logits_test"]) == cal(d["logits_test"])).all())
+    True
+    """
     meta, tensors = read_checked(path, "calibrator")
     check_meta(path, meta)
     if meta["method"] not in REGISTRY:

@@ -133,6 +133,36 @@ class TemperatureScaling(Calibrator):
 
     T is kept in [t_min, t_max]; an optimum beyond a bound is reported as not converged
     (for example logits that carry no information about the labels, where T → ∞).
+
+    Attributes
+    ----------
+    temperature_ : Tensor
+        The fitted T, a float64 scalar (after ``fit``).
+    fit_report_ : FitReport
+        What the fit did: NLL before and after, iterations, converged, anomalies.
+    n_classes_ : int
+        The number of classes seen in ``fit``.
+
+    Examples
+    --------
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> d = demo_logits()
+    >>> ts = posthoc.TemperatureScaling().fit(d["logits_val"], d["labels_val"])
+    >>> round(float(ts.temperature_), 2)
+    1.49
+    >>> ts.fit_report_.converged
+    True
+    >>> calibrated = ts(d["logits_test"])  # calibrated logits: z / T, a tensor
+    >>> ece(calibrated, d["labels_test"]) < ece(d["logits_test"], d["labels_test"])
+    True
+    >>> probs = ts.predict_proba(d["logits_test"][:3])  # numpy in, numpy out
+    >>> probs.shape, probs.sum(1).round(6)
+    ((3, 10), array([1., 1., 1.]))
+    >>> path = ts.save(getfixture("tmp_path") / "ts.calib")  # safetensors + JSON, no pickle
+    >>> float(posthoc.load(path).temperature_) == float(ts.temperature_)
+    True
     """
 
     name = "ts"
