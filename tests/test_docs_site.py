@@ -56,6 +56,20 @@ def test_the_api_reference_has_a_page_per_public_name_with_its_parameters(site):
     assert 'href="../../../methods/#5-mac-cal"' in maccal  # what it implements (the anchor exists)
 
 
+def test_a_class_page_shows_its_public_path_what_users_call_and_no_torch_text(site):
+    """Issue 64 §4: TemperatureScaling's page was headed by its private module's path, gave
+    torch.nn.Module's "Initialize internal Module state" as its constructor's text and
+    showed neither fit, predict_proba, save nor temperature_."""
+    path = site / "api" / "calibkit.posthoc" / "TemperatureScaling" / "index.html"
+    html, page = path.read_text(), _text(path)
+    assert "calibkit.posthoc.TemperatureScaling" in page
+    assert "_temperature" not in page and "Initialize internal Module state" not in page
+    for member in ("fit", "predict_proba", "save", "temperature_", "fit_report_", "Examples"):
+        assert member in page, member
+    assert "trust_settings" not in page and "invariant_problem" not in page  # the harness's
+    assert "<table" in html  # Parameters and Attributes as tables
+
+
 def test_the_cli_reference_is_generated_from_the_commands(site):
     page = _text(site / "cli" / "index.html")
     for command in ("evaluate", "compare", "bench", "train", "calibrate"):
