@@ -181,3 +181,20 @@ def test_focal_calibration_adaptive_ece_is_their_rule(real_logits, split):
     assert ours == pytest.approx(theirs, abs=1e-12)
     gap = {"test": 3e-5, "val": 1.6e-4}[split]
     assert abs(ours - aece(z64, y)) == pytest.approx(gap, rel=0.2)
+
+
+@pytest.mark.parametrize(
+    "logits, message",
+    [
+        ([[np.inf, 0.0]], "logits"),
+        ([[1e308, 0.0]], "float32's range"),
+        (np.array([[True, False]]), "dtype"),
+        ([1.0, 2.0], "shape"),
+    ],
+)
+def test_kull_probabilities_refuses_what_its_softmax_turns_into_nan(logits, message):
+    """Issue 65 §7: inf and 1e308 logits gave NaN probabilities, and a boolean array passed."""
+    from calibkit.metrics import kull_probabilities
+
+    with pytest.raises((TypeError, ValueError), match=message):
+        kull_probabilities(logits)

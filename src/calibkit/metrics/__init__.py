@@ -29,6 +29,7 @@ from ._inputs import Prepared, prepare, trusted
 from ._meter import CalibrationMeter
 from ._ood import ood_aupr, ood_auroc, ood_fpr95, ood_score
 from ._paired import PairedComparison, compare_nested, compare_paired
+from ._pipelines import kull_probabilities
 
 __all__ = [
     "BINNINGS",
@@ -54,6 +55,7 @@ __all__ = [
     "entropy",
     "evaluate",
     "ks_error",
+    "kull_probabilities",
     "mce",
     "nll",
     "ood_aupr",

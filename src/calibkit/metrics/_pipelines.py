@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import as_float_scores
+
 
 def kull_probabilities(logits: Any) -> np.ndarray:
     """(N, K) float32 probabilities as Kull et al. 2019's evaluation computed them
@@ -24,10 +26,34 @@ def kull_probabilities(logits: Any) -> np.ndarray:
     ``classwise_ece(kull_probabilities(z), y, probs=True, binning="kull", power=2)`` is
     their ECE_CW2.
 
+    Logits that are not finite numbers of shape (N, K) within float32's range, or booleans,
+    are refused in one line (their float32 softmax would be NaN).
+
+    Parameters
+    ----------
+    logits : array-like or Tensor, shape (N, K)
+        The logits, any float dtype (computed in float32, as their pipeline does).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, K) float32 probabilities, rows summing to one up to float32 rounding.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import kull_probabilities
     >>> p = kull_probabilities([[0.0, 1.0], [30.0, 0.0]])
     >>> (p.max(1) == 1.0).tolist()  # the second row's 1 − 9.4e-14 rounds to 1 in float32
     [False, True]
     """
-    z = np.asarray(logits, dtype=np.float32)
+    t = as_float_scores(logits, "logits")
+    if t.ndim != 2:
+        raise ValueError(f"logits: expected shape (N, K), got {tuple(t.shape)}")
+    z = t.double().cpu().numpy()
+    if np.abs(z).max() > np.finfo(np.float32).max:
+        raise ValueError(
+            "logits: values beyond float32's range (±3.4e38), which this pipeline uses"
+        )
+    z = z.astype(np.float32)
     e = np.exp(z - z.max())
     return e / e.sum(axis=1, keepdims=True)
