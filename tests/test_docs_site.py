@@ -69,6 +69,8 @@ def test_a_class_page_shows_its_public_path_what_users_call_and_no_torch_text(si
         assert member in page, member
     assert "trust_settings" not in page and "invariant_problem" not in page  # the harness's
     assert "<table" in html  # Parameters and Attributes as tables
+    fit = html.split('id="calibkit.posthoc.TemperatureScaling.fit"')[1].split("</table>")[0]
+    assert "<table" in fit and "sample_weight" in fit  # an inherited method's, parsed too
 
 
 def test_the_cli_reference_is_generated_from_the_commands(site):
@@ -84,6 +86,7 @@ def test_the_cli_reference_is_generated_from_the_commands(site):
         assert f"calibkit {command}" in page, command
     assert "UNSET" not in page and "Sentinel" not in page
     assert "[default: test]" in page and "[default: 1000; x&gt;=0]" in html
+    assert "logits_&lt;split&gt;" in html and "[local&#124;ray]" in html  # text, one cell
     assert "calibkit evaluate calibkit-demo/digits_logits.npz --bootstrap 200" in page
     blocks = re.findall(r"<pre.*?</pre>", html, re.S)
     assert sum("calibkit bench train-cifar-paper --estimate" in b for b in blocks) == 1

@@ -181,3 +181,22 @@ def test_a_numpy_number_is_kept_as_the_python_number_it_holds():
     assert type(TrainConfig(epochs=np.int64(3)).check().epochs) is int
     spec = posthoc.REGISTRY.check("ts", t_max=np.float32(50))
     assert dict(spec.params)["t_max"] == 50.0 and type(dict(spec.params)["t_max"]) is float
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"seed": -1}, "seed: expected an integer"),
+        ({"seed": 2**70, "bootstrap": 10}, "seed: expected an integer"),
+        ({"smooth": "no"}, "smooth: expected true or false"),
+        ({"optimal": "no"}, "optimal: expected true or false"),
+        ({"ci": 2}, "ci: expected a number"),
+    ],
+)
+def test_the_metric_api_checks_every_declared_keyword_in_one_call(setting, message):
+    """Issue 67 §1: evaluate(seed=-1), smooth="no" and optimal="no" were accepted and
+    seed=2**70 died in torch ("Overflow when unpacking long long"); checks_declared checks
+    each declared keyword with the registries' own check before the body runs."""
+    z, y = make_logits(100, 3, 0)
+    with pytest.raises(ValueError, match=rf"^{message}[^\n]*$"):
+        metrics.evaluate(z, y, **setting)

@@ -9,6 +9,7 @@ the ``\\b`` blocks together into one paragraph (issue 64 §5)."""
 
 from __future__ import annotations
 
+import html
 import inspect
 import textwrap
 
@@ -18,8 +19,9 @@ MARKER = "{{ cli_reference }}"
 
 
 def _cell(text: str) -> str:
-    """Text for a Markdown table cell: one line, its pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text for a Markdown table cell: one line, HTML's special characters and pipes as
+    entities (``logits_<split>`` stays text; ``[local|ray]`` stays in one cell)."""
+    return html.escape(" ".join(text.split()), quote=False).replace("|", "&#124;")
 
 
 def help_markdown(text: str) -> str:
@@ -48,7 +50,7 @@ def command_markdown(group: click.Group, prog: str) -> str:
         ctx = click.Context(cmd, info_name=name, parent=root, **cmd.context_settings)
         usage = " ".join([prog, name, *cmd.collect_usage_pieces(ctx)])
         rows = [
-            f"| `{_cell(opts)}` | {_cell(help)} |"
+            f"| <code>{_cell(opts)}</code> | {_cell(help)} |"
             for p in cmd.get_params(ctx)
             if isinstance(p, click.Option) and (record := p.get_help_record(ctx))
             for opts, help in [record]

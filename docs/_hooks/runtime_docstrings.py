@@ -48,7 +48,9 @@ class RuntimeDocstrings(griffe.Extension):
         own = getattr(obj, "__doc__", None) if obj is not None else None
         doc = _plain(inspect.cleandoc(own)) if isinstance(own, str) else None
         if doc and (item.docstring is None or doc != item.docstring.value):
-            item.docstring = griffe.Docstring(doc, parent=item)
+            # parsed as NumPy's layout (mkdocs.yml) also where no static docstring named a
+            # parser: an inherited method's sections rendered as one run-on paragraph
+            item.docstring = griffe.Docstring(doc, parent=item, parser="numpy")
 
     def on_function_instance(self, *, func: griffe.Function, **kwargs) -> None:
         self._update(func)

@@ -305,3 +305,22 @@ def _short(value: Any) -> str:
     """A value as an error quotes it: its repr, cut short where long."""
     text = repr(value)
     return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} characters)"
+
+
+def checks_declared(fn: Callable) -> Callable:
+    """Decorator: every declared setting of ``fn`` that a call passes is checked against its
+    declaration (:meth:`Declared.check`, the one check the registries use too) and handed
+    on as checked (an int bound gives an int, a flag a bool), before ``fn`` runs; the body
+    trusts them. Undeclared arguments (the data) pass as they are."""
+    declared = declarations(fn)
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        for name, value in bound.arguments.items():
+            if name in declared:
+                bound.arguments[name] = declared[name].check(value)
+        return fn(*bound.args, **bound.kwargs)
+
+    return wrapper

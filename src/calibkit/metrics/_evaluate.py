@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .._docs import documented
+from .._settings import checks_declared
 from .._threads import sized_by_first_argument
 from . import _stats as st
 from ._binning import BinScheme
@@ -35,15 +36,14 @@ from ._intervals import check_interval, describe
 from ._ood import OodScore
 from ._ood import ood_score as score_of
 from ._parameters import (
-    LEVEL,
     METRIC_PARAMETERS,
-    RESAMPLES,
     Binary,
     Binning,
     Bootstrap,
     BootstrapSeed,
     Ci,
     MetricBins,
+    Optimal,
     Probs,
     Smooth,
 )
@@ -159,7 +159,6 @@ class EvaluationResult:
         "array-like, Tensor or None, default None",
         "Scores of out-of-distribution samples (M, K): adds OOD AUROC, FPR95 and AUPR-In.",
     ),
-    optimal=("bool, default True", "Compute optimal ECE (a scan of 1,000 temperatures)."),
     interval=(
         "str, default 'auto'",
         "'auto' (each metric's own), 'percentile', 'basic', "
@@ -167,6 +166,7 @@ class EvaluationResult:
     ),
     progress=("callable or None, default None", "Called with k after each chunk of k resamples."),
 )
+@checks_declared
 @sized_by_first_argument
 def evaluate(
     scores: Any,
@@ -178,7 +178,7 @@ def evaluate(
     binary: Binary = "top-label",
     ood_scores: Any = None,
     ood_score: OodScore = "msp",
-    optimal: bool = True,
+    optimal: Optimal = True,
     smooth: Smooth = True,
     bootstrap: Bootstrap = 0,
     seed: BootstrapSeed = 0,
@@ -211,10 +211,8 @@ def evaluate(
     >>> round(r["accuracy"], 3), int(r.bins.count.sum())
     (0.244, 500)
     """
-    # every setting checked here, then trusted below
+    # every declared setting checked where it entered (checks_declared), then trusted
     scheme = BinScheme(n_bins, binning, torch.float64)
-    bootstrap = RESAMPLES.check("bootstrap", bootstrap)
-    ci = LEVEL.check("ci", ci)
     interval_method = check_interval(interval)
     only = check_metric_names(metrics)
     p = prepare(scores, labels, probs=probs, binary=binary)

@@ -22,11 +22,11 @@ from torch import Tensor
 
 from .._checks import check_positive_int
 from .._docs import documented
+from .._settings import checks_declared
 from .._threads import sized_by_first_argument
 from ._binning import BinScheme
 from ._inputs import prepare
 from ._parameters import (
-    LEVEL,
     METRIC_PARAMETERS,
     Binary,
     Binning,
@@ -140,6 +140,7 @@ def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -
     ),
     bootstrap=("int, default 1000", "Number of bootstrap resamples."),
 )
+@checks_declared
 @sized_by_first_argument
 def compare_nested(
     groups: Sequence[tuple[Any, Any, Any]],
@@ -170,8 +171,7 @@ def compare_nested(
     >>> c.diff["ece"] < 0 and c.significant("ece") and c.p_values["ece"] < 0.05
     True
     """
-    check_positive_int(bootstrap, "bootstrap")
-    ci = LEVEL.check("ci", ci)
+    check_positive_int(bootstrap, "bootstrap")  # ties to meaning: at least one resample
     only = check_metric_names(metrics)
     scheme = BinScheme(n_bins, binning, torch.float64)  # checked once, before the data
     if not groups:

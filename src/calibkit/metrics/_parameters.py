@@ -49,6 +49,7 @@ LEVEL = Bounds(0, 1, low_open=True, high_open=True)
 Bootstrap = Annotated[int, Setting("Number of bootstrap resamples (0: no intervals)", RESAMPLES)]
 Ci = Annotated[float, Setting("Level of the intervals, such as 0.95", LEVEL)]
 Smooth = Annotated[bool, Setting("Compute smooth ECE (False skips it: it is the slowest)")]
+Optimal = Annotated[bool, Setting("Compute optimal ECE (False skips it: 1,000 temperatures)")]
 BootstrapSeed = Annotated[
     int, Setting("Seed of the bootstrap draws", Bounds(0, 2**63 - 1, integer=True))
 ]
