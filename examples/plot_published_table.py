@@ -5,6 +5,10 @@ Kull et al. (2019, "Beyond temperature scaling") report the ResNet-110 on CIFAR-
 and after temperature scaling; calibkit computes the same cells from the same logits under
 their conventions (classwise ECE with their binning). `benchmarks/published_resnet110.py`
 does this for every published column and calibrator.
+
+It needs those logits, `../shared/data/logits/resnet110_cifar10.npz` beside a clone of the
+repository (no other logits have published cells to compare with): on a machine without
+them it stops at its first line with a `FileNotFoundError` naming that file.
 """
 
 from pathlib import Path
