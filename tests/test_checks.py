@@ -40,7 +40,7 @@ Z = np.array([[2.0, 0.0, -1.0], [0.0, 1.0, 0.5]])
         (np.array([["a", "b"]]), [0], {}, TypeError, "numeric"),
         ("logits", [0], {}, TypeError, "numeric array"),
         ({"a": 1}, [0], {}, TypeError, "NumPy array or a torch tensor"),
-        (Z, [0, 1], {"probs": "yes"}, TypeError, "True or False"),
+        (Z, [0, 1], {"probs": "yes"}, ValueError, "probs: expected true or false"),
         (Z, [0, 1], {"binary": "positive"}, ValueError, "needs a binary problem"),
         (Z, [0, 1], {"binary": "pos"}, ValueError, "expected one of"),
     ],

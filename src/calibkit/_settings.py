@@ -27,6 +27,7 @@ import functools
 import inspect
 import math
 import numbers
+import sys
 import textwrap
 import types
 import typing
@@ -34,7 +35,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import numpy as np
+
+def _numpy(kind: str) -> type | None:
+    """NumPy's ``kind`` (``bool_``, ``generic``) where NumPy is imported, else None: a value
+    cannot be a NumPy scalar then, and ``calibkit --help`` stays free of NumPy's import."""
+    np = sys.modules.get("numpy")
+    return None if np is None else getattr(np, kind)
+
+
+def is_flag(value: Any) -> bool:
+    """What a true-or-false setting takes: Python's or NumPy's booleans, nothing else."""
+    np_bool = _numpy("bool_")
+    return isinstance(value, bool) or (np_bool is not None and isinstance(value, np_bool))
 
 
 def is_number(value: Any, *, integer: bool = False) -> bool:
@@ -42,18 +54,14 @@ def is_number(value: Any, *, integer: bool = False) -> bool:
     Python's and NumPy's integers, and where not ``integer`` their floats of any width too;
     never a boolean, a tensor or a string."""
     kind = numbers.Integral if integer else numbers.Real
-    return isinstance(value, kind) and not isinstance(value, bool | np.bool_)
-
-
-def is_flag(value: Any) -> bool:
-    """What a true-or-false setting takes: Python's or NumPy's booleans, nothing else."""
-    return isinstance(value, bool | np.bool_)
+    return isinstance(value, kind) and not is_flag(value)
 
 
 def plain(value: Any) -> Any:
     """A NumPy scalar as the Python number it holds (for a spec's text and JSON); anything
     else as it is."""
-    return value.item() if isinstance(value, np.generic) else value
+    generic = _numpy("generic")
+    return value.item() if generic is not None and isinstance(value, generic) else value
 
 
 @dataclass(frozen=True)
