@@ -534,3 +534,30 @@ def test_a_refused_state_changes_nothing(split):
     assert not model.calibrator.fitted
     with pytest.raises(posthoc.NotFittedError):
         model(zt)
+
+
+@pytest.mark.parametrize(
+    "weights, error, message",
+    [
+        (np.ones(5), ValueError, r"expected shape \(300,\)"),
+        (-np.ones(300), ValueError, "finite number >= 0"),
+        (np.full(300, np.nan), ValueError, "finite number >= 0"),
+        (np.zeros(300), ValueError, "every weight is 0"),
+        (np.array(["a"] * 300), TypeError, "numeric array"),
+        (np.ones(300, dtype=bool), TypeError, "real numbers"),
+    ],
+)
+def test_bad_sample_weights_are_refused_in_one_line(weights, error, message):
+    z, y = make_logits(300, 4, 0)
+    with pytest.raises(error, match=rf"^sample_weight: [^\n]*{message}"):
+        posthoc.create("ts").fit(z, y, sample_weight=weights)
+
+
+def test_a_weight_of_two_is_the_row_twice_for_every_weighted_method():
+    z, y = make_logits(300, 4, 1)
+    w = np.where(np.arange(300) < 40, 2.0, 1.0)
+    rows = np.concatenate([np.arange(300), np.arange(40)])
+    for name in ("ts", "isotonic"):
+        weighted = posthoc.create(name).fit(z, y, sample_weight=w)
+        twice = posthoc.create(name).fit(z[rows], y[rows])
+        torch.testing.assert_close(weighted(z), twice(z), rtol=1e-9, atol=1e-12)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from .._checks import as_labels
+from .._checks import as_labels, to_tensor
 from ..metrics._inputs import prepare_scores
 
 
@@ -33,14 +32,10 @@ def check_sample_weight(sample_weight: Any, n: int, device: torch.device) -> Ten
     """``sample_weight`` as float64 weights (N,): finite, non-negative, not all zero; a
     one-line ``ValueError`` otherwise. A weight is a weight (0.5 counts a row half), never a
     number of copies: nothing is allocated in proportion to a weight's value."""
-    a = (
-        sample_weight.detach().cpu().numpy()
-        if isinstance(sample_weight, Tensor)
-        else np.asarray(sample_weight)
-    )
-    if a.dtype.kind not in "iuf":
-        raise ValueError(f"sample_weight: expected numbers, got {a.dtype}")
-    w = torch.as_tensor(a, dtype=torch.float64, device=device)
+    t = to_tensor(sample_weight, "sample_weight")  # refuses text and objects; no copy
+    if t.dtype == torch.bool or t.is_complex():
+        raise TypeError(f"sample_weight: expected real numbers, got dtype {t.dtype}")
+    w = t.to(device=device, dtype=torch.float64)  # where the logits are, any device
     if w.shape != (n,):
         raise ValueError(
             f"sample_weight: expected shape ({n},), one weight a row, got {tuple(w.shape)}"
