@@ -172,6 +172,48 @@ def test_layers_in_the_order_people_think_in():
     assert not wrong, wrong
 
 
+def private_reaches(mods: dict[str, Path]) -> list[str]:
+    """Imports, at any level, of another package's private module (``_name``): what calibkit's
+    packages share goes through the package's face or its ``internal`` module (issue 67 §2)."""
+    wrong = []
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        own = name.split(".")[:2]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                targets = [target, *(f"{target}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for t in targets:
+                parts = t.split(".")
+                private = [p for p in parts[2:] if p.startswith("_") and not p.startswith("__")]
+                if parts[0] == "calibkit" and parts[:2] != own and len(parts) > 2 and private:
+                    wrong.append(f"{name} imports {t}")
+                    break
+    return wrong
+
+
+def test_no_package_imports_another_packages_private_module():
+    wrong = private_reaches(_modules())
+    assert not wrong, f"use the package's face or its internal module: {wrong}"
+
+
+def test_the_scan_sees_a_private_import_where_there_is_one(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x.py").write_text("def f():\n    from ..b._y import z\n")
+    (tmp_path / "a" / "w.py").write_text("from ..b.internal import z\nfrom ._v import u\n")
+    mods = {"calibkit.a.x": tmp_path / "a" / "x.py", "calibkit.a.w": tmp_path / "a" / "w.py"}
+    assert private_reaches(mods) == ["calibkit.a.x imports calibkit.b._y"]
+
+
 #: the API reference: every public function a user calls, and the methods of its classes
 API = [
     *(f"calibkit.metrics:{n}" for n in __import__("calibkit.metrics").metrics.__all__),

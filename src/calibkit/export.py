@@ -41,8 +41,7 @@ from torch import Tensor, nn
 
 from ._docs import documented
 from ._outputs import atomic_write
-from .posthoc._base import Calibrator, Method
-from .posthoc._model import CalibratedModel
+from .posthoc import CalibratedModel, Calibrator, Method
 
 __all__ = ["ExportError", "ExportMismatchError", "run_onnx", "to_onnx"]
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._docs import documented
 from ._outputs import atomic_write
-from .metrics._evaluate import EvaluationResult
+from .metrics import EvaluationResult
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 

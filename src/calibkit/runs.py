@@ -25,22 +25,12 @@ from . import data, posthoc
 from ._docs import documented
 from ._outputs import atomic_write, save_npz, write_text
 from ._registry import Spec
-from .data._augment import augmentation
+from .data.internal import augmentation
 from .io import read_arrays
-from .posthoc._anomalies import check_fit
-from .posthoc._base import Evidence
-from .posthoc._model_level import fits_together
-from .training._config import RUN_PARAMETERS, pick_device
-from .training._trainer import (
-    TrainConfig,
-    TrainingError,
-    TrainResult,
-    build,
-    predict,
-    provenance,
-    train,
-    write_run,
-)
+from .posthoc import Evidence
+from .posthoc.internal import check_fit, fits_together
+from .training import TrainConfig, TrainingError, TrainResult, build, predict, train
+from .training.internal import RUN_PARAMETERS, pick_device, provenance, write_run
 
 __all__ = [
     "calibrate_run",

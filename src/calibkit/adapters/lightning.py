@@ -40,8 +40,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         "calibkit.adapters.lightning needs Lightning: pip install 'calibkit[lightning]'"
     ) from None
 
-from ..metrics import CalibrationMeter
-from ..metrics._table import METRICS, SAMPLE_METRICS
+from ..metrics import METRICS, CalibrationMeter
+from ..metrics.internal import SAMPLE_METRICS
 
 __all__ = [
     "DEFAULT_METRICS",

@@ -34,7 +34,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import metrics, posthoc
-from ..metrics import _display as display
+from ..metrics.internal import direction
 
 __all__ = [
     "METRIC_NAMES",
@@ -166,7 +166,7 @@ class PerClass:
             return posthoc.create("isotonic:mode=one-vs-rest").fit(
                 _pair(f), hit.astype(np.int64), sample_weight=weights
             )
-        from ..posthoc._binning import logistic_newton
+        from ..posthoc.internal import logistic_newton
 
         # Platt's priors are the weighted counts, as scikit-learn's _sigmoid_calibration
         w = np.ones(len(f)) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -552,7 +552,7 @@ def scorer(metric: str = "ece", **options: Any):
     fn = getattr(metrics, metric, None)
     if fn is None or not callable(fn):
         raise ValueError(f"metric: calibkit.metrics has no function {metric!r}")
-    sign = -1.0 if display.direction(metric) < 0 else 1.0
+    sign = -1.0 if direction(metric) < 0 else 1.0
 
     def score(estimator: Any, X: Any, y: Any) -> float:
         proba = np.asarray(estimator.predict_proba(X), dtype=np.float64)

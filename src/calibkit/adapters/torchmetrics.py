@@ -35,10 +35,19 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from .._checks import check_flag, check_positive_int
-from ..metrics import _stats as st
-from ..metrics._binning import BinScheme
-from ..metrics._functional import undefined_auroc_message
-from ..metrics._inputs import Runs, prepare, trusted
+from ..metrics import BinScheme, prepare, trusted
+from ..metrics.internal import (
+    Runs,
+    aece_from_runs,
+    aurc_from_runs,
+    auroc_from_runs,
+    ece_from_sums,
+    mce_from_sums,
+    rms_from_sums,
+    run_sums,
+    topbin_sums,
+    undefined_auroc_message,
+)
 
 __all__ = [
     "AURC",
@@ -73,7 +82,7 @@ class _BinnedCalibration(Metric):
         """Add a batch: ``preds`` (N, K) logits (probabilities with ``probs=True``), ``target``
         (N,) class indices."""
         p = prepare(preds, target, probs=self.probs)
-        sums = st.topbin_sums(p, BinScheme(self.n_bins, self.binning, p.dtype))
+        sums = topbin_sums(p, BinScheme(self.n_bins, self.binning, p.dtype))
         self.bins += sums[0].to(self.bins)
 
     def plot(self, val: Any = None, ax: Any = None) -> tuple[Any, Any]:
@@ -82,7 +91,7 @@ class _BinnedCalibration(Metric):
         shaded, the confidence histogram beneath). ``val`` is not used: the diagram needs the
         bins, which the state holds. ``ax``: a pair of axes (top, bottom) to draw into.
         Returns (figure, its axes), as torchmetrics' ``plot`` does."""
-        from ..metrics._bins import bins_of
+        from ..metrics.internal import bins_of
         from ..plots import draw_reliability
 
         sums, _ = self._sums()  # refuses an empty state in one line
@@ -118,7 +127,7 @@ class ECE(_BinnedCalibration):
 
     def compute(self) -> Tensor:
         sums, n = self._sums()
-        return st.ece_from_sums(sums, n)[0]
+        return ece_from_sums(sums, n)[0]
 
 
 class MCE(_BinnedCalibration):
@@ -126,7 +135,7 @@ class MCE(_BinnedCalibration):
 
     def compute(self) -> Tensor:
         sums, _ = self._sums()
-        return st.mce_from_sums(sums)[0]
+        return mce_from_sums(sums)[0]
 
 
 class RMSCalibrationError(_BinnedCalibration):
@@ -139,7 +148,7 @@ class RMSCalibrationError(_BinnedCalibration):
 
     def compute(self) -> Tensor:
         sums, n = self._sums()
-        return st.rms_from_sums(sums, n, debias=self.debias)[0]
+        return rms_from_sums(sums, n, debias=self.debias)[0]
 
 
 class _RankedCalibration(Metric):
@@ -181,8 +190,8 @@ class AdaptiveECE(_RankedCalibration):
 
     def compute(self) -> Tensor:
         runs, n = self._runs()
-        size, pos = st.run_sums(runs, None)
-        return st.aece_from_runs(runs, size, pos, n, self.n_bins)[0]
+        size, pos = run_sums(runs, None)
+        return aece_from_runs(runs, size, pos, n, self.n_bins)[0]
 
 
 class AURC(_RankedCalibration):
@@ -190,7 +199,7 @@ class AURC(_RankedCalibration):
 
     def compute(self) -> Tensor:
         runs, _ = self._runs()
-        return st.aurc_from_runs(*st.run_sums(runs, None))[0]
+        return aurc_from_runs(*run_sums(runs, None))[0]
 
 
 class RefinementAUROC(_RankedCalibration):
@@ -202,7 +211,7 @@ class RefinementAUROC(_RankedCalibration):
 
     def compute(self) -> Tensor:
         runs, n = self._runs()
-        value = st.auroc_from_runs(*st.run_sums(runs, None))[0]
+        value = auroc_from_runs(*run_sums(runs, None))[0]
         if bool(value.isnan()):
             raise ValueError(undefined_auroc_message(n, int(runs.positives.sum())))
         return value
@@ -239,7 +248,7 @@ class _TorchmetricsCalibration(_BinnedCalibration):
     def _add(self, probs: Tensor, target: Tensor, binary: str, dtype: torch.dtype) -> None:
         read = prepare if self.validate_args else trusted
         p = read(probs, target, probs=True, binary=binary)
-        sums = st.topbin_sums(p, BinScheme(self.n_bins, self.binning, dtype))
+        sums = topbin_sums(p, BinScheme(self.n_bins, self.binning, dtype))
         self.bins += sums[0].to(self.bins)
 
     def _kept(self, preds: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
@@ -251,10 +260,10 @@ class _TorchmetricsCalibration(_BinnedCalibration):
     def compute(self) -> Tensor:
         sums, n = self._sums()
         if self.norm == "max":
-            return st.mce_from_sums(sums)[0]
+            return mce_from_sums(sums)[0]
         if self.norm == "l2":
-            return st.rms_from_sums(sums, n, debias=False)[0]
-        return st.ece_from_sums(sums, n)[0]
+            return rms_from_sums(sums, n, debias=False)[0]
+        return ece_from_sums(sums, n)[0]
 
 
 class MulticlassCalibrationError(_TorchmetricsCalibration):

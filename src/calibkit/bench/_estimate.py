@@ -22,7 +22,7 @@ import torch
 
 from .. import data, models
 from .._registry import Spec, parse_spec
-from ..training._throughput import flops_per_image
+from ..training.internal import flops_per_image
 from ._runspec import BenchSpec
 
 #: settings that only skip work an estimate does not need (decoding, channel statistics)
@@ -53,8 +53,7 @@ def images_per_second(
     """Training images per second of ``model`` here, on ``device`` (best of ``steps`` timed
     steps, under the trainer's bf16 autocast on CUDA); with ``members`` > 1, of that many
     networks trained as one pack (:mod:`calibkit.training._packed`), counted over them all."""
-    from ..training._packed import stacked
-    from ..training._trainer import autocast
+    from ..training.internal import autocast, stacked
 
     dev = torch.device(device)
     before = torch.get_num_threads()

@@ -20,15 +20,12 @@ import torch
 from .. import posthoc
 from .._outputs import file_lock, inside, write_text
 from ..io import load_split
-from ..metrics import EvaluationResult, evaluate, trusted
-from ..metrics._ood import ood_auroc, ood_fpr95
-from ..metrics._resample import bootstrap_replicates
-from ..posthoc._anomalies import CalibrationWarning, check_method
-from ..posthoc._base import Evidence, FitDivergedError
-from ..posthoc._checks import check_fit_data
-from ..posthoc._compare import stratified_split
+from ..metrics import EvaluationResult, evaluate, ood_auroc, ood_fpr95, trusted
+from ..metrics.internal import bootstrap_replicates
+from ..posthoc import CalibrationWarning, Evidence
+from ..posthoc.internal import FitDivergedError, check_fit_data, check_method, stratified_split
 from ..runs import calibrate_run, run_evidence, stage_one
-from ..training._throughput import training_rate
+from ..training.internal import training_rate
 from ._runspec import RunSpec
 from ._store import ALL
 from ._verdicts import NESTED_METRICS

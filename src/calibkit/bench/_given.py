@@ -27,7 +27,7 @@ import numpy as np
 from scipy import stats
 
 from ..io import load_split
-from ..metrics._display import mean_std, shown, spread
+from ..metrics.internal import mean_std, shown, spread
 from ._results import REFERENCE, Results
 from ._store import ALL
 

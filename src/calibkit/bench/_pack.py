@@ -20,10 +20,8 @@ from pathlib import Path
 import torch
 
 from .._outputs import file_lock, inside, write_text
-from ..training._config import pick_device
-from ..training._packed import pack_key
-from ..training._throughput import training_rate
-from ..training._trainer import train_packed
+from ..training import train_packed
+from ..training.internal import pack_key, pick_device, training_rate
 from ._runspec import RunSpec
 
 #: most networks in one pack: the aggregate rate grows with the members (ResNet-20 on an

@@ -43,8 +43,7 @@ from typing import Any
 
 from .._escape import Strong, html_text, md_text
 from .._outputs import inside, write_files
-from ..metrics import _display as metric_display
-from ..metrics._display import mean_std, spread
+from ..metrics.internal import direction, in_percent, mean_std, shown, spread
 from ._figures import build_figures
 from ._given import given_sections
 from ._results import Results, compare
@@ -72,14 +71,14 @@ def _table(
     column)`` marks a cell ⚠. Bold: the best mean where the metric has a direction."""
     header = ["method", *[spread(f"{res.short(d)} / {m}") for d, m in res.columns]]
     body = [[r] for r in rows]
-    direction = metric_display.direction(metric) or None  # bold only where a metric has one
-    scale = 100.0 if metric_display.in_percent(metric) else 1.0
+    sign = direction(metric) or None  # bold only where a metric has one
+    scale = 100.0 if in_percent(metric) else 1.0
     for column in res.columns:
         vals = {r: cell(r, column) for r in rows}
         means = {r: statistics.mean(v.values()) for r, v in vals.items() if v}
         best = None
-        if means and direction is not None:
-            best = (min if direction < 0 else max)(means, key=means.get)
+        if means and sign is not None:
+            best = (min if sign < 0 else max)(means, key=means.get)
         for i, r in enumerate(rows):
             text = mean_std(vals[r].values(), scale=scale)
             if base is not None and r != base and vals[r]:
@@ -117,19 +116,19 @@ def build_tables(res: Results) -> dict[str, list[list[str]]]:
     for cal in sorted(cals, key=lambda c: c != ref):
         named = f" ({cal})" if cal != res.short(cal) else ""
         for metric, title in REPORT_TABLES.get(res.short(cal), ()):
-            against = base if metric_display.direction(metric) else None
+            against = base if direction(metric) else None
             t[title + named + (f" († differs from {base}, {TEST})" if against else "")] = _table(
                 res, methods, seeds("test", cal, metric), metric, against, flag(cal)
             )
     for metric in ("brier", "refinement_auroc"):
-        t[f"{metric_display.shown(metric).heading} († differs from {base})"] = _table(
+        t[f"{shown(metric).heading} († differs from {base})"] = _table(
             res, methods, seeds("test", "uncalibrated", metric), metric, base
         )
     for ood in res.ood_splits():
-        t[f"{metric_display.shown('ood_auroc').heading} against {res.short(ood)}"] = _table(
+        t[f"{shown('ood_auroc').heading} against {res.short(ood)}"] = _table(
             res, methods, seeds("test", "uncalibrated", f"ood_auroc:{ood}"), "ood_auroc", base
         )
-        t[f"{metric_display.shown('ood_fpr95').heading} against {res.short(ood)}"] = _table(
+        t[f"{shown('ood_fpr95').heading} against {res.short(ood)}"] = _table(
             res, methods, seeds("test", "uncalibrated", f"ood_fpr95:{ood}"), "ood_fpr95", base
         )
     if base is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .._registry import Spec
-from ..training._trainer import TrainConfig
+from ..training import TrainConfig
 
 
 def _hash(settings: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from .._settings import Bounds, Declared, OneOf, Setting, declarations
-from ..training._config import TrainConfig
+from ..training import TrainConfig
 
 #: the training settings a spec's ``train`` section takes (TrainConfig's declarations)
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule", "grad_clip")

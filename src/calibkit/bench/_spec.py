@@ -45,8 +45,8 @@ from .. import data, losses, models, posthoc
 from .._registry import Registry, Spec
 from .._settings import declarations
 from ..io import load_split
-from ..posthoc._checks import check_fit_data
-from ..training._trainer import TrainConfig
+from ..posthoc.internal import check_fit_data
+from ..training import TrainConfig
 from ._runspec import BenchSpec, RunSpec
 from ._sections import TRAIN_KEYS, DatasetEntry, MethodEntry, SpecFile, keys
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import posthoc
 from .._outputs import inside
-from ..posthoc._model_level import fits_together
+from ..posthoc.internal import fits_together
 from ..runs import calibrate_runs
 from ._runspec import RunSpec
 

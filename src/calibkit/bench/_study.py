@@ -25,7 +25,7 @@ from pathlib import Path
 from scipy import stats
 
 from .._escape import md_text
-from ..metrics._display import shown
+from ..metrics.internal import shown
 from ._given import given_by, given_sections
 from ._report import anomaly_table, markdown_table
 from ._results import Results

@@ -42,7 +42,7 @@ from scipy import stats
 
 from .. import posthoc
 from .._escape import Strong
-from ..posthoc._anomalies import SANE_TEMPERATURE
+from ..posthoc.internal import SANE_TEMPERATURE
 from ._store import ALL
 
 if TYPE_CHECKING:

@@ -91,10 +91,8 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
       calibkit bench train-cifar-paper --estimate     # how long it would take here
     """
     from .._outputs import check_output, check_writable, refuse_link
-    from ..bench._report import write_report
-    from ..bench._runner import run_bench
-    from ..bench._spec import load_spec
-    from ..bench._store import Store
+    from ..bench import load_spec, run_bench, write_report
+    from ..bench.internal import Store
 
     sources = [spec] if spec and Path(spec).exists() else []
     check_output(out, sources, option="-o")
@@ -148,7 +146,7 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
         Store(store).set_meta("verdicts", summary["verdicts"])
     if summary and doc:
         from .._outputs import write_section
-        from ..bench._study import study_markdown
+        from ..bench.internal import study_markdown
 
         write_section(doc, plan.name, study_markdown(store))
     report = str(Path(out) / "report.html") if summary else None
@@ -178,13 +176,13 @@ def _gpus_used(plan) -> int:
     """The GPUs the sweep's runs train on here (0 where they train on the CPU)."""
     import torch
 
-    from ..bench._pack import trains_on_cuda
+    from ..bench.internal import trains_on_cuda
 
     return torch.cuda.device_count() if trains_on_cuda(plan.runs) else 0
 
 
 def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
-    from ..bench._estimate import estimate
+    from ..bench.internal import estimate
 
     with progress(1, f"bench {plan.name} --estimate", not as_json) as tick:
         est = estimate(plan, workers, threads, report=tick.status if tick else None)
@@ -213,7 +211,7 @@ def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
 
 def _failed_runs(store: Path, plan) -> list[dict]:
     """The spec's runs recorded as failed in ``store`` (and not finished since)."""
-    from ..bench._store import Store
+    from ..bench.internal import Store
 
     keys = {r.key for r in plan.runs}
     return [r for r in Store(store, create=False).runs("failed") if r["key"] in keys]
@@ -222,7 +220,7 @@ def _failed_runs(store: Path, plan) -> list[dict]:
 def _timings(store, plan, started: float, swept: float, workers: int) -> dict:
     """Wall seconds of this invocation (sweep, report) and the seconds of each phase summed
     over the spec's finished runs (per worker, so they add up to about workers × sweep)."""
-    from ..bench._store import Store
+    from ..bench.internal import Store
 
     now = time.perf_counter()
     phases = Store(store, create=False).phase_seconds(r.key for r in plan.runs)
@@ -302,7 +300,7 @@ def report(db, out, as_json) -> None:
       calibkit report results.sqlite -o report/ --json   # counts, verdicts, headline table
     """
     from .._outputs import check_output
-    from ..bench._report import write_report
+    from ..bench import write_report
 
     check_output(out, [db])
     info = write_report(db, out)

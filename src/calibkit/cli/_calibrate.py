@@ -56,7 +56,7 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
       calibkit fit --method dir-odir:folds=5 --val resnet110_cifar10.npz -o dir.calib
     """
     from .._outputs import check_output
-    from ..posthoc._on_files import NetworkMethodError, fit_file
+    from ..posthoc.internal import NetworkMethodError, fit_file
 
     check_output(output, [val])
     try:
@@ -157,7 +157,7 @@ def apply(
         method = posthoc.load(calibrator)
         example = None
     if file is not None:
-        from ..posthoc._on_files import apply_file
+        from ..posthoc.internal import apply_file
 
         report["apply"] = apply_file(
             method,

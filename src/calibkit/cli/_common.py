@@ -134,7 +134,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     """``--version``: calibkit's version and which row scan serves the metrics."""
     if not value or ctx.resilient_parsing:
         return
-    from ..metrics import _native_scan as native_scan
+    from ..metrics.internal import native_scan
 
     kernel = native_scan.kernel()
     scan = f"compiled ({kernel})" if kernel else "PyTorch"

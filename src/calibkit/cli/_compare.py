@@ -71,7 +71,7 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     """
     from .._registry import split_specs
     from ..io import check_distinct_splits, has_both_splits, load_split
-    from ..posthoc._compare import (
+    from ..posthoc.internal import (
         COLUMNS,
         anomaly_lines,
         best_per_column,
@@ -148,7 +148,7 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
     from rich.table import Table
 
     best = best_per_column(results)
-    from ..metrics._display import with_unit
+    from ..metrics.internal import with_unit
 
     heads = {c: f"{with_unit(c)} ± std" if seeds > 1 else with_unit(c) for c in COLUMNS}
     cells = {

@@ -11,7 +11,7 @@ from .._conventions import BINNINGS, INTERVALS
 
 
 def _resolve_device(ctx: click.Context, param: click.Parameter, value: str):
-    from ..training._config import pick_device
+    from ..training.internal import pick_device
 
     try:
         return pick_device(value)

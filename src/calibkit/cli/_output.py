@@ -54,7 +54,7 @@ def print_result(result, title: str) -> None:
         + "; what each metric is: `calibkit evaluate --help`, docs/metrics.md"
     )
     if ci:
-        from ..metrics._intervals import describe
+        from ..metrics.internal import describe
 
         out.print(describe(s["interval"], result.intervals))
     if result.calibration_p:
@@ -165,7 +165,7 @@ def print_before_after(out, title: str, before, after) -> None:
 
 def metric_rows(before, after) -> list[tuple[str, str, str]]:
     """(metric with its unit, before, after) rows in the unit each metric is printed in."""
-    from ..metrics._display import display, with_unit
-    from ..posthoc._compare import COLUMNS
+    from ..metrics.internal import display, with_unit
+    from ..posthoc.internal import COLUMNS
 
     return [(with_unit(c), display(c, before[c]), display(c, after[c])) for c in COLUMNS]

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .._settings import declarations
-from ..training._config import TrainConfig
+from ..training import TrainConfig
 from ._calibrate import calibrate_and_print
 from ._common import CONTEXT, cli, options_named
 from ._options import data_roots, json_option

@@ -50,8 +50,8 @@ from typing import Any
 
 import torch
 
-from ..metrics._inputs import trusted
-from ..metrics._resample import metric_values
+from ..metrics import trusted
+from ..metrics.internal import metric_values
 
 SANE_TEMPERATURE = (0.05, 20.0)
 ACCURACY_DROP = 0.02

@@ -38,7 +38,7 @@ from .._docs import Described, documented, documented_settings
 from .._registry import SPEC_PARAMETERS
 from .._settings import check_declared
 from .._threads import for_work, size_of
-from ..metrics._inputs import prepare_scores
+from ..metrics.internal import prepare_scores
 from ._anomalies import check_fit
 from ._checks import check_fit_data, check_sample_weight, next_up
 from ._files import (

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from .._checks import as_labels, to_tensor
-from ..metrics._inputs import prepare_scores
+from ..metrics.internal import prepare_scores
 
 
 def next_up(x: Tensor) -> Tensor:

@@ -55,11 +55,11 @@ from typing import Annotated, Any
 import torch
 from torch import Tensor, nn
 
+from .. import metrics as M
 from .._checks import check_number
 from .._settings import BatchSize, Bounds, Epochs, LearningRate, Momentum, OneOf, Seed, Setting
-from ..losses._weighted import Focal
-from ..metrics import _functional as M
-from ..metrics._inputs import trusted
+from ..losses.internal import Focal
+from ..metrics import trusted
 from ._base import FitDivergedError, FitReport
 from ._model_level import ModelCalibrator, settled
 

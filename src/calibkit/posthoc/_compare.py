@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from .._registry import Spec, parse_spec
-from ..metrics import _display as display
 from ..metrics import evaluate
+from ..metrics.internal import direction, plus_minus, shown
 from . import REGISTRY, create, names
 from ._anomalies import WHY_EXPECTED, CalibrationWarning, check_method
 from ._base import FitDivergedError
@@ -318,23 +318,23 @@ def best_per_column(results: dict[str, dict[str, Any]]) -> dict[str, str]:
     best = {}
     results = {m: r for m, r in results.items() if r["seeds"]}
     for c in COLUMNS:
-        if not display.direction(c):
+        if not direction(c):
             continue
         vals = {m: r["metrics"][c] for m, r in results.items() if not math.isnan(r["metrics"][c])}
-        pick = max if display.direction(c) > 0 else min
+        pick = max if direction(c) > 0 else min
         best[c] = pick(vals, key=vals.get)
     return best
 
 
 def cell(result: dict[str, Any], column: str, intervals: bool = True) -> str:
     """'1.13 ± 0.04 [0.95, 1.31]' for one method and column, in the column's unit
-    (``display.with_unit``: % for an error, nats for NLL)."""
-    row = display.shown(column)
+    (``with_unit``: % for an error, nats for NLL)."""
+    row = shown(column)
     scale, digits = (100, 2) if row.percent else (1, 4)
     v = result["metrics"][column]
     text = row.display(v)
     if result["std"]:
-        text = display.plus_minus(v * scale, result["std"][column] * scale, digits)
+        text = plus_minus(v * scale, result["std"][column] * scale, digits)
     if intervals and result["intervals"]:
         lo, hi = result["intervals"][column]
         text += f" [{row.display(lo)}, {row.display(hi)}]"

@@ -56,9 +56,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .. import metrics as M
 from .._settings import COUNT, Bounds, Epochs, LearningRate, Momentum, OneOf, Seed, Setting
-from ..metrics import _functional as M
-from ..metrics._inputs import trusted
+from ..metrics import trusted
 from ._base import Evidence, FitDivergedError, FitReport
 from ._clamping import frozen
 from ._masked_heads import HeadStack, MaskedHead

@@ -13,9 +13,8 @@ import torch
 from torch import Tensor
 
 from .._settings import Bounds, NBins, OneOf, Setting
-from ..metrics._binning import BinScheme
-from ..metrics._inputs import Prepared
-from ..metrics._temperatures import best_temperature, check_grid, ece_over_temperatures, preset_grid
+from ..metrics import BinScheme, Prepared
+from ..metrics.internal import best_temperature, check_grid, ece_over_temperatures, preset_grid
 from ._base import Calibrator, FitReport
 
 #: the bounds a temperature fit keeps T within

@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..losses._base import Loss, soft_targets
+from ..losses import Loss
+from ..losses.internal import soft_targets
 
 
 class EpochTotals:

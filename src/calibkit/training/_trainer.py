@@ -44,7 +44,7 @@ from .. import __version__, data, losses, models
 from .._docs import documented
 from .._outputs import atomic_write, save_npz, write_text
 from .._registry import parse_spec
-from ..data._augment import augmentation
+from ..data.internal import augmentation
 from ..metrics import evaluate, trusted
 from . import _schedule as schedules
 from ._augment import mixup
