@@ -200,3 +200,62 @@ def test_the_metric_api_checks_every_declared_keyword_in_one_call(setting, messa
     z, y = make_logits(100, 3, 0)
     with pytest.raises(ValueError, match=rf"^{message}[^\n]*$"):
         metrics.evaluate(z, y, **setting)
+
+
+def _torchmetrics_class(name: str):
+    return getattr(pytest.importorskip("calibkit.adapters.torchmetrics"), name)
+
+
+def _lightning_callback(**settings):
+    pytest.importorskip("lightning")
+    from calibkit.adapters.lightning import CalibrationCallback
+
+    return CalibrationCallback(**settings)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: _torchmetrics_class("RMSCalibrationError")(debias="false"), "debias: expected"),
+        (lambda: _torchmetrics_class("RMSCalibrationError")(debias=1), "debias: expected"),
+        (lambda: _torchmetrics_class("ECE")(probs="yes"), "probs: expected true or false"),
+        (lambda: _torchmetrics_class("AURC")(probs="yes"), "probs: expected true or false"),
+        (lambda: _torchmetrics_class("AdaptiveECE")(n_bins=1.5), "n_bins: expected an integer"),
+        (lambda: _lightning_callback(probs="yes"), "probs: expected true or false"),
+        (lambda: _lightning_callback(prefix=5), "prefix: expected a text, got 5"),
+        (lambda: _lightning_callback(diagram="no"), "diagram: expected true or false"),
+        (lambda: metrics.CalibrationMeter(keep_samples=1), "keep_samples: expected true"),
+        (lambda: metrics.CalibrationMeter(n_classes=1), "n_classes: expected an integer"),
+        (lambda: losses.mmce_weighted(*make_logits(8, 3, 0), bandwidth=0), "bandwidth: expected"),
+        (
+            lambda: losses.mmce_weighted(*make_logits(8, 3, 0), bandwidth=math.nan),
+            "bandwidth: expected",
+        ),
+    ],
+)
+def test_the_adapters_settings_are_checked_by_their_declarations(build, message):
+    """Issue 65 §7: ``RMSCalibrationError(debias="false")`` turned debiasing on,
+    ``CalibrationCallback(probs="yes")`` and ``prefix=5`` passed, ``mmce_weighted`` with a
+    bandwidth of 0 or NaN returned NaN: each is now declared and checked in one line."""
+    with pytest.raises(ValueError, match=rf"^{message}[^\n]*$"):
+        build()
+
+
+def test_the_adapters_checked_settings_keep_their_values():
+    """The checks hand on what they were given, normalised (a NumPy flag is a bool)."""
+    rms = _torchmetrics_class("RMSCalibrationError")(debias=np.bool_(True), n_bins=np.int64(7))
+    assert rms.debias is True and rms.n_bins == 7 and type(rms.n_bins) is int
+    assert _lightning_callback(prefix="v/", test_prefix="t/").prefix == "v/"
+    z, y = map(torch.as_tensor, make_logits(64, 3, 0))
+    assert torch.equal(losses.mmce_weighted(z, y), losses.mmce_weighted(z, y, bandwidth=0.4))
+
+
+def test_scikit_learn_checks_n_jobs_with_its_own_parameter_validation():
+    """Issue 65 §7: ``n_jobs=1.5`` passed; scikit-learn's own validation refuses it at fit."""
+    from sklearn.linear_model import LogisticRegression
+
+    from calibkit.adapters.sklearn import CalibratedClassifier
+
+    X, y = np.random.default_rng(0).normal(size=(60, 3)), np.arange(60) % 2
+    with pytest.raises(ValueError, match="'n_jobs' parameter of CalibratedClassifier"):
+        CalibratedClassifier(LogisticRegression(), cv=3, n_jobs=1.5).fit(X, y)

@@ -129,7 +129,8 @@ class Values(typing.Protocol):
 @dataclass(frozen=True)
 class Setting:
     """What a setting means (``help``, a sentence) and the values it takes (``values``; a
-    bool-typed setting takes True or False without saying so), for ``typing.Annotated``."""
+    bool-typed setting takes True or False and a str-typed one any text, without saying
+    so), for ``typing.Annotated``."""
 
     help: str
     values: Values | None = None
@@ -183,6 +184,8 @@ class Declared:
             if not is_flag(value):
                 raise ValueError(f"{self.name}: expected true or false, got {value!r}")
             return bool(value)
+        if self.annotation is str and not isinstance(value, str):
+            raise ValueError(f"{self.name}: expected a text, got {_short(value)}")
         return value
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import Tensor
@@ -40,8 +40,9 @@ except ImportError:  # pragma: no cover - exercised only without the extra
         "calibkit.adapters.lightning needs Lightning: pip install 'calibkit[lightning]'"
     ) from None
 
+from .._settings import Setting, checks_declared
 from ..metrics import METRICS, CalibrationMeter
-from ..metrics.internal import SAMPLE_METRICS
+from ..metrics.internal import SAMPLE_METRICS, Binning, MetricBins, Probs
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -55,6 +56,8 @@ __all__ = [
 
 DEFAULT_METRICS = ("ece", "aece", "nll", "brier", "refinement_auroc")
 _STREAMED = tuple(m for m in METRICS if m != "optimal_ece")
+Prefix = Annotated[str, Setting("Text before each logged name (``val/`` logs ``val/ece``)")]
+Diagram = Annotated[bool, Setting("Draw the reliability diagram at the end of each validation")]
 
 Extract = Callable[[Any, Any], tuple[Any, Any]]
 
@@ -121,7 +124,7 @@ class CalibrationCallback(Callback):
 
     ``metrics``: names from :data:`calibkit.metrics.METRICS` (every one but optimal ECE,
     which needs the full logits), logged as ``prefix + name`` (``val/ece``). ``n_bins``,
-    ``binning``, ``probs``: as in :func:`calibkit.metrics._evaluate`. ``outputs``: how to
+    ``binning``, ``probs``: as in :func:`calibkit.metrics.evaluate`. ``outputs``: how to
     read scores and labels from ``validation_step``'s return value and the batch.
     ``diagram``: draw the reliability diagram each epoch into ``diagram_dir`` (default
     ``<trainer.log_dir>/reliability``) as ``epoch=NNN.png`` (:func:`figure_name`); a
@@ -132,18 +135,19 @@ class CalibrationCallback(Callback):
     name`` (``test/ece``), from ``test_step``'s outputs read the same way.
     """
 
+    @checks_declared
     def __init__(
         self,
         metrics: Sequence[str] = DEFAULT_METRICS,
         *,
-        n_bins: int = 15,
-        binning: str = "calibkit",
-        probs: bool = False,
-        prefix: str = "val/",
+        n_bins: MetricBins = 15,
+        binning: Binning = "calibkit",
+        probs: Probs = False,
+        prefix: Prefix = "val/",
         outputs: Extract | None = None,
-        diagram: bool = True,
+        diagram: Diagram = True,
         diagram_dir: str | os.PathLike | None = None,
-        test_prefix: str = "test/",
+        test_prefix: Prefix = "test/",
     ) -> None:
         unknown = [m for m in metrics if m not in _STREAMED]
         if unknown or not metrics:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any, NamedTuple
+from numbers import Integral
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -272,6 +273,9 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     3
     """
 
+    #: checked by scikit-learn's own parameter validation at ``fit``, with its messages
+    _parameter_constraints: ClassVar[dict[str, list]] = {"n_jobs": [Integral, None]}
+
     def __init__(
         self,
         estimator: Any = None,
@@ -321,6 +325,7 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         from sklearn.utils import column_or_1d, indexable
         from sklearn.utils.multiclass import check_classification_targets
 
+        self._validate_params()
         check_classification_targets(y)
         X, y = indexable(X, y)
         y = column_or_1d(y, warn=True)

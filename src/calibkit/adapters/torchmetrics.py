@@ -35,8 +35,13 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from .._checks import check_flag, check_positive_int
+from .._settings import checks_declared
 from ..metrics import BinScheme, prepare, trusted
 from ..metrics.internal import (
+    Binning,
+    Debias,
+    MetricBins,
+    Probs,
     Runs,
     aece_from_runs,
     aurc_from_runs,
@@ -69,11 +74,16 @@ class _BinnedCalibration(Metric):
     is_differentiable = False
     higher_is_better = False
 
+    @checks_declared
     def __init__(
-        self, n_bins: int = 15, binning: str = "calibkit", probs: bool = False, **kwargs: Any
+        self,
+        n_bins: MetricBins = 15,
+        binning: Binning = "calibkit",
+        probs: Probs = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        scheme = BinScheme(n_bins, binning, torch.float64)  # checks the settings
+        scheme = BinScheme(n_bins, binning, torch.float64)
         self.n_bins, self.binning, self.probs = n_bins, binning, probs
         zeros = torch.zeros(3, scheme.n_slots, dtype=torch.float64)
         self.add_state("bins", default=zeros, dist_reduce_fx="sum")
@@ -142,7 +152,8 @@ class RMSCalibrationError(_BinnedCalibration):
     """RMS (L2) calibration error, Kumar et al.'s debiased estimator with ``debias=True``
     (:func:`~calibkit.metrics.rms_ce`)."""
 
-    def __init__(self, debias: bool = False, **kwargs: Any) -> None:
+    @checks_declared
+    def __init__(self, debias: Debias = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.debias = debias
 
@@ -158,7 +169,8 @@ class _RankedCalibration(Metric):
     is_differentiable = False
     higher_is_better = False
 
-    def __init__(self, probs: bool = False, **kwargs: Any) -> None:
+    @checks_declared
+    def __init__(self, probs: Probs = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.probs = probs
         self.add_state("confidence", default=[], dist_reduce_fx="cat")
@@ -183,8 +195,8 @@ class _RankedCalibration(Metric):
 class AdaptiveECE(_RankedCalibration):
     """Adaptive (equal-mass) ECE (:func:`~calibkit.metrics.aece`)."""
 
-    def __init__(self, n_bins: int = 15, **kwargs: Any) -> None:
-        check_positive_int(n_bins, "n_bins")
+    @checks_declared
+    def __init__(self, n_bins: MetricBins = 15, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.n_bins = n_bins
 

@@ -17,12 +17,13 @@ focal_calibration (Mukhoti et al.'s code) *sums* CE and focal losses over a batc
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import torch
 from torch import Tensor
 
-from .._settings import Bounds, OneOf, Setting
+from .._settings import Bounds, OneOf, Setting, checks_declared
 from ._base import Loss, Reduction, Weight
 
 
@@ -111,8 +112,30 @@ class Brier(Loss):
 MMCE_NORMALISATIONS = ("paper", "focal-calibration")
 
 
+#: how MMCE's sums are normalised, declared once for the loss and the function
+MMCENormalisation = Annotated[
+    str,
+    Setting(
+        "How MMCE's sums are normalised: paper (Kumar et al. 2018) or "
+        "focal-calibration (Mukhoti et al.'s code)",
+        OneOf(MMCE_NORMALISATIONS),
+    ),
+]
+Bandwidth = Annotated[
+    float,
+    Setting(
+        "Width of the Laplacian kernel k(r, r') = exp(−|r − r'| / bandwidth)",
+        Bounds(0, math.inf, low_open=True, high_open=True),
+    ),
+]
+
+
+@checks_declared
 def mmce_weighted(
-    logits: Tensor, labels: Tensor, bandwidth: float = 0.4, normalisation: str = "paper"
+    logits: Tensor,
+    labels: Tensor,
+    bandwidth: Bandwidth = 0.4,
+    normalisation: MMCENormalisation = "paper",
 ) -> Tensor:
     """Weighted MMCE of a batch (Kumar et al. 2018, §4): with r the top-label confidence,
     c = 1[correct], m correct of n and k(r, r') = exp(−|r − r'| / 0.4),
@@ -155,14 +178,7 @@ class MMCE(Loss):
         self,
         *,
         lam: Weight = 2.0,
-        normalisation: Annotated[
-            str,
-            Setting(
-                "How MMCE's sums are normalised: paper (Kumar et al. 2018) or "
-                "focal-calibration (Mukhoti et al.'s code)",
-                OneOf(MMCE_NORMALISATIONS),
-            ),
-        ] = "paper",
+        normalisation: MMCENormalisation = "paper",
         reduction: Reduction = "mean",
     ) -> None:
         super().__init__(lam=lam, normalisation=normalisation, reduction=reduction)

@@ -25,22 +25,35 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_positive_int
-from .._conventions import BINNINGS
+from .._checks import check_choice
 from .._docs import documented
+from .._settings import Bounds, Setting, checks_declared
 from . import _stats as st
 from ._binning import BinScheme
 from ._bins import Bins, bins_of
 from ._evaluate import METRICS
 from ._inputs import BINARY_MODES, Runs, prepare
-from ._parameters import METRIC_PARAMETERS, N_BINS, Binary, Binning, MetricBins, Probs
+from ._parameters import METRIC_PARAMETERS, Binary, Binning, MetricBins, Probs
 from ._smooth import smooth_ece_batch
 from ._table import COMPUTED, Memo
+
+NClasses = Annotated[
+    int | None,
+    Setting("K, the number of classes; None: from the first batch", Bounds(2, 2**31, integer=True)),
+]
+KeepSamples = Annotated[
+    bool,
+    Setting(
+        "Keep each sample's confidence and outcome, which the rank-based metrics (AECE, KS, "
+        "smooth ECE, AUROC, AURC) need; False keeps only bin and running sums (memory "
+        "independent of N)"
+    ),
+]
 
 _SCALARS = ("correct", "nll", "brier", "entropy")
 
@@ -104,36 +117,23 @@ class CalibrationMeter:
     True
     """
 
-    @documented(
-        METRIC_PARAMETERS,
-        "None: the meter is ready for :meth:`update`.",
-        n_classes=("int or None, default None", "K (2 or more); None: from the first batch."),
-        keep_samples=(
-            "bool, default True",
-            "Keep each sample's confidence and outcome, which "
-            "the rank-based metrics (AECE, KS, smooth ECE, AUROC, AURC) need; False "
-            "keeps only bin and running sums (memory independent of N).",
-        ),
-    )
+    @documented(METRIC_PARAMETERS, "None: the meter is ready for :meth:`update`.")
+    @checks_declared
     def __init__(
         self,
-        n_classes: int | None = None,
+        n_classes: NClasses = None,
         *,
         n_bins: MetricBins = 15,
         binning: Binning = "calibkit",
         probs: Probs = False,
         binary: Binary = "top-label",
-        keep_samples: bool = True,
+        keep_samples: KeepSamples = True,
     ) -> None:
         """A meter with no sample yet; each setting is checked here."""
-        self.n_bins = N_BINS.check("n_bins", n_bins)
-        self.binning = check_choice(binning, "binning", BINNINGS)
+        self.n_bins, self.binning, self.probs = n_bins, binning, probs
         self.binary = check_choice(binary, "binary", BINARY_MODES)
-        self.probs = bool(probs)
-        self.keep_samples = bool(keep_samples)
-        self._init_classes = (
-            None if n_classes is None else check_positive_int(n_classes, "n_classes", 2)
-        )
+        self.keep_samples = keep_samples
+        self._init_classes = n_classes
         self.reset()
 
     def reset(self) -> None:

@@ -1,8 +1,8 @@
 """What calibkit's other packages share from the metrics beyond its face (issue 67 §2):
-display rules, input preparation, bins, resampling, the temperature grid, the compiled
-scan's switch. Not public API: a name here may change in any release; users import from
-:mod:`calibkit.metrics`. A test fails when another package imports a private module of
-this one instead."""
+display rules, the metric settings' declarations, input preparation, bins, resampling,
+the temperature grid, the compiled scan's switch. Not public API: a name here may change
+in any release; users import from :mod:`calibkit.metrics`. A test fails when another
+package imports a private module of this one instead."""
 
 from . import _native_scan as native_scan
 from ._bins import bins_of
@@ -19,6 +19,7 @@ from ._display import (
 from ._functional import undefined_auroc_message
 from ._inputs import Runs, prepare_scores
 from ._intervals import describe
+from ._parameters import Binning, Debias, MetricBins, Probs
 from ._resample import bootstrap_replicates, metric_values
 from ._stats import (
     aece_from_runs,
@@ -35,6 +36,10 @@ from ._temperatures import best_temperature, check_grid, ece_over_temperatures, 
 
 __all__ = [
     "SAMPLE_METRICS",
+    "Binning",
+    "Debias",
+    "MetricBins",
+    "Probs",
     "Runs",
     "aece_from_runs",
     "aurc_from_runs",
