@@ -72,3 +72,35 @@ def gloo_group(rank: int, world: int, port: int) -> Iterator[None]:
         yield
     finally:
         dist.destroy_process_group()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker runs PyTorch on one thread: the workers fill the cores
+    already, and two threads per worker on busy cores stall at every parallel operation
+    (the cliff ``calibkit._threads`` describes; a bootstrap study took 66 s instead of 7)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`tests.slow.SLOW` ``slow`` and skip them unless ``-m`` names
+    ``slow`` (``pytest -m slow``: them alone; ``-m "slow or not slow"``: everything). On a
+    whole-suite run, a key that matches no collected test is an error."""
+    from tests.slow import SLOW
+
+    used = set()
+    for item in items:
+        key = next((k for k in SLOW if item.nodeid.startswith(k)), None)
+        if key is not None:
+            item.add_marker(pytest.mark.slow)
+            used.add(key)
+    whole = not [a for a in config.invocation_params.args if not str(a).startswith("-")]
+    if whole and set(SLOW) - used:
+        raise pytest.UsageError(f"tests/slow.py names tests that do not exist: {set(SLOW) - used}")
+    if "slow" not in (config.option.markexpr or ""):
+        skip = pytest.mark.skip(reason="slow: CI runs it (pytest -m slow)")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)

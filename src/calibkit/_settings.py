@@ -184,7 +184,10 @@ class Declared:
             if not is_flag(value):
                 raise ValueError(f"{self.name}: expected true or false, got {value!r}")
             return bool(value)
-        if self.annotation is str and not isinstance(value, str):
+        text = {self.annotation} - {type(None)} == {str} or set(
+            typing.get_args(self.annotation)
+        ) - {type(None)} == {str}  # str or str | None: nothing else is text
+        if text and not isinstance(value, str):
             raise ValueError(f"{self.name}: expected a text, got {_short(value)}")
         return value
 

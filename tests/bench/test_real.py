@@ -206,7 +206,11 @@ def test_a_folder_calibrates_on_test_images_when_asked(tmp_path):
         ),
         (
             lambda s: s["datasets"][2]["models"][0].update(checkpoint="/nowhere.th"),
-            r"datasets\[2\]\.models\[0\]\.checkpoint: no such file",
+            r"datasets\[2\]\.models\[0\]\.checkpoint: /nowhere\.th: no such checkpoint file",
+        ),
+        (  # issue 65 §5: a file of the system is not read as a checkpoint
+            lambda s: s["datasets"][2]["models"][0].update(checkpoint="/proc/self/environ"),
+            r"models\[0\]\.checkpoint: /proc/self/environ: not a checkpoint \(neither",
         ),
         (lambda s: s["methods"][0].update(loss="focal"), r"methods\[0\]: .*given networks"),
         (lambda s: s["datasets"][0].update(methods=["MaC-Cal"]), r"methods\[1\]: .*logits files"),

@@ -228,9 +228,9 @@ SPEC = {
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"seeds": [-3]}, r"seeds\[0\]: expected an integer seed in \[0, 2\*\*63\)"),
-        ({"seeds": [10**23]}, r"seeds\[0\]: expected an integer seed in \[0, 2\*\*63\)"),
-        ({"seeds": [1, 1]}, "a seed is listed twice"),
+        ({"seeds": [-3]}, r"seeds\[0\]: expected an integer in 0\.\."),
+        ({"seeds": [10**23]}, r"seeds\[0\]: expected an integer in 0\.\."),
+        ({"seeds": [1, 1]}, r"seeds\[1\]: 1 is listed twice"),
         ({"baseline": "X"}, "'X' is not a method name"),
         ({"posthoc": ["neural-clamping:epochs=-1"]}, "epochs: expected an integer in 1.."),
         ({"posthoc": ["neural-clamping:gamma_pool=abc"]}, "gamma_pool=abc is not a float or"),
@@ -247,8 +247,8 @@ SPEC = {
             r"datasets\[0\]\.data: root: /nonexistent does not exist",
         ),
         ({"posthoc": {"ts": 1}}, "posthoc: expected a list of post-hoc specs"),
-        ({"calibration_sizes": ["all", "all"]}, "a size is listed twice"),
-        ({"calibration_sizes": [True]}, "expected 'all' or an integer >= 2"),
+        ({"calibration_sizes": ["all", "all"]}, r"calibration_sizes\[1\]: .all. is listed twice"),
+        ({"calibration_sizes": [True]}, "expected 'all' or an integer in 2.."),
         (
             {"datasets": [{"data": "digits", "models": ["mlp", "mlp"]}]},
             r"datasets\[0\]: mlp on digits \(method CE, seed 1\) is also in datasets\[0\]",

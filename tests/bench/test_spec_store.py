@@ -64,7 +64,7 @@ def test_a_spec_expands_to_keyed_runs(tmp_path):
             ("data: digits", "data: cifar10:root=/nowhere,val_size=many"),
             "datasets[0].data: dataset 'cifar10': val_size=many is not an int",
         ),
-        (("seeds: [1, 2]", "seeds: [1, two]"), "spec.yaml:2: seeds[1]: expected an integer seed"),
+        (("seeds: [1, 2]", "seeds: [1, two]"), "spec.yaml:2: seeds[1]: expected an integer in 0.."),
         (("posthoc: [ts,", "posthoc: [tss,"), "posthoc[0]: unknown calibrator 'tss'"),
         (
             ('"maccal:epochs=2"', '"maccal:q0=2"'),
@@ -76,16 +76,16 @@ def test_a_spec_expands_to_keyed_runs(tmp_path):
             "spec.yaml:3: train.lr2: unknown training option",
         ),
         (("name: tiny", "nam: tiny"), "spec.yaml:1: nam: unknown key"),
-        (("[all, 50]", "[all, 1]"), "calibration_sizes[1]: expected 'all' or an integer >= 2"),
+        (("[all, 50]", "[all, 1]"), "calibration_sizes[1]: expected 'all' or an integer in 2.."),
         (("seeds: [1, 2]", "seeds: [1, 2"), "not valid YAML"),
         # issue 53 §6: YAML 1.2, not YAML 1.1's surprises; depth limits
         (
             ("seeds: [1, 2]", "seeds: [1:30]"),
-            "seeds[0]: expected an integer seed in [0, 2**63), got '1:30'",
+            "seeds[0]: expected an integer in 0..9,223,372,036,854,775,807, got '1:30'",
         ),
         (
             ("seeds: [1, 2]", "seeds: [1, 0b11]"),
-            "seeds[1]: expected an integer seed in [0, 2**63), got '0b11'",
+            "seeds[1]: expected an integer in 0..9,223,372,036,854,775,807, got '0b11'",
         ),
         (
             ("train: {epochs: 2}", "train: {epochs: 2, record_learned_epochs: yes}"),

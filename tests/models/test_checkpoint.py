@@ -95,9 +95,66 @@ class Evil:
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_a_checkpoint_with_code_is_refused_without_running_it(tmp_path, capsys):
     (tmp_path / "evil.th").write_bytes(pickle.dumps({"state_dict": Evil()}))
-    with pytest.raises(CheckpointError, match="not a weights-only torch checkpoint"):
+    with pytest.raises(CheckpointError, match="holds Python objects beyond tensors") as err:
         models.create("resnet20", checkpoint=tmp_path / "evil.th")
     assert "ran code" not in capsys.readouterr().out
+    assert "weights_only" not in str(err.value)  # torch's advice turns pickle loading on
+
+
+def _broken(kind: str, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    key = next(k for k in state if k.endswith("weight"))
+    state = dict(state)
+    if kind in ("nan", "inf"):
+        state[key] = state[key].clone()
+        state[key].view(-1)[3] = float(kind)
+    elif kind == "sparse":
+        state[key] = state[key].to_sparse()
+    else:
+        state = {k: torch.empty_like(v, device="meta") for k, v in state.items()}
+    return state
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("nan", "features.0.weight holds NaN or inf values \\(1 of \\d+ tensors do\\)"),
+        ("inf", "features.0.weight holds NaN or inf values"),
+        ("sparse", "features.0.weight is a torch.sparse_coo tensor"),
+        ("meta", "features.0.weight is a meta tensor"),
+    ],
+)
+def test_a_checkpoint_of_tensors_that_are_not_weights_is_refused_in_one_line(
+    tmp_path, kind, message
+):
+    """Issue 65 §5: NaN and inf weights loaded without a word (the training then blamed the
+    learning rate), and meta and sparse tensors gave torch's multi-line RuntimeError."""
+    state = _broken(kind, models.create("resnet20").state_dict())
+    torch.save(state, tmp_path / "w.th")
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'w.th'}: {message}[^\n]*$"):
+        models.create("resnet20", checkpoint=tmp_path / "w.th")
+    if kind in ("nan", "inf"):  # the same in safetensors
+        from safetensors.torch import save_file
+
+        save_file(state, tmp_path / "w.safetensors")
+        with pytest.raises(CheckpointError, match=message):
+            models.read_state_dict(tmp_path / "w.safetensors")
+
+
+@pytest.mark.parametrize("path", ["/proc/self/environ", "/dev/null", "text"])
+def test_a_file_that_is_no_checkpoint_is_refused_before_it_is_read(tmp_path, path):
+    """Issue 65 §5: the spec reader accepted ``/proc/self/environ`` as a checkpoint; a file
+    whose first bytes are neither torch.save's nor safetensors' is refused where it enters."""
+    if path == "text":
+        path = tmp_path / "notes.th"
+        path.write_text("not weights\n")
+    with pytest.raises(CheckpointError, match=r"not a regular file|not a checkpoint"):
+        models.read_state_dict(path)
+
+
+def test_the_legacy_torch_format_still_loads(tmp_path):
+    model = models.create("resnet20")
+    torch.save(model.state_dict(), tmp_path / "old.th", _use_new_zipfile_serialization=False)
+    assert len(models.read_state_dict(tmp_path / "old.th")) == len(model.state_dict())
 
 
 def test_the_shared_pretrained_resnets_score_their_recorded_accuracy():

@@ -19,6 +19,55 @@ from ..training import TrainConfig
 TRAIN_KEYS = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "schedule", "grad_clip")
 
 
+class AllOrRows:
+    """A calibration-set size: ``all``, or a number of rows (an integer >= 2)."""
+
+    rows = Bounds(2, 2**31, integer=True)
+
+    def __str__(self) -> str:
+        return f"'all' or {self.rows}"
+
+    def check(self, name: str, value: Any) -> int | None:
+        """None for ``all``, else the number of rows; or a one-line ``ValueError``."""
+        if value == "all":
+            return None
+        try:
+            return self.rows.check(name, value)
+        except ValueError:
+            raise ValueError(f"{name}: expected {self}, got {value!r}") from None
+
+    def schema(self) -> dict[str, Any]:
+        return {"anyOf": [{"const": "all"}, _bounded({"type": "integer"}, self.rows)]}
+
+
+@dataclass(frozen=True)
+class Items:
+    """The values a list setting takes: at least one item, each ``item`` (its own check and
+    schema), none twice. Its errors name the item (``seeds[1]: ...``)."""
+
+    item: Any
+
+    def __str__(self) -> str:
+        return f"a non-empty list of {self.item}, none twice"
+
+    def check(self, name: str, value: Any) -> list[Any]:
+        """The checked items, or a one-line ``ValueError`` naming the first wrong one."""
+        if not isinstance(value, list) or not value:
+            raise ValueError(f"{name}: expected a non-empty list, got {value!r}")
+        out = [self.item.check(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        for i, v in enumerate(out):
+            if v in out[:i]:
+                raise ValueError(f"{name}[{i}]: {value[i]!r} is listed twice")
+        return out
+
+    def schema(self) -> dict[str, Any]:
+        item = self.item.schema() if hasattr(self.item, "schema") else _bounded({}, self.item)
+        return {"type": "array", "items": item, "minItems": 1, "uniqueItems": True}
+
+
+SEEDS = Items(Bounds(0, 2**63 - 1, integer=True))
+
+
 @dataclass
 class MethodEntry:
     """One entry of ``methods``: a training method."""
@@ -67,7 +116,7 @@ class DatasetEntry:
     posthoc: Annotated[
         list[str], Setting("Post-hoc methods for this entry only, after the spec's")
     ] = field(default_factory=list)
-    seeds: Annotated[list[int], Setting("This entry's seeds; none: the spec's")] = field(
+    seeds: Annotated[list[int], Setting("This entry's seeds; none: the spec's", SEEDS)] = field(
         default_factory=list
     )
 
@@ -77,7 +126,7 @@ class SpecFile:
     """A bench spec file's top level."""
 
     name: Annotated[str, Setting("The sweep's name")] = "bench"
-    seeds: Annotated[list[int], Setting("Seeds every run is repeated with")] = field(
+    seeds: Annotated[list[int], Setting("Seeds every run is repeated with", SEEDS)] = field(
         default_factory=lambda: [0]
     )
     train: Annotated[dict[str, Any], Setting("Training settings every trained run shares")] = field(
@@ -94,7 +143,7 @@ class SpecFile:
     ] = field(default_factory=list)
     calibration_sizes: Annotated[
         list[int | str],
-        Setting("Calibration-set sizes: all, or a number of rows >= 2 (Rethinking Fig. 3)"),
+        Setting("Calibration-set sizes (Rethinking Fig. 3)", Items(AllOrRows())),
     ] = field(default_factory=lambda: ["all"])
     record: Annotated[bool, Setting("Record learned epochs and gradient norms")] = False
     baseline: Annotated[
@@ -137,9 +186,17 @@ def _object(about: str, declared: dict[str, Declared]) -> dict[str, Any]:
 
 
 def _property(d: Declared) -> dict[str, Any]:
-    out = _type(d.annotation) | {"description": d.text()}
     values = d.setting.values
+    if hasattr(values, "schema"):
+        return values.schema() | {"description": d.text()}
+    return _bounded(_type(d.annotation) | {"description": d.text()}, values)
+
+
+def _bounded(out: dict[str, Any], values: Any) -> dict[str, Any]:
+    """``out`` with what :class:`Bounds` or :class:`OneOf` says in JSON Schema's words."""
+    out = dict(out)
     if isinstance(values, Bounds):
+        out.setdefault("type", "integer" if values.integer else "number")
         out["minimum" if not values.low_open else "exclusiveMinimum"] = values.low
         out["maximum" if not values.high_open else "exclusiveMaximum"] = values.high
     elif isinstance(values, OneOf):

@@ -45,6 +45,8 @@ from .. import data, losses, models, posthoc
 from .._registry import Registry, Spec
 from .._settings import declarations
 from ..io import load_split
+from ..models import CheckpointError
+from ..models.internal import checkpoint_file
 from ..posthoc.internal import check_fit_data
 from ..training import TrainConfig
 from ._runspec import BenchSpec, RunSpec
@@ -204,8 +206,9 @@ def _declared_check(section: type, key: str, value: Any, lines: _Lines, where: s
     ``where``."""
     try:
         return declarations(section)[key].check(value)
-    except ValueError as err:
-        raise _fail(lines, where, str(err).partition(": ")[2]) from None
+    except ValueError as err:  # "key[i]: ..." names an item: its place is where[i]
+        head, _, message = str(err).partition(": ")
+        raise _fail(lines, where + head.removeprefix(key), message) from None
 
 
 def _checked(registry: Registry, spec: Any, lines: _Lines, path: str) -> Spec:
@@ -254,8 +257,8 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     unknown = sorted(set(raw) - set(TOP_KEYS))
     if unknown:
         raise _fail(lines, unknown[0], f"unknown key; valid: {', '.join(TOP_KEYS)}")
-    seeds = _seeds(raw, lines, "seeds", [0])
-    train = raw.get("train") or {}
+    seeds = _declared_check(SpecFile, "seeds", raw.get("seeds", [0]), lines, "seeds")
+    train = raw.get("train", {})
     if not isinstance(train, dict):
         raise _fail(lines, "train", f"expected a mapping such as {{epochs: 30}}, got {train!r}")
     train = dict(train)
@@ -275,15 +278,13 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
     except ValueError as err:
         raise _fail(lines, "train", str(err)) from None
     post = _specs(raw, "posthoc", lines)
-    sizes = []
-    for i, s in enumerate(_list(raw, "calibration_sizes", lines, ["all"])):
-        if s != "all" and not (isinstance(s, int) and not isinstance(s, bool) and s >= 2):
-            raise _fail(
-                lines, f"calibration_sizes[{i}]", f"expected 'all' or an integer >= 2, got {s!r}"
-            )
-        sizes.append(None if s == "all" else s)
-    if len(set(sizes)) != len(sizes):
-        raise _fail(lines, "calibration_sizes", f"a size is listed twice: {sizes!r}")
+    sizes = _declared_check(
+        SpecFile,
+        "calibration_sizes",
+        raw.get("calibration_sizes", ["all"]),
+        lines,
+        "calibration_sizes",
+    )
     record = _declared_check(SpecFile, "record", raw.get("record", False), lines, "record")
     methods = []
     names: set[str] = set()
@@ -308,14 +309,14 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
         raise _fail(
             lines, "baseline", f"{baseline!r} is not a method name; one of: " + ", ".join(order)
         )
-    name = raw.get("name", "bench")
-    return BenchSpec(str(name), runs, lines.source, order, baseline)
+    name = _declared_check(SpecFile, "name", raw.get("name", "bench"), lines, "name")
+    return BenchSpec(name, runs, lines.source, order, baseline)
 
 
 def _specs(raw: dict, key: str, lines: _Lines, at: str = "") -> list[Spec]:
     """A list of post-hoc specs (may be absent or empty), each checked, none twice."""
     path = f"{at}.{key}" if at else key
-    value = raw.get(key) or []
+    value = raw.get(key, [])
     if not isinstance(value, list):
         raise _fail(lines, path, f"expected a list of post-hoc specs, got {value!r}")
     specs = [_checked(posthoc.REGISTRY, p, lines, f"{path}[{i}]") for i, p in enumerate(value)]
@@ -323,16 +324,6 @@ def _specs(raw: dict, key: str, lines: _Lines, at: str = "") -> list[Spec]:
         if spec in specs[:i]:
             raise _fail(lines, f"{path}[{i}]", f"{spec} is listed twice")
     return specs
-
-
-def _seeds(raw: dict, lines: _Lines, path: str, default: Any = None) -> list[int]:
-    seeds = _list(raw, path.rsplit(".", 1)[-1], lines, default, at=path.rpartition(".")[0])
-    for i, s in enumerate(seeds):
-        if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < 2**63:
-            raise _fail(lines, f"{path}[{i}]", f"expected an integer seed in [0, 2**63), got {s!r}")
-    if len(set(seeds)) != len(seeds):
-        raise _fail(lines, path, f"a seed is listed twice: {seeds!r}")
-    return seeds
 
 
 def _logits_files(pattern: Any, lines: _Lines, where: str) -> list[str]:
@@ -358,10 +349,14 @@ def _network(model: Any, lines: _Lines, where: str) -> tuple[Spec, str | None]:
         if bad or "model" not in model or "checkpoint" not in model:
             raise _fail(lines, where, "expected a model spec or {model: SPEC, checkpoint: FILE}")
         path = model["checkpoint"]
-        if not isinstance(path, str) or not Path(path).expanduser().is_file():
-            raise _fail(lines, f"{where}.checkpoint", f"no such file {path!r}")
+        if not isinstance(path, str):
+            raise _fail(lines, f"{where}.checkpoint", f"expected a file name, got {path!r}")
+        try:
+            checked = checkpoint_file(path)
+        except CheckpointError as err:
+            raise _fail(lines, f"{where}.checkpoint", str(err)) from None
         spec = _checked(models.REGISTRY, model["model"], lines, f"{where}.model")
-        return spec, str(Path(path).expanduser())
+        return spec, str(checked)
     return _checked(models.REGISTRY, model, lines, where), None
 
 
@@ -383,7 +378,7 @@ def _entry_runs(
     if bad:
         raise _fail(lines, f"{where}.{bad[0]}", f"unknown key; valid: {', '.join(ENTRY_KEYS)}")
     if "seeds" in d:
-        seeds = _seeds(d, lines, f"{where}.seeds")
+        seeds = _declared_check(DatasetEntry, "seeds", d["seeds"], lines, f"{where}.seeds")
     names = [m["name"] for m in methods]
     chosen = d.get("methods", names)
     if not isinstance(chosen, list) or not chosen or any(n not in names for n in chosen):
@@ -488,7 +483,8 @@ def _check_method(m: Any, lines: _Lines, where: str, names: set[str]) -> dict[st
     if stage2 is not None:
         stage2 = _checked(posthoc.REGISTRY, stage2, lines, f"{where}.stage2")
     plain = str(m.get("loss", "ce")) + (f"+mixup{mixup}" if mixup else "")
-    name = str(m.get("name") or plain + (f"+{stage2}" if stage2 else ""))
+    given = _declared_check(MethodEntry, "name", m.get("name"), lines, f"{where}.name")
+    name = given or plain + (f"+{stage2}" if stage2 else "")
     if name in names:
         raise _fail(lines, f"{where}.name", f"method name {name!r} is used twice")
     names.add(name)

@@ -310,5 +310,6 @@ def report(db, out, as_json) -> None:
         return
     console().print(
         f"{info['runs']} runs: {info['tables']} tables, {info['figures']} figures written to "
-        f"{paths['markdown']} and {paths['html']}"
+        f"{paths['markdown']} and {paths['html']}",
+        soft_wrap=True,
     )

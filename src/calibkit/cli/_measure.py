@@ -150,7 +150,7 @@ def demo(output, seed, bootstrap, as_json) -> None:
     data = demo_logits(seed=seed)
     path = save_npz(out / "digits_logits.npz", **data)
     if not as_json:
-        console().print(f"logits written to {path} (keys: {', '.join(data)})")
+        console().print(f"logits written to {path} (keys: {', '.join(data)})", soft_wrap=True)
     evaluate_and_report(
         data["logits"],
         data["labels"],

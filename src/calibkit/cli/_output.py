@@ -18,7 +18,8 @@ from ._progress import progress
 def console():
     """The console commands print to: rich's markup off (a name or path with ``[red]`` or
     ``[/]`` in it is printed as written; styles are given as ``style=``), no highlighting,
-    200 columns where it is not a terminal."""
+    200 columns where it is not a terminal. A sentence that names a path is printed with
+    ``soft_wrap=True``: never broken inside the path, which a user copies."""
     from rich.console import Console
 
     console = Console(stderr=False, highlight=False, markup=False)
@@ -123,7 +124,7 @@ def evaluate_and_report(
         return
     print_result(result, title)
     if plot is not None:
-        console().print(f"reliability diagram written to {plot}")
+        console().print(f"reliability diagram written to {plot}", soft_wrap=True)
 
 
 def strict_json(value: Any) -> Any:

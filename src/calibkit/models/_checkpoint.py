@@ -14,6 +14,7 @@ a one-line :class:`CheckpointError`.
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,56 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be read or does not fit the model (one-line message)."""
 
 
-def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
-    """The tensors of a checkpoint file, ``module.`` prefixes removed."""
-    path = Path(path)
-    if not path.is_file():
+#: the first bytes of what a checkpoint can be: torch's zip format (PyTorch 1.6 and later),
+#: its legacy pickle format (a pickle's protocol marker) and safetensors (an 8-byte header
+#: length, then the header's JSON)
+_ZIP, _PICKLE = b"PK\x03\x04", 0x80
+
+
+def checkpoint_file(path: str | os.PathLike) -> Path:
+    """``path`` where it is a regular file whose first bytes are a checkpoint's (torch's zip
+    or legacy format, or safetensors), or a one-line :class:`CheckpointError`: a spec names
+    its checkpoints before any run, and a device, a pipe or ``/proc`` is never read as one."""
+    path = Path(path).expanduser()
+    if not path.exists():
         raise CheckpointError(f"{path}: no such checkpoint file")
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not a regular file (a folder, a device or a pipe)")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot be read ({err.strerror})") from None
+    safetensors = len(head) == 9 and head[8:9] == b"{"
+    if not (head.startswith(_ZIP) or head[:1] == bytes([_PICKLE]) or safetensors):
+        raise CheckpointError(
+            f"{path}: not a checkpoint (neither torch.save's format nor safetensors)"
+        )
+    return path
+
+
+def _check_tensors(path: Path, state: dict[str, Tensor]) -> None:
+    """Refuse, in one line, tensors that are not weights: meta or sparse tensors (no values
+    to load) and NaN or inf values (the weights of a training that diverged)."""
+    odd = [k for k, v in state.items() if v.is_meta or v.layout != torch.strided]
+    if odd:
+        v = state[odd[0]]
+        kind = "a meta tensor (no values)" if v.is_meta else f"a {v.layout} tensor"
+        raise CheckpointError(f"{path}: {odd[0]} is {kind}; a checkpoint holds dense weights")
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(v.isfinite().all())]
+    if bad:
+        raise CheckpointError(
+            f"{path}: {bad[0]} holds NaN or inf values ({len(bad)} of {len(state)} tensors "
+            "do): the weights of a training that diverged, not a network to calibrate"
+        )
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
+    """The tensors of a checkpoint file, ``module.`` prefixes removed; a one-line
+    :class:`CheckpointError` for a file that is not a checkpoint, holds more than tensors
+    (no pickled code is ever run), or holds tensors that are not weights (meta, sparse,
+    NaN or inf)."""
+    path = checkpoint_file(path)
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
@@ -40,7 +86,12 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
     else:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # pickle, zip and unpickler errors: one message
+        except pickle.UnpicklingError:  # an object beyond tensors: torch's advice is unsafe
+            raise CheckpointError(
+                f"{path}: holds Python objects beyond tensors (a pickled model or optimiser), "
+                "which calibkit never unpickles; save the model's state_dict() instead"
+            ) from None
+        except Exception as err:  # zip and format errors: one message
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise CheckpointError(
                 f"{path}: not a weights-only torch checkpoint ({first[:200]})"
@@ -51,6 +102,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
             break
     if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: holds no state dict of tensors")
+    _check_tensors(path, state)
     return {k.removeprefix("module."): v for k, v in state.items()}
 
 

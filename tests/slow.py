@@ -1,0 +1,150 @@
+"""Which tests run only under ``pytest -m slow`` (issue 67 §5), and why.
+
+The README's test command runs the rest in about five minutes on a 2-core machine; CI
+(``.ci/run``) runs both, so every case below still runs before anything lands. A test is
+here when it is the costly member of a family whose cheaper members run by default and
+exercise the same code (a second calibrator file format, a second page of the guide, a
+second kill-and-resume), or when it is a long end-to-end run (DDP, Ray, a killed sweep, a
+sanitised build, the real-network studies) whose parts have fast tests of their own. Each
+key is a test's node id (or its start: every parametrised variant); a key that matches no
+collected test fails the run, so a renamed test cannot silently leave the slow set. Times:
+``pytest -n 2 --durations=0`` on this 2-core machine (issue 67's note has the command).
+"""
+
+from __future__ import annotations
+
+SLOW: dict[str, str] = {
+    # the guide: README.md and the quick start run by default; the longer pages here
+    "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/tour.md]": (
+        "81 s: trains, calibrates, exports and benches as the tour does"
+    ),
+    "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/posthoc.md]": (
+        "105 s: every calibrator family on real logits"
+    ),
+    "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/index.md]": (
+        "26 s: the home page's tour in brief (the README block covers its commands)"
+    ),
+    "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/metrics.md]": (
+        "18 s: the metrics page (each metric has its own fast tests)"
+    ),
+    # the documentation site: CI builds it from the [docs] extra first and these check it
+    "tests/test_docs_site.py": "a site build of 2 min where CI has not built it already",
+    # post-hoc calibration: the slow members of families
+    "tests/posthoc/test_calibrators.py::test_the_hundred_class_grid_of_docs_real_extends_past_its_top": (
+        "71 s: Dir-ODIR's cross-validated grid at 100 classes"
+    ),
+    "tests/posthoc/test_forged_files.py::test_every_calibrator_refuses_its_own_file_forged_and_loads_it_genuine[dir-odir]": (
+        "19 s: the 13 other formats run by default"
+    ),
+    "tests/posthoc/test_forged_files.py::test_every_calibrator_refuses_its_own_file_forged_and_loads_it_genuine[ms-odir]": (
+        "16 s: the 13 other formats run by default"
+    ),
+    "tests/metrics/test_reference.py::test_pruned_temperature_search_equals_the_full_scan[float32": (
+        "the float64 variants run by default; float32 only changes the rounding"
+    ),
+    "tests/metrics/test_consistency.py::test_level_at_perfect_calibration_and_power_against_over_confidence[100]": (
+        "26 s: the 10-class study runs by default"
+    ),
+    # export: one calibrator of each output kind runs by default
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[hist-binning": (
+        "10-12 s each: binning's tables; ts, the affine maps and beta run by default"
+    ),
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[isotonic:mode=one-vs-rest]": (
+        "14 s: isotonic's other mode runs by default"
+    ),
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[scaling-binning]": (
+        "8 s: a binning table, as hist-binning's"
+    ),
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[platt]": (
+        "7 s: an affine map, as vs's and ms's"
+    ),
+    "tests/test_export.py::test_confidence_maps_export_to_the_last_bit_on_a_real_network[hist-binning]": (
+        "16 s: a real network; the other maps run by default"
+    ),
+    "tests/test_export.py::test_confidence_maps_export_to_the_last_bit_on_a_real_network[isotonic]": (
+        "8 s: a real network; the other maps run by default"
+    ),
+    # training: kill, resume, DDP and the papers' runs
+    "tests/training/test_trainer.py::test_resume_after_sigkill_mid_epoch_finishes_the_same_run": (
+        "45 s: the packed run's kill-and-resume runs by default"
+    ),
+    "tests/training/test_trainer.py::test_two_gloo_processes_match_one_process": (
+        "25 s: two processes; the meter's and torchmetrics' gloo syncs run by default"
+    ),
+    "tests/training/test_trainer.py::test_cifar_files_with_an_extra_split_flow_into_compare": (
+        "13 s: CIFAR files end to end"
+    ),
+    "tests/training/test_maccal.py::test_the_default_batch_keeps_accuracy_on_a_small_training_split": (
+        "30 s: a training run"
+    ),
+    "tests/training/test_maccal.py::test_heads_fitted_together_equal_each_fitted_alone[settings1]": (
+        "the first setting runs by default"
+    ),
+    "tests/training/test_maccal.py::test_heads_fitted_together_equal_each_fitted_alone[settings2]": (
+        "the first setting runs by default"
+    ),
+    "tests/training/test_packed.py::test_a_killed_packed_run_resumes_to_the_same_networks[during the renames]": (
+        "7 s: the kill during the writes runs by default"
+    ),
+    "tests/training/test_packed.py::test_a_killed_packed_run_resumes_to_the_same_networks[between epochs]": (
+        "19 s: the kill during the writes runs by default"
+    ),
+    "tests/metrics/test_intervals.py::test_coverage_of_the_chosen_intervals_small_study": (
+        "7-66 s: a coverage study; each interval's own tests run by default"
+    ),
+    # the bench: engines, kills and the real-data runs
+    "tests/bench/test_pack_and_status.py::test_a_pack_on_ray_is_one_task_holding_one_gpu": (
+        "57 s: starts Ray"
+    ),
+    "tests/bench/test_pack_and_status.py::test_packed_stage_one_gives_the_numbers_of_networks_trained_alone": (
+        "19 s: the trainer's packed tests run by default"
+    ),
+    "tests/bench/test_runner_report.py::test_ray_engine_gives_the_numbers_of_the_local_engine": (
+        "35 s: starts Ray"
+    ),
+    "tests/bench/test_runner_report.py::test_a_sweep_killed_late_restarts_only_the_missing_runs": (
+        "28 s: a killed sweep; the store's own kill tests run by default"
+    ),
+    "tests/bench/test_runner_report.py::test_a_killed_sweep_finishes_the_rest_once": (
+        "24 s: a killed sweep"
+    ),
+    "tests/bench/test_runner_report.py::test_sigterm_stops_the_workers_without_leaking_semaphores": (
+        "22 s: a signalled sweep"
+    ),
+    "tests/bench/test_runner_report.py::test_two_workers_give_the_numbers_of_one": (
+        "16 s: two worker processes"
+    ),
+    "tests/bench/test_spec_store.py::test_parallel_writers_lose_no_row": "19 s: parallel writers",
+    "tests/bench/test_spec_store.py::test_workers_exit_when_the_bench_process_is_killed": (
+        "10 s: a killed bench"
+    ),
+    "tests/bench/test_training_study.py::test_the_study_preset_runs_small_on_the_real_tree_and_resumes": (
+        "30 s: the study on the real JPEG tree"
+    ),
+    "tests/bench/test_real.py::test_the_real_kinds_of_run_on_the_one_harness": (
+        "15 s: real networks end to end"
+    ),
+    # peers and the rest
+    "tests/test_adapters_lightning.py::test_real_ddp_with_the_default_callbacks_never_hangs": (
+        "24 s: two DDP processes"
+    ),
+    "tests/test_adapters_lightning.py::test_two_ddp_processes_log_the_whole_validation_set": (
+        "24 s: two DDP processes"
+    ),
+    "tests/test_adapters_sklearn.py::test_grid_search_over_odir_settings_scores_what_a_manual_loop_scores": (
+        "11 s: a grid search"
+    ),
+    "tests/test_sklearn_conformance.py::test_n_jobs_gives_the_same_model": "11 s: joblib workers",
+    "tests/test_bad_inputs.py::test_a_sample_of_the_bad_input_sweep_is_clean": (
+        "42 s: the sweep's sample; each case's own test runs by default"
+    ),
+    "tests/metrics/test_native_scan.py::test_the_kernel_is_clean_under_address_and_undefined_behaviour_sanitizers": (
+        "12 s: compiles the kernel with sanitizers"
+    ),
+    "tests/metrics/test_properties.py::test_streaming_equals_one_shot_equals_merged_halves": (
+        "13 s: many drawn cases; the meter's own tests run by default"
+    ),
+    "tests/models/test_checkpoint.py::test_the_shared_pretrained_resnets_score_their_recorded_accuracy": (
+        "12 s: four ResNets on the CIFAR-10 test set"
+    ),
+}
