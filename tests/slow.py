@@ -114,6 +114,23 @@ SLOW: dict[str, str] = {
     "tests/bench/test_runner_report.py::test_two_workers_give_the_numbers_of_one": (
         "16 s: two worker processes"
     ),
+    # these read the killed sweep above (a 34 s module fixture, run once per worker that
+    # needs it); tests/bench/test_report_trust.py reports synthetic stores by default
+    "tests/bench/test_runner_report.py::test_each_run_records_its_phases_and_they_fit_inside_its_time": (
+        "the killed sweep's phases"
+    ),
+    "tests/bench/test_runner_report.py::test_the_html_report_renders_in_headless_chromium": (
+        "the killed sweep's report in Chromium"
+    ),
+    "tests/bench/test_runner_report.py::test_report_tables_follow_the_store": (
+        "the killed sweep's tables"
+    ),
+    "tests/bench/test_runner_report.py::test_every_run_stores_paired_bootstrap_replicates": (
+        "the killed sweep's replicates"
+    ),
+    "tests/bench/test_real.py::test_network_verdicts_split_by_class_count": (
+        "10 s: the verdicts over every shared network's logits"
+    ),
     "tests/bench/test_spec_store.py::test_parallel_writers_lose_no_row": "19 s: parallel writers",
     "tests/bench/test_spec_store.py::test_workers_exit_when_the_bench_process_is_killed": (
         "10 s: a killed bench"
@@ -135,6 +152,10 @@ SLOW: dict[str, str] = {
         "11 s: a grid search"
     ),
     "tests/test_sklearn_conformance.py::test_n_jobs_gives_the_same_model": "11 s: joblib workers",
+    "tests/test_sklearn_conformance.py::test_scikit_learn_checks[CalibratedClassifier(cv=3,estimator=LogisticRegression(),method='vector')": (
+        "26 s: scikit-learn's checks on vector scaling; the same checks on ts, sigmoid, "
+        "isotonic and the defaults run by default"
+    ),
     "tests/test_bad_inputs.py::test_a_sample_of_the_bad_input_sweep_is_clean": (
         "42 s: the sweep's sample; each case's own test runs by default"
     ),

@@ -42,18 +42,21 @@ class AllOrRows:
 
 @dataclass(frozen=True)
 class Items:
-    """The values a list setting takes: at least one item, each ``item`` (its own check and
-    schema), none twice. Its errors name the item (``seeds[1]: ...``)."""
+    """The values a list setting takes: at least ``min_items`` items, each ``item`` (its own
+    check and schema), none twice. Its errors name the item (``seeds[1]: ...``)."""
 
     item: Any
+    min_items: int = 1
 
     def __str__(self) -> str:
-        return f"a non-empty list of {self.item}, none twice"
+        return f"a {'non-empty ' if self.min_items else ''}list of {self.item}, none twice"
 
     def check(self, name: str, value: Any) -> list[Any]:
         """The checked items, or a one-line ``ValueError`` naming the first wrong one."""
-        if not isinstance(value, list) or not value:
-            raise ValueError(f"{name}: expected a non-empty list, got {value!r}")
+        if not isinstance(value, list) or len(value) < self.min_items:
+            raise ValueError(
+                f"{name}: expected {'a non-empty' if self.min_items else 'a'} list, got {value!r}"
+            )
         out = [self.item.check(f"{name}[{i}]", v) for i, v in enumerate(value)]
         for i, v in enumerate(out):
             if v in out[:i]:
@@ -62,10 +65,28 @@ class Items:
 
     def schema(self) -> dict[str, Any]:
         item = self.item.schema() if hasattr(self.item, "schema") else _bounded({}, self.item)
-        return {"type": "array", "items": item, "minItems": 1, "uniqueItems": True}
+        return {"type": "array", "items": item, "minItems": self.min_items, "uniqueItems": True}
+
+
+class SpecText:
+    """A registry spec written as text (``name:key=value``); the registry checks the rest,
+    and refuses two texts of one spec (``ts`` and ``ts:t_max=100``), which a schema cannot
+    see."""
+
+    def __str__(self) -> str:
+        return "specs such as 'name:key=value'"
+
+    def check(self, name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: expected a spec string such as 'name:key=value'")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string"}
 
 
 SEEDS = Items(Bounds(0, 2**63 - 1, integer=True))
+SPECS = Items(SpecText(), min_items=0)
 
 
 @dataclass
@@ -83,7 +104,7 @@ class MethodEntry:
     ] = None
     posthoc: Annotated[
         list[str],
-        Setting("Post-hoc methods for this method's runs only, after the spec's posthoc"),
+        Setting("Post-hoc methods for this method's runs only, after the spec's posthoc", SPECS),
     ] = field(default_factory=list)
 
 
@@ -114,7 +135,7 @@ class DatasetEntry:
         default_factory=list
     )
     posthoc: Annotated[
-        list[str], Setting("Post-hoc methods for this entry only, after the spec's")
+        list[str], Setting("Post-hoc methods for this entry only, after the spec's", SPECS)
     ] = field(default_factory=list)
     seeds: Annotated[list[int], Setting("This entry's seeds; none: the spec's", SEEDS)] = field(
         default_factory=list
@@ -139,7 +160,7 @@ class SpecFile:
         default_factory=list
     )
     posthoc: Annotated[
-        list[str], Setting("Post-hoc methods fitted in every run (calibkit methods)")
+        list[str], Setting("Post-hoc methods fitted in every run (calibkit methods)", SPECS)
     ] = field(default_factory=list)
     calibration_sizes: Annotated[
         list[int | str],
