@@ -18,9 +18,13 @@ The third round (issue 41, :func:`third_round`) adds cases by family: an output 
 input, table files, forged calibrator files, settings beyond reason, label dtypes, torch
 files, split names, methods, devices and bench specs. ``--round 3`` runs those alone. The
 fourth (issue 53, ``bad_inputs_hostile.py``) adds what someone sharing a folder can plant
-and inputs that mean something else: ``--round 4``.
+and inputs that mean something else: ``--round 4``. The sixth (issue 65,
+``bad_inputs_sixth.py``) adds schema agreement, checkpoints, NumPy scalars, the adapters'
+settings and ``--doc`` names, partly as library calls (``command == "library"``: a value
+no command line carries), each clean where it raises one line: ``--round 6`` (495 cases).
 
-    python benchmarks/bad_inputs.py                 # 816 cases, about 35 s on 2 cores
+    python benchmarks/bad_inputs.py                 # 1,627 cases, 85 s on 2 cores:
+                                                    # 301 accepted, 1,326 clean, 0 else
     python benchmarks/bad_inputs.py --json          # every case and its class
     python benchmarks/bad_inputs.py --only train    # the cases of one command
 
@@ -58,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the fourth round, be
 from tests.posthoc.test_forged_files import FORGERIES, forge
 
 from bad_inputs_hostile import fourth_round
+from bad_inputs_sixth import sixth_round
 
 
 @dataclass
@@ -70,6 +75,7 @@ class Case:
     inputs: tuple[str, ...] = ()  # files whose bytes must survive the command (data loss)
     cause: str | None = None  # what the one-line error must say (else: misleading)
     verify: Callable[[], str | None] | None = None  # what an accepted run must have made
+    call: Callable[[], object] | None = None  # a library call instead of a command line
 
 
 def _logits(n: int = 300, k: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -596,7 +602,16 @@ def cases(d: Path) -> list[Case]:
         )
     out.append(Case("methods", ["methods", "--json"], True, "methods"))
     out.append(Case("methods", ["methods", "extra"], False, "an argument"))
-    return out + third_round(d) + fourth_round(d, Case)
+    sixth: list[Case] = []
+
+    def line(command, argv, ok, what, family, inputs=(), cause=None) -> None:
+        sixth.append(Case(command, [str(a) for a in argv], ok, what, "6 " + family, inputs, cause))
+
+    def call(fn, ok, what, family, cause=None, verify=None) -> None:
+        sixth.append(Case("library", [], ok, what, "6 " + family, (), cause, verify, fn))
+
+    sixth_round(d, line, call)
+    return out + third_round(d) + fourth_round(d, Case) + sixth
 
 
 def _tables(d: Path) -> dict[str, bool]:
@@ -1101,7 +1116,25 @@ def run_case(case: Case) -> tuple[str, str]:
     return cls, said
 
 
+def _called(case: Case) -> tuple[str, str]:
+    """A library call: a one-line ValueError or TypeError is clean where the input is bad;
+    anything else that escapes it is a traceback."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            case.call()
+    except (ValueError, TypeError) as err:
+        said = str(err)
+        if "\n" in said.strip() or not said:
+            return "traceback", said.strip().splitlines()[-1] if said else type(err).__name__
+        return ("clean" if not case.ok else "silent"), said
+    except BaseException:
+        return "traceback", traceback.format_exc().strip().splitlines()[-1]
+    return ("accepted" if case.ok else "silent"), ""
+
+
 def _run(case: Case) -> tuple[str, str]:
+    if case.call is not None:
+        return _called(case)
     err, outp = io.StringIO(), io.StringIO()
     code: object = 0
     try:
@@ -1122,10 +1155,11 @@ def _run(case: Case) -> tuple[str, str]:
 
 
 def _round(case: Case) -> int:
-    """The round that added ``case``: 2, 3 (issue 41's families) or 4 (issue 53's)."""
+    """The round that added ``case``: 2, 3 (issue 41's families), 4 (issue 53's) or 6
+    (issue 65's)."""
     if case.family == "round 2":
         return 2
-    return 4 if case.family.startswith("4 ") else 3
+    return int(case.family[0]) if case.family[:2] in ("4 ", "6 ") else 3
 
 
 def main_(argv: list[str] | None = None) -> dict:
@@ -1135,9 +1169,9 @@ def main_(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--round",
         type=int,
-        choices=(2, 3, 4),
+        choices=(2, 3, 4, 6),
         default=None,
-        help="Run one round's cases (3: issue 41's families; 4: issue 53's).",
+        help="Run one round's cases (3: issue 41's families; 4: issue 53's; 6: issue 65's).",
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

@@ -304,7 +304,8 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
             where[run.key] = f"datasets[{i}]"
             runs.append(run)
     order = [m["name"] for m in methods]
-    baseline = raw.get("baseline", order[0])
+    baseline = _declared_check(SpecFile, "baseline", raw.get("baseline"), lines, "baseline")
+    baseline = order[0] if baseline is None else baseline  # none (null or absent): the first
     if baseline not in order:
         raise _fail(
             lines, "baseline", f"{baseline!r} is not a method name; one of: " + ", ".join(order)
