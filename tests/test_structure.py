@@ -8,6 +8,9 @@ import ast
 import re
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "calibkit"
 
 
@@ -304,6 +307,25 @@ def test_library_errors_name_parameters_and_the_cli_names_flags(tmp_path):
     )
     assert in_flags("(methods='all' adds them); name any in methods= to fit it", compare) == (
         "(--methods all adds them); name any in --methods to fit it"
+    )
+
+
+def test_a_declared_settings_error_names_the_flag_on_the_command_line(tmp_path, capsys):
+    """Issue 67 §1: ``evaluate --n-bins 200000`` was refused by the library under the
+    parameter's name (``n_bins: ...``), which the command line's user never typed."""
+    from calibkit.cli import cli, main
+    from calibkit.cli._common import in_flags
+
+    said = "n_bins: expected an integer in 1..100,000, got 200000"
+    assert in_flags(said, cli.commands["evaluate"]).startswith("--n-bins: expected")
+    assert in_flags("scores.npz: n_bins", cli.commands["evaluate"]) == "scores.npz: n_bins"
+    z, y = np.random.default_rng(0).normal(size=(50, 3)), np.arange(50) % 3
+    np.savez(tmp_path / "s.npz", logits=z, labels=y)
+    with pytest.raises(SystemExit) as code:
+        main(["evaluate", str(tmp_path / "s.npz"), "--n-bins", "200000", "--bootstrap", "0"])
+    assert code.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --n-bins: expected an integer in 1..100,000, got 200000"
     )
 
 

@@ -82,10 +82,15 @@ def in_flags(message: str, command: click.Command | None) -> str:
     caller passes (``resume=True``, ``labels_key=``, ``engine='ray'``), and each such
     parameter that ``command`` has as an option becomes its flag (``--resume``,
     ``--labels-key``, ``--engine ray``); one it has no option for stays as it is.
-    ``probs=True`` is left out where the command has no ``--probs``."""
+    ``probs=True`` is left out where the command has no ``--probs``. A declared setting's
+    error starts with its name (``n_bins: expected an integer in 1..100,000, got 0``): that
+    name becomes the flag too (``--n-bins: ...``)."""
     options = {
         p.name: p for p in (command.params if command else ()) if isinstance(p, click.Option)
     }
+    head, colon, rest = message.partition(": ")
+    if colon and head in options:
+        message = f"{max(options[head].opts, key=len)}: {rest}"
     if "probs" not in options:
         message = message.replace("pass probs=True, or their logarithm", "pass their logarithm")
 
