@@ -75,6 +75,15 @@ def test_probabilities_and_bad_input():
         always_right.compute()
 
 
+def test_torchmetrics_names_take_no_probs_and_say_so_in_one_line():
+    """Issue 66 §3: ``MulticlassCalibrationError(..., probs=True)`` died with Python's
+    "got multiple values for keyword argument 'probs'"."""
+    from calibkit.adapters.torchmetrics import MulticlassCalibrationError
+
+    with pytest.raises(TypeError, match=r"^MulticlassCalibrationError takes no probs: it reads"):
+        MulticlassCalibrationError(num_classes=3, probs=True)
+
+
 def _worker(rank, world, port, out):
     with gloo_group(rank, world, port):
         z, y = make_logits(3001, 7, 5, dtype=np.float32)

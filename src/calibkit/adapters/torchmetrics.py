@@ -252,6 +252,12 @@ class _TorchmetricsCalibration(_BinnedCalibration):
             isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
         ):
             raise ValueError(f"ignore_index: expected None or an integer, got {ignore_index!r}")
+        if "probs" in kwargs:  # torchmetrics' rule decides, as in torchmetrics
+            raise TypeError(
+                f"{type(self).__name__} takes no probs: it reads preds as torchmetrics does "
+                "(values all in [0, 1] are probabilities, anything else logits); calibkit's "
+                "ECE, MCE and RMSCalibrationError take probs="
+            )
         kwargs.setdefault("binning", "torchmetrics")
         super().__init__(n_bins=n_bins, probs=True, **kwargs)
         self.norm, self.ignore_index = norm, ignore_index
