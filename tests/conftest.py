@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if key is not None:
             item.add_marker(pytest.mark.slow)
             used.add(key)
-    whole = not [a for a in config.invocation_params.args if not str(a).startswith("-")]
+    whole = list(config.args) == list(config.getini("testpaths"))  # no path named
     if whole and set(SLOW) - used:
         raise pytest.UsageError(f"tests/slow.py names tests that do not exist: {set(SLOW) - used}")
     if "slow" not in (config.option.markexpr or ""):

@@ -184,10 +184,8 @@ class Declared:
             if not is_flag(value):
                 raise ValueError(f"{self.name}: expected true or false, got {value!r}")
             return bool(value)
-        text = {self.annotation} - {type(None)} == {str} or set(
-            typing.get_args(self.annotation)
-        ) - {type(None)} == {str}  # str or str | None: nothing else is text
-        if text and not isinstance(value, str):
+        kinds = set(typing.get_args(self.annotation)) or {self.annotation}
+        if kinds - {type(None)} == {str} and not isinstance(value, str):  # str, str | None
             raise ValueError(f"{self.name}: expected a text, got {_short(value)}")
         return value
 

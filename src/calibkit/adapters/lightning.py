@@ -162,7 +162,6 @@ class CalibrationCallback(Callback):
             "probs": probs,
             "keep_samples": any(m in SAMPLE_METRICS for m in self.metrics),
         }
-        CalibrationMeter(**self.settings)  # checks the settings now, not after an epoch
         self.prefix, self.test_prefix = prefix, test_prefix
         self.extract = outputs or scores_and_labels
         self.diagram = diagram
@@ -192,7 +191,9 @@ class CalibrationCallback(Callback):
 
     def _update(self, outputs: Any, batch: Any, dataloader_idx: int) -> None:
         scores, labels = self.extract(self._forward.outputs(outputs), batch)
-        meter = self.meters.setdefault(dataloader_idx, CalibrationMeter(**self.settings))
+        meter = self.meters.get(dataloader_idx)
+        if meter is None:  # the first batch of this loader in this epoch
+            meter = self.meters[dataloader_idx] = CalibrationMeter(**self.settings)
         meter.update(_detached(scores), _detached(labels))
 
     def on_validation_epoch_end(self, trainer: Any, pl_module: Any) -> None:

@@ -78,7 +78,7 @@ class SpecText:
 
     def check(self, name: str, value: Any) -> str:
         if not isinstance(value, str):
-            raise ValueError(f"{name}: expected a spec string such as 'name:key=value'")
+            raise ValueError(f"{name}: expected a spec such as 'name:key=value', got {value!r}")
         return value
 
     def schema(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ class CheckpointError(ValueError):
 #: the first bytes of what a checkpoint can be: torch's zip format (PyTorch 1.6 and later),
 #: its legacy pickle format (a pickle's protocol marker) and safetensors (an 8-byte header
 #: length, then the header's JSON)
-_ZIP, _PICKLE = b"PK\x03\x04", 0x80
+_ZIP, _PICKLE = b"PK\x03\x04", b"\x80"
 
 
 def checkpoint_file(path: str | os.PathLike) -> Path:
@@ -47,7 +47,7 @@ def checkpoint_file(path: str | os.PathLike) -> Path:
     except OSError as err:
         raise CheckpointError(f"{path}: cannot be read ({err.strerror})") from None
     safetensors = len(head) == 9 and head[8:9] == b"{"
-    if not (head.startswith(_ZIP) or head[:1] == bytes([_PICKLE]) or safetensors):
+    if not (head.startswith((_ZIP, _PICKLE)) or safetensors):
         raise CheckpointError(
             f"{path}: not a checkpoint (neither torch.save's format nor safetensors)"
         )
