@@ -44,6 +44,7 @@ import pickle
 import sqlite3
 import sys
 import tempfile
+import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -1180,12 +1181,18 @@ def main_(argv: list[str] | None = None) -> dict:
         d = Path(tmp)
         os.chdir(d)  # the working folder too: an output a version wrote to '' lands here
         try:
+            print("building the cases' files ...", file=sys.stderr, flush=True)
             todo = [c for c in cases(d) if args.only in (None, c.command)]
             if args.round is not None:
                 todo = [c for c in todo if _round(c) == args.round]
             if os.access(d / "ro", os.W_OK):  # root writes anywhere: no read-only case here
                 todo = [c for c in todo if not any(str(d / "ro") in a for a in c.argv)]
-            results = [(c, *run_case(c)) for c in todo]
+            results, last = [], time.monotonic()
+            for i, c in enumerate(todo, 1):
+                results.append((c, *run_case(c)))
+                if time.monotonic() - last >= 10:  # a line every 10 s, on a terminal or not
+                    print(f"{i}/{len(todo)} cases", file=sys.stderr, flush=True)
+                    last = time.monotonic()
         finally:
             os.chmod(d / "ro", 0o755)
             os.chdir(here)
