@@ -277,10 +277,12 @@ def test_a_long_step_is_not_silent_and_its_eta_skips_the_first_step(monkeypatch,
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.2)
     with progress.progress(3, "work", True) as tick:
         tick.status("building the network")
-        clock.sleep(0.9)  # one long first step and no tick: the heartbeat speaks
+        # one long first step and no tick: the heartbeat speaks (the sleeps leave room for a
+        # heartbeat thread that waits for a core while the suite runs on every core)
+        clock.sleep(1.4)
         tick(1)
         tick(1)
-        clock.sleep(0.5)
+        clock.sleep(0.8)
     lines = capsys.readouterr().err.splitlines()
     silent = [line for line in lines if line.startswith("work: 0/3")]
     assert len(silent) >= 2 and all("building the network" in line for line in silent)
