@@ -95,3 +95,17 @@ def test_a_diagram_straight_from_logits_and_labels(tmp_path):
     assert (tmp_path / "r.png").stat().st_size > 0
     with pytest.raises(TypeError, match="scores and their labels"):
         reliability_diagram(z)
+
+
+def test_the_count_axis_reads_as_numbers_where_mathtext_is_off():
+    """The bench draws its figures with mathtext off (names from a store are shown as
+    written); the log axis' ticks said ``$\\mathdefault{10^{4}}$`` there (issue 64 §7)."""
+    z, y = make_logits(3000, 5, 0)
+    r = M.evaluate(z, y, n_bins=15, optimal=False, smooth=False)
+    with plt.rc_context({"text.parse_math": False}):
+        fig = reliability_diagram(r)
+        fig.canvas.draw()
+        ticks = [t.get_text() for t in fig.axes[1].get_yticklabels() if t.get_visible()]
+    assert ticks and not any("$" in t or "mathdefault" in t for t in ticks)
+    assert set(ticks) <= {"", "1", "10", "100", "1k", "10k", "100k", "1M"}
+    plt.close(fig)

@@ -12,6 +12,7 @@ __all__ = ["FIGURE_FORMATS", "draw_reliability", "reliability_diagram", "save_fi
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from ._docs import documented
 from ._outputs import atomic_write
@@ -192,6 +193,10 @@ def draw_reliability(
     if filled.any():  # a log scale: bins of 1-5 samples stay visible beside bins of thousands
         bottom.set_yscale("log")
         bottom.set_ylim(0.5, count.max() * 8)
+        # decades written as the counts over the bars are (1, 10, 1k): matplotlib's own
+        # labels are mathtext, shown raw where a caller turns mathtext off for its titles
+        bottom.yaxis.set_major_formatter(FuncFormatter(_decade_label))
+        bottom.yaxis.set_minor_formatter(NullFormatter())
     for x, c in zip(lo[filled] + width[filled] / 2, count[filled], strict=True):
         # each bin's count over its bar: a bar of 3 samples is not read as a bar of 3,000
         bottom.annotate(
@@ -224,6 +229,15 @@ def count_label(count: float) -> str:
             v = count / size
             return f"{v:.1f}{unit}" if v < 10 else f"{v:.0f}{unit}"
     return f"{count:.0f}"
+
+
+def _decade_label(value: float, _position: Any = None) -> str:
+    """A log axis' tick as the bars' counts are written (1, 10, 1k, 1M); none below 1.
+
+    >>> [_decade_label(v) for v in (0.1, 1, 100, 1000, 1e6)]
+    ['', '1', '100', '1k', '1M']
+    """
+    return "" if value < 1 else count_label(value).replace(".0", "")
 
 
 def save_figure(fig: Any, path: str | os.PathLike) -> None:
