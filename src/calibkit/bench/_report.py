@@ -48,7 +48,7 @@ from ._figures import build_figures
 from ._given import given_sections
 from ._results import Results, compare
 from ._store import ALL, Store
-from ._verdicts import premises_text, verdict_table
+from ._verdicts import TESTS_TEXT, premises_text, verdict_table
 
 #: The tables a method gets of its own in a report, by method name: (metric, title). The
 #: reference's come first.
@@ -297,7 +297,7 @@ def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
                 "Verdicts",
                 "One line per headline claim of the papers that this sweep can test, "
                 "with the premise it rests on; where the premise fails, the claim is not testable "
-                "here. " + premises_text(),
+                "here. " + TESTS_TEXT + " " + premises_text(),
                 verdicts,
             ),
         ]

@@ -319,7 +319,8 @@ def judge(
     if test is None:
         return "does not hold", numbers + "); the two sides are identical"
     p, name = test
-    numbers += f"; {name}, n = {len(shared) if paired else f'{len(a)}+{len(b)}'}, p = {p:.3g}"
+    count = len(shared) if paired else f"{len(a)}+{len(b)}"
+    numbers += f"; {name} over {unit}, n = {count}, p = {p:.3g}"
     rows = None if nested is None else nested_p(*nested)
     q = 1.0 if rows is None else rows[0]
     if rows is not None:
@@ -431,6 +432,16 @@ def _has_sides(res: Results, claim: Claim, column: tuple[str, str]) -> bool:
         )
         for side in (claim.better, claim.other)
     )
+
+
+#: what each of a verdict's two p-values answers, for the report's Verdicts caption
+TESTS_TEXT = (
+    "A verdict can show two p-values, and they answer different questions. The t-test over "
+    "seeds (or networks) asks whether the difference would hold for networks trained again "
+    "with new seeds: the papers' claim, and the one 'holds' needs. The "
+    f"{NESTED} asks whether it holds on the test images of these very networks: "
+    f"significant there and not over seeds reads '{HOLDS_HERE}'."
+)
 
 
 def premises_text() -> str:
