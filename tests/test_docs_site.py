@@ -152,3 +152,29 @@ def test_the_pages_open_in_headless_chromium_without_an_error(site):
         server.shutdown()
     assert any("search_index.json" in p for p, _ in statuses)
     assert [(p, c) for p, c in statuses if c >= 400] == []
+
+
+def test_a_page_named_by_its_path_is_a_link_and_the_changelog_and_404_are_there(site):
+    """Issue 64 §8: ``docs/real.md`` in a page, a docstring or the help is a link on the
+    site (code blocks and links as written); the repository's CHANGELOG.md is a page; the
+    404 page carries the site's address."""
+    plain = re.compile(r"(?<![\w/.-])docs/([a-z0-9_/-]+)\.md")
+    kept = re.compile(r"<pre\b.*?</pre>|<a\b.*?</a>|<[^>]*>", re.DOTALL)
+    left = []
+    for page in site.rglob("*.html"):
+        text = kept.sub(" ", page.read_text(encoding="utf-8"))
+        left += [
+            f"{page.relative_to(site)}: docs/{m}.md"
+            for m in plain.findall(text)
+            if (ROOT / "docs" / f"{m}.md").is_file()
+        ]
+    assert left == []
+    cli = (site / "cli" / "index.html").read_text(encoding="utf-8")
+    assert '<a href="../real/">docs/real.md</a>' in cli
+    changelog = _text(site / "changelog" / "index.html")
+    assert "Changelog" in changelog and "kull_probabilities" in changelog
+    # site_url set: the 404 page's links are from the site's root, so they work from any
+    # missing page's depth; the pages name their canonical address
+    assert 'src="/assets/javascripts/' in (site / "404.html").read_text(encoding="utf-8")
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert '<link rel="canonical" href="http://127.0.0.1:8000/">' in home
