@@ -4,6 +4,8 @@ rate against a matrix product, and the train-cifar presets."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -157,18 +159,44 @@ def test_estimate_counts_each_network_once_from_a_measured_rate(monkeypatch):
     from calibkit.bench import _estimate as est
 
     monkeypatch.setattr(est, "images_per_second", lambda *a, **k: 100.0)
+    fits = []
+    monkeypatch.setattr(est, "_fit_seconds", lambda spec, rows, *a: fits.append(spec) or 1.0)
     spec = resolve(SPEC | {"train": {"epochs": 4}})
     out = est.estimate(spec, workers=2, threads=1)
-    n_train, n_val, shape, _ = est._sizes("digits")
+    n_train, n_val, n_test, shape, _ = est._sizes("digits")
     row = out["models"]["mlp"]
-    assert row["networks"] == 4  # CE, Focal × 2 seeds; MaC-Cal shares CE's networks
+    assert row["networks"] == 4 and row["runs"] == 6  # MaC-Cal shares CE's networks
     per_network = 4 * (n_train / 100.0 + n_val / 300.0)
     assert row["seconds"] == pytest.approx(4 * per_network)
-    assert out["seconds"] == pytest.approx(2 * per_network)
+    # each run: its test and validation images once; ts on every run, CE's neural clamping
+    # and MaC-Cal's stage 2 on theirs: 6 + 2 + 2 fits of 1 s
+    assert sorted({str(s) for s in fits}) == ["maccal:epochs=2", "neural-clamping:epochs=2", "ts"]
+    assert row["after_seconds"] == pytest.approx(6 * (n_val + n_test) / 300.0 + 10)
+    assert out["seconds"] == pytest.approx((4 * per_network + row["after_seconds"]) / 2)
+    assert out["training_seconds"] == pytest.approx(2 * per_network)
+    assert out["given_runs"] == 0
     from calibkit import models
 
     flops = flops_per_image(models.create("mlp", num_classes=10, input_shape=shape), shape)
     assert row["gflop"] == pytest.approx(4 * 4 * n_train * flops / 1e9)
+
+
+def test_a_fit_is_timed_for_real_and_a_model_level_one_scaled_from_its_pilot(monkeypatch):
+    from calibkit.bench import _estimate as est
+
+    sizes = est._sizes("digits")
+    mlp = est.parse_spec("mlp")
+    cache: dict = {}
+    ts = est._fit_seconds(est.parse_spec("ts"), 300, sizes, mlp, 1, cache)
+    assert 0 < ts < 5 and list(cache.values()) == [ts]
+    fitted = []
+    real_create = est.posthoc.create
+    monkeypatch.setattr(est.posthoc, "create", lambda s: fitted.append(str(s)) or real_create(s))
+    seconds, scale = est._time_fit(est.parse_spec("neural-clamping:epochs=4"), 300, sizes, mlp)
+    assert fitted[-1] == "neural-clamping:epochs=1"  # one pilot epoch on 256 of the 300 rows
+    assert seconds > 0 and scale == pytest.approx(4 * 300 / est.PILOT_ROWS)
+    _, scale = est._time_fit(est.parse_spec("maccal:epochs=3"), 100, sizes, mlp)
+    assert scale == 3 and fitted[-1] == "maccal:epochs=1"
 
 
 def test_bench_estimate_prints_and_runs_nothing(tmp_path, monkeypatch):
@@ -189,7 +217,7 @@ def test_bench_estimate_prints_and_runs_nothing(tmp_path, monkeypatch):
     )
     res = CliRunner().invoke(cli, ["bench", str(spec), "--estimate", "-o", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
-    assert "cnn: 1 networks" in res.output and "of training on" in res.output
+    assert "cnn: 1 networks" in res.output and "of training and" in res.output
     assert "--estimate: 1/1" in res.stderr and "timing cnn's training steps on cpu" in res.stderr
     assert not (tmp_path / "o").exists()
     res = CliRunner().invoke(cli, ["bench", str(spec), "--estimate", "--json"])
@@ -245,3 +273,35 @@ def test_every_preset_that_ships_is_a_valid_spec():
                 load_spec(path.stem)
             continue
         assert load_spec(path.stem).runs, path.name
+
+
+def test_presets_names_every_preset_with_what_it_runs_and_its_measured_time():
+    import json
+
+    from click.testing import CliRunner
+
+    from calibkit.bench._spec import PRESETS
+    from calibkit.cli import cli
+    from tests.test_cli_json import validate
+
+    res = CliRunner().invoke(cli, ["presets", "--json"])
+    assert res.exit_code == 0, res.output
+    payload = json.loads(res.stdout)
+    validate("presets", payload)
+    rows = {r["name"]: r for r in payload["presets"]}
+    assert set(rows) == {p.stem for p in PRESETS.glob("*.yaml")}
+    assert all(r["about"] for r in rows.values())
+    assert rows["default"]["runs"] == 80 and rows["default"]["unreadable"] is None
+    # a time the help once remembered ("5-8 minutes") is now a measurement with its source
+    assert re.search(r"\d+ min \d+ s wall on .*commit [0-9a-f]{7}", rows["default"]["measured"])
+    text = CliRunner().invoke(cli, ["presets"]).output
+    assert "default (80 runs): Every system" in text and "never run; `calibkit bench" in text
+
+
+def test_the_bench_help_remembers_no_times():
+    from click.testing import CliRunner
+
+    from calibkit.cli import cli
+
+    text = CliRunner().invoke(cli, ["bench", "--help"]).output
+    assert "calibkit presets" in text and not re.search(r"\d+\s*(minutes|min\b)", text)

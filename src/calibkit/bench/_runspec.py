@@ -124,3 +124,4 @@ class BenchSpec:
     source: str = ""
     methods: list[str] = field(default_factory=list)  # names, in spec order
     baseline: str = ""
+    about: str = ""  # one line on what the sweep runs (the spec's ``about``)

@@ -147,6 +147,16 @@ class SpecFile:
     """A bench spec file's top level."""
 
     name: Annotated[str, Setting("The sweep's name")] = "bench"
+    about: Annotated[
+        str, Setting("One line on what the sweep runs, for `calibkit presets` and the report")
+    ] = ""
+    measured: Annotated[
+        str,
+        Setting(
+            "How long the sweep took when it was last run, on what and where that is written "
+            "(`calibkit presets` shows it; the bench does not read it)"
+        ),
+    ] = ""
     seeds: Annotated[list[int], Setting("Seeds every run is repeated with", SEEDS)] = field(
         default_factory=lambda: [0]
     )

@@ -166,6 +166,22 @@ def _plain(node: yaml.Node, path: str, lines: _Lines, loader: Yaml12, depth: int
     return loader.construct_object(node, deep=True)
 
 
+def presets() -> list[dict[str, Any]]:
+    """Every preset that ships, by name: what it runs (its ``about``), how long it took when
+    last run (its ``measured``), and its run count, or why it cannot be read here (a
+    preset of real data needs ../shared/data beside the working folder)."""
+    rows = []
+    for path in sorted(PRESETS.glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        row = {"name": path.stem} | {k: raw.get(k, "") for k in ("about", "measured")}
+        try:
+            row |= {"runs": len(load_spec(path).runs), "unreadable": None}
+        except SpecError as err:
+            row |= {"runs": None, "unreadable": str(err)}
+        rows.append(row)
+    return rows
+
+
 def load_spec(source: str | Path) -> BenchSpec:
     """Read and validate a spec file, or a preset by name (``default``, ``paper-cifar``)."""
     path = Path(source)
@@ -311,7 +327,9 @@ def resolve(raw: Any, lines: _Lines | None = None) -> BenchSpec:
             lines, "baseline", f"{baseline!r} is not a method name; one of: " + ", ".join(order)
         )
     name = _declared_check(SpecFile, "name", raw.get("name", "bench"), lines, "name")
-    return BenchSpec(name, runs, lines.source, order, baseline)
+    about = _declared_check(SpecFile, "about", raw.get("about", ""), lines, "about")
+    _declared_check(SpecFile, "measured", raw.get("measured", ""), lines, "measured")
+    return BenchSpec(name, runs, lines.source, order, baseline, about)
 
 
 def _specs(raw: dict, key: str, lines: _Lines, at: str = "") -> list[Spec]:

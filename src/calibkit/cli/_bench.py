@@ -67,18 +67,17 @@ from ._progress import progress
 @click.option(
     "--estimate",
     is_flag=True,
-    help="Only say how long the sweep's training would take on this machine (measured "
-    "training rate of each model), then stop.",
+    help="Only say how long the sweep would take on this machine (each model's training "
+    "rate and each post-hoc method's fit, measured now), then stop.",
 )
 @json_option
 def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate, as_json) -> None:
-    """Run a benchmark sweep from a YAML spec or a preset (default: `default`, built-in data,
-    5–8 minutes on 2 cores), store every result in SQLite, write the report and print
-    the headline table. Killed and started again, it finishes only what is missing.
-    The `real` preset runs the papers' post-hoc methods on real networks and images from
-    ../shared/data (about 20 minutes on 2 cores; docs/real.md). The `train-cifar` preset trains
-    the loss zoo on CIFAR-10 JPEGs from ../shared/data (about 70 minutes on 2 cores;
-    `train-cifar-paper` is the papers' protocol, for a GPU).
+    """Run a benchmark sweep from a YAML spec or a preset (default: `default`, on built-in
+    data), store every result in SQLite, write the report and print the headline table.
+    Killed and started again, it finishes only what is missing. `calibkit presets` names
+    each preset with what it runs and how long it took when last run; `--estimate` says how
+    long a sweep's training would take here. The `real`, `nc-cifar` and `train-cifar`
+    presets read real networks and CIFAR-10 images from ../shared/data (docs/real.md).
 
     \b
     Examples:
@@ -172,6 +171,35 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
         sys.exit(1)
 
 
+@cli.command(context_settings=CONTEXT)
+@json_option
+def presets(as_json) -> None:
+    """List the bench presets that ship: what each runs, how long it took when it was last
+    run (and on what), and its number of runs, or why it cannot be read here (the presets
+    of real networks and images need ../shared/data beside the working folder).
+
+    \b
+    Examples:
+      calibkit presets
+      calibkit presets --json
+      calibkit bench real --estimate   # how long a preset's training would take here
+    """
+    from ..bench.internal import presets as listed
+
+    rows = listed()
+    if as_json:
+        echo_json({"presets": rows})
+        return
+    out = console()
+    for r in rows:
+        runs = f"{r['runs']} runs" if r["runs"] is not None else "not readable here"
+        measured = r["measured"] or f"never run; `calibkit bench {r['name']} --estimate` says"
+        out.print(f"{r['name']} ({runs}): {term_text(r['about'])}", highlight=False)
+        out.print(f"    measured: {term_text(measured)}", highlight=False)
+        if r["unreadable"]:
+            out.print(f"    {term_text(r['unreadable'])}", highlight=False, soft_wrap=True)
+
+
 def _gpus_used(plan) -> int:
     """The GPUs the sweep's runs train on here (0 where they train on the CPU)."""
     import torch
@@ -198,14 +226,25 @@ def _print_estimate(plan, workers: int, threads: int, as_json: bool) -> None:
         out.print(
             f"{model}: {row['networks']:.0f} networks, {row['gflop']:.3g} GFLOP of training, "
             f"{row['images_per_s']:.0f} training images/s measured here on the {where} "
-            f"({threads} thread(s){packed}): {_duration(row['seconds'])} of one worker",
+            f"({threads} thread(s){packed}): {_duration(row['seconds'])} of training and "
+            f"{_duration(row['after_seconds'])} after it for {row['runs']:.0f} runs, of one "
+            "worker",
         )
     days = est["seconds"] / 86400
+    given = est["given_runs"]
+    if not est["models"]:
+        out.print(
+            f"{plan.name}: nothing to train; its {given} runs of given networks (logits, "
+            "checkpoints) read, fit and measure, and that is not estimated"
+        )
+        return
     out.print(
         f"{plan.name}: about {_duration(est['seconds'])}"
         + (f" ({days:.1f} days)" if days >= 1 else "")
-        + f" of training on {workers} worker(s) on this {where}; post-hoc fits and measuring "
-        "come on top",
+        + f" on {workers} worker(s) on this {where}: training "
+        f"{_duration(est['training_seconds'])}, then stage 2, post-hoc fits and measuring "
+        f"{_duration(est['after_seconds'])}"
+        + (f"; {given} runs of given networks (logits, checkpoints) not counted" if given else ""),
     )
 
 
