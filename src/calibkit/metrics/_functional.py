@@ -92,12 +92,28 @@ def _sample_metric(name: str, about: str) -> Callable[..., float]:
 
 
 accuracy = _sample_metric(
-    "accuracy", "Fraction of samples whose argmax (ties: lowest index) equals the label."
+    "accuracy",
+    """Fraction of samples whose argmax (ties: lowest index) equals the label.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import accuracy
+    >>> accuracy([[2.0, 0.0], [0.5, 1.5], [3.0, 1.0]], [0, 0, 0])  # rows 1 and 3 are right
+    0.6666666666666666
+    """,
 )
 
 brier = _sample_metric(
     "brier",
-    "Mean multi-class Brier score Σ_k (p_k − e_yk)², in [0, 2] (papers often print ×100).",
+    """Mean multi-class Brier score Σ_k (p_k − e_yk)², in [0, 2] (papers often print ×100).
+
+    Examples
+    --------
+    >>> from calibkit.metrics import brier
+    >>> probs = [[0.9, 0.1], [0.6, 0.4], [0.3, 0.7]]
+    >>> round(brier(probs, [0, 1, 1], probs=True), 6)  # (0.02 + 0.72 + 0.18) / 3
+    0.306667
+    """,
 )
 
 #: the conventions of the selective-prediction areas (AURC, AUGRC) and of smooth ECE:
@@ -163,7 +179,17 @@ aurc = _selective_area(
     (Geifman et al. 2019): the mean over coverages k/N of the error rate of the k most
     confident predictions, ties averaged over their orders. Lower is better; with error rate
     r, a confidence that ranks every error last reaches about r + (1 - r) ln(1 - r) (its
-    optimum), one that carries no information r.""",
+    optimum), one that carries no information r.
+
+    Examples
+    --------
+    The one error is the least confident row: the risk is 0 at coverages 1/3 and 2/3 and
+    1/3 at full coverage, a mean of 1/9.
+
+    >>> from calibkit.metrics import aurc
+    >>> round(aurc([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7]], [0, 1, 1], probs=True), 6)
+    0.111111
+    """,
 )
 
 augrc = _selective_area(
@@ -173,7 +199,18 @@ augrc = _selective_area(
     confident) and wrong, ties averaged over their orders. Unlike AURC it does not divide
     by the coverage, so the few most confident samples do not dominate it. Lower is
     better; an uninformative confidence gives about r/2 at error rate r, a perfect ranking
-    r²/2.""",
+    r²/2.
+
+    Examples
+    --------
+    The one error is now the most confident row. AURC averages the risks 1, 1/2 and 1/3 of
+    the three coverages; AUGRC the shares of all rows accepted and wrong, 1/3 at each.
+
+    >>> from calibkit.metrics import augrc, aurc
+    >>> probs, labels = [[0.9, 0.1], [0.6, 0.4], [0.3, 0.7]], [1, 0, 1]
+    >>> round(aurc(probs, labels, probs=True), 6), round(augrc(probs, labels, probs=True), 6)
+    (0.611111, 0.333333)
+    """,
 )
 
 
@@ -614,6 +651,18 @@ def ece_decomposition(
     the same over bins with acc > conf; they add up to the ECE (Dark Side eq. 5–7: when
     every bin is over-confident, ECE = E[C] − E[A]). ``accuracy`` is the mean outcome of the
     calibration pair (with ``binary="positive"``, the share of positives).
+
+    Examples
+    --------
+    >>> from calibkit.metrics import ece, ece_decomposition
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> d = ece_decomposition(logits, labels)
+    >>> {k: round(v, 4) for k, v in d.items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'mean_confidence': 0.6939, 'accuracy': 0.75, 'gap': -0.0561,
+     'overconfident': 0.1143, 'underconfident': 0.1705}
+    >>> round(d["overconfident"] + d["underconfident"] - ece(logits, labels), 12)
+    0.0
     """
     p = prepare(scores, labels, probs=probs, binary=binary)
     v = _values(p, _scheme(p, n_bins, binning), *_DECOMPOSITION)
