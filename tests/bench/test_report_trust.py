@@ -212,6 +212,11 @@ def test_verdicts_name_their_test_and_say_inconclusive():
     reps = {s: list(np.subtract(reps_ce[s], CE[s] - noisy[s])) for s in CE}
     verdict, detail = judge(claim, noisy, CE, nested=(reps, reps_ce))
     assert verdict == HOLDS_HERE and f"{NESTED} in 3 seeds, p < 0.01" in detail
+    # each p-value names what it is over (issue 64 §7: 0.0124 and 0.41 side by side, unnamed)
+    assert "paired t-test over seeds, n = 3, p = " in detail
+    from calibkit.bench._verdicts import TESTS_TEXT
+
+    assert "new seeds" in TESTS_TEXT and HOLDS_HERE in TESTS_TEXT and NESTED in TESTS_TEXT
     # replicates that straddle zero: the nested test does not find it either
     wide = {s: list(np.add(reps[s], 0.2 * rng.standard_normal(200))) for s in CE}
     assert judge(claim, noisy, CE, nested=(wide, reps_ce))[0] == INCONCLUSIVE
