@@ -44,7 +44,23 @@ SEARCH_BELOW = 30_000
 class BinScheme:
     """Equal-width bins: ``n_bins`` bins in a ``convention``, for scores of ``dtype``. A
     scheme checks its settings where it is made (one-line ``ValueError`` naming ``n_bins``
-    or ``binning``), so every scheme is a checked value: code that takes one trusts it."""
+    or ``binning``), so every scheme is a checked value: code that takes one trusts it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.metrics import BinScheme
+    >>> scheme = BinScheme(5)
+    >>> scheme.edges()
+    tensor([0.0000, 0.2000, 0.4000, 0.6000, 0.8000, 1.0000], dtype=torch.float64)
+    >>> index, _ = scheme.assign(torch.tensor([0.1, 0.5, 0.95, 1.0]))
+    >>> index  # a confidence of exactly 1 falls in the last bin
+    tensor([0, 2, 4, 4])
+    >>> BinScheme(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_bins: expected an integer in 1..100,000, got 0
+    """
 
     n_bins: int
     convention: str = "calibkit"

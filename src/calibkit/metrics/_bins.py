@@ -17,7 +17,19 @@ from ._binning import BinScheme
 class Bins:
     """Per-bin data of the equal-width top-label bins (arrays of length ``n_slots``);
     ``band`` (2, n_slots): the bootstrap interval of each bin's accuracy (NaN for empty
-    bins), when :func:`evaluate` bootstrapped."""
+    bins), when :func:`evaluate` bootstrapped.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import evaluate
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> bins = evaluate(logits, labels, n_bins=5, smooth=False, optimal=False).bins
+    >>> bins.count  # the four top-label confidences fall in bins 3, 4, 5 and 5
+    array([0, 0, 1, 1, 2])
+    >>> bins.accuracy  # an empty bin has no accuracy
+    array([nan, nan,  0.,  1.,  1.])
+    """
 
     edges: np.ndarray
     count: np.ndarray

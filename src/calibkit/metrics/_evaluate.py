@@ -63,7 +63,21 @@ from ._temperatures import best_temperature, check_grid
 
 @dataclass
 class EvaluationResult:
-    """What :func:`evaluate` returns: metric values, optional intervals, per-bin data."""
+    """What :func:`evaluate` returns: metric values, optional intervals, per-bin data.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import evaluate
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> r = evaluate(logits, labels, n_bins=5, smooth=False, optimal=False)
+    >>> round(r["ece"], 4), r.n_samples, r.n_classes
+    (0.2848, 4, 3)
+    >>> print(r.table().splitlines()[0])
+    4 samples, 3 classes, 5 bins (calibkit)
+    >>> r.to_dict()["metrics"]["accuracy"]  # JSON-ready, NaN as None
+    0.75
+    """
 
     metrics: dict[str, float]
     bins: Bins

@@ -98,6 +98,17 @@ class Prepared:
     compiled scan makes it in its own pass (:mod:`calibkit.metrics._native_scan`), so valid
     logits are read once, not twice. Everything else reads ``scores``, which makes the
     check first; ``raw`` is for their shape, dtype and device only.
+
+    Examples
+    --------
+    Checked once, a sample is measured by any metric without a second check:
+
+    >>> from calibkit.metrics import ece, nll, prepare
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> p = prepare(logits, labels)
+    >>> round(ece(p), 4), round(nll(p), 4), p.is_probs
+    (0.2848, 0.446, False)
     """
 
     raw: Tensor
@@ -369,7 +380,16 @@ def trusted(
     ``validate_args=False``). On valid input every metric equals that of :func:`prepare`'s
     result, bit for bit; on invalid input it is wrong or a low-level error. Logits whose
     rows happen to look like probabilities, which :func:`prepare` refuses, pass here.
-    calibkit's own loops use it on logits they produced and checked themselves."""
+    calibkit's own loops use it on logits they produced and checked themselves.
+
+    Examples
+    --------
+    >>> from calibkit.metrics import ece, prepare, trusted
+    >>> logits = [[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.2, 2.5], [1.0, 0.8, 0.0]]
+    >>> labels = [0, 1, 2, 1]
+    >>> ece(trusted(logits, labels)) == ece(prepare(logits, labels))
+    True
+    """
     s = to_float(to_tensor(scores, "scores"))
     if s.ndim == 1 or s.shape[1] == 1:
         s = _as_two_columns(s, probs)

@@ -50,7 +50,21 @@ from ._resample import (  # the evaluation's own steps, shared with the paired c
 class PairedComparison:
     """Metrics of two calibrations of the same samples and their bootstrapped difference
     (means over the seeds for :func:`compare_nested`); ``p_values``: the bootstrap's
-    two-sided p-value of each difference, 2 min(P*(d* <= 0), P*(d* >= 0))."""
+    two-sided p-value of each difference, 2 min(P*(d* <= 0), P*(d* >= 0)).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.metrics import compare_paired
+    >>> g = torch.Generator().manual_seed(0)
+    >>> z = 4 * torch.randn(400, 3, generator=g); y = torch.randint(3, (400,), generator=g)
+    >>> c = compare_paired(z, z / 4, y, bootstrap=200, smooth=False)
+    >>> round(c.a["ece"], 3), round(c.b["ece"], 3), round(c.diff["ece"], 3)  # b − a
+    (0.528, 0.266, -0.263)
+    >>> lo, hi = c.intervals["ece"]
+    >>> bool(lo < c.diff["ece"] < hi < 0), c.p_values["ece"]
+    (True, 0.0)
+    """
 
     a: dict[str, float]
     b: dict[str, float]
