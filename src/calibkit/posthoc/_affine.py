@@ -364,19 +364,67 @@ class _Unregularised(AffineCalibrator):
 class VectorScaling(_Unregularised):
     """w ⊙ z + b by NLL (Guo et al. 2017). Its weights are not constrained: on logits that
     carry no information a weight of 0 or below is the optimum (tests/posthoc/test_trust.py),
-    so a file with a negative weight is a possible fit, not a forgery (docs/posthoc.md)."""
+    so a file with a negative weight is a possible fit, not a forgery (docs/posthoc.md).
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import VectorScaling
+    >>> d = demo_logits()
+    >>> cal = VectorScaling().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    4.24
+    >>> tuple(cal.weight_.shape), tuple(cal.bias_.shape)  # 20 parameters overfit 300 rows
+    ((1, 10), (1, 10))
+    """
 
     name, matrix = "vector", False
 
 
 class MatrixScaling(_Unregularised):
-    """W z + b by NLL, unregularised (Guo et al. 2017)."""
+    """W z + b by NLL, unregularised (Guo et al. 2017).
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import MatrixScaling
+    >>> d = demo_logits()
+    >>> cal = MatrixScaling().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    5.13
+    >>> tuple(cal.weight_.shape)  # 110 parameters on 300 rows: the test ECE rises
+    (1, 10, 10)
+    """
 
     name = "matrix"
 
 
 class MatrixScalingODIR(AffineCalibrator):
-    """W z + b with off-diagonal and intercept regularisation, λ and μ by cross-validation."""
+    """W z + b with off-diagonal and intercept regularisation, λ and μ by cross-validation.
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import MatrixScalingODIR
+    >>> d = demo_logits()
+    >>> cal = MatrixScalingODIR(lambdas=[0.1, 10], mus=[0.1, 10], folds=2, extend_grid=False).fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    1.54
+    >>> cal.lambda_, cal.mu_  # chosen by 2-fold cross-validation on the grid's edge (flagged)
+    (10.0, 10.0)
+    """
 
     name, reg = "ms-odir", "odir"
 
@@ -387,12 +435,44 @@ class DirichletL2(AffineCalibrator):
     ``penalise_bias=True`` adds λ/K² Σ b_j², the same weight on b as on W: the form of Kull
     et al.'s own code (dirichletcal/experiments_dnn, ``Dirichlet_NN``: Keras
     ``bias_regularizer=l2(mu)`` with ``mu = l2`` when no μ is given). The default leaves b
-    free, as METHODS.md defines Dir-L2 (docs/posthoc.md)."""
+    free, as METHODS.md defines Dir-L2 (docs/posthoc.md).
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import DirichletL2
+    >>> d = demo_logits()
+    >>> cal = DirichletL2(lambdas=[0.1, 1, 10], folds=2).fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    0.96
+    >>> cal.lambda_, cal.fit_report_.converged
+    (1.0, True)
+    """
 
     name, dirichlet, reg = "dir-l2", True, "l2"
 
 
 class DirichletODIR(AffineCalibrator):
-    """W log softmax(z) + b with ODIR, λ and μ by cross-validation (Kull et al. 2019)."""
+    """W log softmax(z) + b with ODIR, λ and μ by cross-validation (Kull et al. 2019).
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import DirichletODIR
+    >>> d = demo_logits()
+    >>> cal = DirichletODIR(lambdas=[1e2, 1e3, 1e4], mus=[1e2, 1e3, 1e4], folds=2).fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    2.93
+    >>> cal.lambda_, cal.mu_, cal.fit_report_.converged  # on 300 rows it does worse than TS
+    (1000.0, 10.0, True)
+    """
 
     name, dirichlet, reg = "dir-odir", True, "odir"

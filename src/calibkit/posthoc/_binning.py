@@ -169,6 +169,21 @@ class HistogramBinning(_ConfidenceMap):
       (Kängsepp's ``HistogramBinning`` in markus93/NN_calibration, used by Kull et al.
       2019): its empty bins return an accuracy of 0. In one-vs-rest mode a class whose
       bins are all empty for a row then loses that row, which can change the prediction.
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import HistogramBinning
+    >>> d = demo_logits()
+    >>> cal = HistogramBinning().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    1.01
+    >>> round(cal.values_[0, -1].item(), 4)  # the top bin's accuracy on the validation rows
+    0.9928
     """
 
     nan_means_empty = ("values_",)  # an empty bin: NaN, resolved by ``empty`` when applied
@@ -233,7 +248,23 @@ class IsotonicCalibration(_ConfidenceMap):
     """Isotonic regression of correctness on confidence (scikit-learn's PAV), applied by
     linear interpolation between its thresholds and clipped at the ends, exactly as
     ``IsotonicRegression(out_of_bounds="clip").predict``; stored as tensors, so it runs on
-    any device and saves without pickle."""
+    any device and saves without pickle.
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import IsotonicCalibration
+    >>> d = demo_logits()
+    >>> cal = IsotonicCalibration().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    1.53
+    >>> cal.y_.numpy().round(4)  # the fitted step values at the thresholds cal.x_
+    array([[0.    , 0.4545, 0.4545, 0.8333, 0.8333, 1.    , 1.    ]])
+    """
 
     name = "isotonic"
     about = "Isotonic regression of correctness on confidence (scikit-learn's PAV)."
@@ -281,6 +312,21 @@ class ScalingBinning(_ConfidenceMap):
     half; the second half's scaled confidences are cut into ``n_bins`` equal-mass bins, and
     each bin outputs the mean scaled confidence of its members. A new confidence is scaled,
     binned, and replaced by its bin's mean.
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import ScalingBinning
+    >>> d = demo_logits()
+    >>> cal = ScalingBinning().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    0.97
+    >>> round(cal.temperature_.item(), 4), len(cal.values_)  # T from one half, 15 bins
+    (0.8739, 15)
     """
 
     nan_means_empty = ("values_",)  # an empty bin keeps the scaled confidence
@@ -414,7 +460,23 @@ class BetaCalibration(_ConfidenceMap):
     float64's machine epsilon (2.2e-16), as ``betacal`` clips float64 input; ``betacal``
     clips at its input dtype's epsilon, so the float32 probabilities behind markus93's
     published tables were clipped at 1.1920929e-07, which moves their test log-loss by 0.004
-    (docs/posthoc.md)."""
+    (docs/posthoc.md).
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import BetaCalibration
+    >>> d = demo_logits()
+    >>> cal = BetaCalibration().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    1.29
+    >>> cal.coef_.numpy().round(4)  # (a, b, c): a < 0 was dropped, b refitted
+    array([[ 0.    ,  0.9606, -0.7731]])
+    """
 
     name = "beta"
     about = "Beta calibration: σ(a ln p − b ln(1 − p) + c) of each confidence (Kull et al. 2017)."
@@ -496,7 +558,23 @@ class PlattScaling(BetaCalibration):
     """Platt scaling (logistic calibration) of each confidence's log-odds:
     σ(a · ln(p/(1 − p)) + c), fitted by maximum likelihood, top-label or one-vs-rest. It is
     beta calibration with a = b (Kull et al. 2017, §3), the form scikit-learn's
-    ``CalibratedClassifierCV(method="sigmoid")`` fits on a classifier's scores."""
+    ``CalibratedClassifierCV(method="sigmoid")`` fits on a classifier's scores.
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import PlattScaling
+    >>> d = demo_logits()
+    >>> cal = PlattScaling().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    1.12
+    >>> cal.coef_.numpy().round(4)  # a = b: one slope on the log-odds, and c
+    array([[ 0.845 ,  0.845 , -0.3002]])
+    """
 
     name = "platt"
     about = "Platt scaling: σ(a · logit(p) + c) of each confidence (beta calibration with a = b)."

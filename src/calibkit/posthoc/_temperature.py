@@ -221,6 +221,21 @@ class TemperatureGrid(Calibrator):
     ``"neural-clamping"``: 0.001…5 step 0.001; ``"focal-calibration"``: 0.1…10 step 0.1)
     or a list of temperatures. Ties go to the smallest T. Equals a brute-force scan of
     ``calibkit.metrics.ece(z / T, y)`` (tested).
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import TemperatureGrid
+    >>> d = demo_logits()
+    >>> cal = TemperatureGrid().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    1.37
+    >>> round(cal.temperature_.item(), 2)  # the grid's T of least validation ECE
+    1.29
     """
 
     name = "ts-grid"
@@ -277,6 +292,21 @@ class EnsembleTemperatureScaling(Calibrator):
     default, the Brier score) or ``"nll"``. The uniform weight is capped at 1 − 1e-6, so the
     mixture ranks classes strictly like z and the argmax is kept. ``forward`` returns
     log-probabilities.
+
+    Examples
+    --------
+    On the demo network's logits (``calibkit demo``; test ECE 1.60 % uncalibrated), fitted
+    on its 300 validation rows:
+
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import ece
+    >>> from calibkit.posthoc import EnsembleTemperatureScaling
+    >>> d = demo_logits()
+    >>> cal = EnsembleTemperatureScaling().fit(d["logits_val"], d["labels_val"])
+    >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
+    1.33
+    >>> round(cal.temperature_.item(), 4), cal.weights_.numpy().round(3)  # T, (w1, w2, w3)
+    (1.3564, array([0.968, 0.031, 0.   ]))
     """
 
     name = "ets"
