@@ -28,7 +28,7 @@ from ._base import (
     to_inputs,
 )
 from ._builtin import digits, gaussian_toy
-from ._demo import demo_logits
+from ._demo import demo_logits, demo_network
 from ._exact import exact_images
 from ._files import (
     CORRUPTIONS,
@@ -129,6 +129,7 @@ __all__ = [
     "Split",
     "create",
     "demo_logits",
+    "demo_network",
     "input_bounds",
     "names",
     "to_inputs",

@@ -74,9 +74,24 @@ CHECKED = ("accuracy", "ece", "nll")
 
 class CalibrationWarning(UserWarning):
     """A fit that went wrong: did not converge, lost accuracy, made ECE or NLL worse, an
-    insane temperature, a non-finite output. Filter it as any warning::
+    insane temperature, a non-finite output. Filter it as any warning (``"error"`` makes it
+    fatal); the fit report keeps what it said.
 
-        warnings.simplefilter("error", calibkit.posthoc.CalibrationWarning)  # make it fatal
+    Examples
+    --------
+    A temperature held below its optimum by ``t_max`` does not converge:
+
+    >>> import warnings
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_logits
+    >>> d = demo_logits()
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     ts = posthoc.create("ts:t_max=1.1").fit(d["logits_val"], d["labels_val"])
+    >>> [(w.category.__name__, str(w.message)) for w in caught]
+    [('CalibrationWarning', 'ts: not-converged on the calibration split (the fit did not converge)')]
+    >>> ts.fit_report_.anomalies
+    [{'kind': 'not-converged', 'detail': 'the fit did not converge', 'split': 'calibration'}]
     """
 
 

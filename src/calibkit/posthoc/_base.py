@@ -50,7 +50,16 @@ from ._files import (
 
 
 class NotFittedError(ValueError, AttributeError):
-    """A calibrator was used before ``fit``."""
+    """A calibrator was used before ``fit``.
+
+    Examples
+    --------
+    >>> from calibkit import posthoc
+    >>> posthoc.TemperatureScaling().predict_proba([[2.0, 0.0]])
+    Traceback (most recent call last):
+    ...
+    calibkit.posthoc._base.NotFittedError: this TemperatureScaling is not fitted yet; call fit first
+    """
 
 
 class FitDivergedError(ValueError):
@@ -86,7 +95,19 @@ POSTHOC_PARAMETERS: dict[str, Described] = {
 
 @dataclass
 class FitReport:
-    """What a fit did: the objective on the fit split before and after, and how it got there."""
+    """What a fit did: the objective on the fit split before and after, and how it got there.
+
+    Examples
+    --------
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_logits
+    >>> d = demo_logits()
+    >>> report = posthoc.TemperatureScaling().fit(d["logits_val"], d["labels_val"]).fit_report_
+    >>> report.objective, round(report.before, 4), round(report.after, 4), report.converged
+    ('nll', 0.1046, 0.0948, True)
+    >>> report.details, report.anomalies  # what the fit found, what the checks flagged
+    ({'temperature': 1.491221}, [])
+    """
 
     objective: str
     before: float
@@ -140,6 +161,15 @@ class Method(nn.Module):
 
     ``level`` says what ``fit`` takes: ``"logits"`` (:class:`Calibrator`) or ``"model"``
     (:class:`ModelCalibrator`). ``fit_split`` names the split of a run it learns from.
+
+    Examples
+    --------
+    >>> from calibkit import posthoc
+    >>> ts = posthoc.create("ts:t_max=50")
+    >>> ts.level, ts.fit_split, ts.preserves_argmax
+    ('logits', 'val', True)
+    >>> ts.settings()  # every setting, defaults included: what save() writes
+    {'t_min': 0.01, 't_max': 50, 'tol': 1e-12, 'max_iter': 100}
     """
 
     name: ClassVar[str] = ""
@@ -395,7 +425,22 @@ class Evidence:
     """What a run offers a calibration method, the same for every method: logits and labels
     by split; for model-level methods also the model, the inputs of a split (``inputs(split,
     rows)``, on the model's device), the logits of any module on a split (``predict(module,
-    split)``), the feasible input range and the training augmentation, or None."""
+    split)``), the feasible input range and the training augmentation, or None.
+
+    Examples
+    --------
+    A calibrator learns from its ``fit_split`` of a run's evidence, whichever method it is:
+
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_logits
+    >>> d = demo_logits()
+    >>> run = posthoc.Evidence(
+    ...     logits={"val": d["logits_val"], "test": d["logits_test"]},
+    ...     labels={"val": d["labels_val"], "test": d["labels_test"]},
+    ... )
+    >>> round(float(posthoc.create("ts").fit_on(run).temperature_), 4)
+    1.4912
+    """
 
     logits: dict[str, Tensor]
     labels: dict[str, Tensor | None]
@@ -408,7 +453,24 @@ class Evidence:
 
 
 class Calibrator(Method):
-    """Base class of every post-hoc calibrator on logits; see the module docstring."""
+    """Base class of every post-hoc calibrator on logits; see the module docstring.
+
+    Examples
+    --------
+    Every calibrator on logits answers the same calls: ``fit``, calling it (calibrated
+    logits or log-probabilities, as ``output`` says), ``predict_proba``, ``save``:
+
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_logits
+    >>> d = demo_logits()
+    >>> for name in ("ts", "platt", "dir-l2:lambdas=[1],folds=2"):
+    ...     cal = posthoc.create(name).fit(d["logits_val"], d["labels_val"])
+    ...     p = cal.predict_proba(d["logits_test"])
+    ...     print(f"{cal.name:7} {cal.output:17} {p.shape} {p.sum(1).round(6).min()}")
+    ts      logits            (497, 10) 1.0
+    platt   log-probabilities (497, 10) 1.0
+    dir-l2  logits            (497, 10) 1.0
+    """
 
     #: What ``forward`` returns: "logits" or "log-probabilities".
     output: ClassVar[str] = "logits"

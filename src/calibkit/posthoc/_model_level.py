@@ -47,7 +47,24 @@ class ModelCalibrator(Method):
     """Base class of calibration methods that learn from a network and its inputs (Neural
     Clamping, MaC-Cal stage 2): ``fit(model, inputs, labels) -> self``; afterwards
     ``forward(inputs)`` gives calibrated logits of ``model_``, the network it was fitted
-    on (not copied, never changed)."""
+    on (not copied, never changed).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_network
+    >>> net, digits = demo_network()
+    >>> nc = posthoc.create("neural-clamping:epochs=5")
+    >>> isinstance(nc, posthoc.ModelCalibrator), nc.level, nc.fit_split
+    (True, 'model', 'val')
+    >>> nc = nc.fit(net, digits.val.x, digits.val.y)
+    >>> nc.model_ is net  # the network it was fitted on, not a copy
+    True
+    >>> with torch.no_grad():
+    ...     nc(digits.test.x[:4]).shape  # calibrated logits from inputs
+    torch.Size([4, 10])
+    """
 
     level: ClassVar[str] = "model"
 
