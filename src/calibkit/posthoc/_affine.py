@@ -419,7 +419,8 @@ class MatrixScalingODIR(AffineCalibrator):
     >>> from calibkit.metrics import ece
     >>> from calibkit.posthoc import MatrixScalingODIR
     >>> d = demo_logits()
-    >>> cal = MatrixScalingODIR(lambdas=[0.1, 10], mus=[0.1, 10], folds=2, extend_grid=False).fit(d["logits_val"], d["labels_val"])
+    >>> grid = dict(lambdas=[0.1, 10], mus=[0.1, 10], folds=2, extend_grid=False)
+    >>> cal = MatrixScalingODIR(**grid).fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
     1.54
     >>> cal.lambda_, cal.mu_  # chosen by 2-fold cross-validation on the grid's edge (flagged)
@@ -468,7 +469,8 @@ class DirichletODIR(AffineCalibrator):
     >>> from calibkit.metrics import ece
     >>> from calibkit.posthoc import DirichletODIR
     >>> d = demo_logits()
-    >>> cal = DirichletODIR(lambdas=[1e2, 1e3, 1e4], mus=[1e2, 1e3, 1e4], folds=2).fit(d["logits_val"], d["labels_val"])
+    >>> grid = dict(lambdas=[1e2, 1e3, 1e4], mus=[1e2, 1e3, 1e4], folds=2)
+    >>> cal = DirichletODIR(**grid).fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
     2.93
     >>> cal.lambda_, cal.mu_, cal.fit_report_.converged  # on 300 rows it does worse than TS

@@ -88,8 +88,9 @@ class CalibrationWarning(UserWarning):
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     ts = posthoc.create("ts:t_max=1.1").fit(d["logits_val"], d["labels_val"])
-    >>> [(w.category.__name__, str(w.message)) for w in caught]
-    [('CalibrationWarning', 'ts: not-converged on the calibration split (the fit did not converge)')]
+    >>> [(w.category.__name__, str(w.message)) for w in caught]  # doctest: +NORMALIZE_WHITESPACE
+    [('CalibrationWarning',
+      'ts: not-converged on the calibration split (the fit did not converge)')]
     >>> ts.fit_report_.anomalies
     [{'kind': 'not-converged', 'detail': 'the fit did not converge', 'split': 'calibration'}]
     """
