@@ -59,7 +59,14 @@ for _cls in (
 
 @documented({}, "list of str: the names, sorted.")
 def names() -> list[str]:
-    """Names of every registered loss."""
+    """Names of every registered loss.
+
+    Examples
+    --------
+    >>> from calibkit import losses
+    >>> losses.names()[:5]
+    ['brier', 'bsce', 'bsce-gra', 'ce', 'dual-focal']
+    """
     return REGISTRY.names()
 
 

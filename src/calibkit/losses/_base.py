@@ -57,7 +57,26 @@ def soft_targets(logits: Tensor, target: Tensor) -> Tensor:
 
 class Loss(nn.Module):
     """Base class: subclasses define ``per_sample(logits, targets) -> (N,)`` and declare their
-    settings on ``__init__`` (:mod:`calibkit._settings`), passing them all to this one."""
+    settings on ``__init__`` (:mod:`calibkit._settings`), passing them all to this one.
+
+    Examples
+    --------
+    A loss of one's own: ``per_sample`` gets (N, K) logits and (N, K) targets (labels
+    arrive one-hot, so label smoothing and mixup reach every loss), ``reduction`` comes from
+    the base:
+
+    >>> import torch
+    >>> from calibkit.losses import Loss
+    >>> class Hinge(Loss):
+    ...     "Multi-class hinge: max(0, 1 + max over k != y of z_k - z_y)."
+    ...     name = "hinge"
+    ...     def per_sample(self, logits, targets):
+    ...         other = (logits - 1e9 * targets).amax(1)
+    ...         return (1 + other - (logits * targets).sum(1)).clamp_min(0)
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 0])
+    >>> Hinge()(logits, labels), Hinge(reduction="none")(logits, labels)
+    (tensor(1.), tensor([0., 2.]))
+    """
 
     name = ""
 

@@ -151,6 +151,21 @@ def mmce_weighted(
     ResNet-110 CIFAR-10 test logits the paper's value is 1.0 to 13.9 times theirs (median
     8.0), and theirs is 0 on a batch that is all right or all wrong (docs/methods.md, "The
     papers' code").
+
+    Examples
+    --------
+    One right prediction at r = σ(2) and one wrong at r' = σ(1): MMCE_w² = (1 − r)² + r'²
+    − 2 (1 − r) r' k(r, r').
+
+    >>> import math, torch
+    >>> from calibkit.losses import mmce_weighted
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 0])
+    >>> r, r2 = 1 / (1 + math.exp(-2)), 1 / (1 + math.exp(-1))
+    >>> k = math.exp(-abs(r - r2) / 0.4)
+    >>> round(math.sqrt((1 - r) ** 2 + r2**2 - 2 * (1 - r) * r2 * k), 4)
+    0.6548
+    >>> round(float(mmce_weighted(logits, labels)), 4)
+    0.6548
     """
     r, pred = torch.softmax(logits, 1).max(1)
     correct = (pred == labels).to(r.dtype)

@@ -38,7 +38,24 @@ def _one_minus(logp: Tensor) -> Tensor:
 
 
 class WeightedCE(Loss):
-    """−Σ_k t_k u_k(p) log p_k; subclasses define ``weights``; ``detach`` stops u's gradient."""
+    """−Σ_k t_k u_k(p) log p_k; subclasses define ``weights``; ``detach`` stops u's gradient.
+
+    Examples
+    --------
+    Focal loss is one: its weights are u_k = (1 − p_k)^γ, small where the network is
+    already right and sure:
+
+    >>> import torch
+    >>> from calibkit import losses
+    >>> focal = losses.create("focal:gamma=2")
+    >>> isinstance(focal, losses.WeightedCE)
+    True
+    >>> logits = torch.tensor([[2.0, 0.0], [0.0, 1.0]])
+    >>> p, logp = torch.softmax(logits, 1), torch.log_softmax(logits, 1)
+    >>> focal.weights(p, logp, torch.eye(2)).round(decimals=4)  # (1 - p)^2
+    tensor([[0.0142, 0.7758],
+            [0.5344, 0.0723]])
+    """
 
     detach = False
 
