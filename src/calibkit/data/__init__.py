@@ -110,13 +110,32 @@ def _cifar100_c(
 
 @documented({}, "list of str: the names, sorted.")
 def names() -> list[str]:
-    """Names of every registered dataset."""
+    """Names of every registered dataset.
+
+    Examples
+    --------
+    >>> from calibkit import data
+    >>> "digits" in data.names(), "cifar10" in data.names()
+    (True, True)
+    """
     return REGISTRY.names()
 
 
 @documented(SPEC_PARAMETERS, "DataBundle: the dataset's splits, classes and input shape.")
 def create(spec: str, **overrides: Any) -> DataBundle:
-    """A dataset from a spec such as ``"digits"`` or ``"cifar10:root=~/data"``."""
+    """A dataset from a spec such as ``"digits"`` or ``"cifar10:root=~/data"``.
+
+    Examples
+    --------
+    >>> from calibkit import data
+    >>> digits = data.create("digits:train_size=200")  # scikit-learn's, no download
+    >>> len(digits.train), len(digits.val), len(digits.test)
+    (200, 300, 497)
+    >>> data.create("cifar10:root=/nowhere")
+    Traceback (most recent call last):
+    ...
+    calibkit.data._base.DataFileError: root: /nowhere is not a folder
+    """
     return REGISTRY.create(spec, **overrides)
 
 

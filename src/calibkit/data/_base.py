@@ -24,14 +24,39 @@ from .._settings import Bounds, Setting
 
 
 class DataFileError(ValueError):
-    """A dataset file that is missing or not in the expected format (one-line message)."""
+    """A dataset file that is missing or not in the expected format (one-line message).
+
+    Examples
+    --------
+    >>> from calibkit import data
+    >>> data.create("folder:root=/nonexistent")
+    Traceback (most recent call last):
+    ...
+    calibkit.data._base.DataFileError: root: /nonexistent is not a folder
+    """
 
 
 class LazyImages:
     """Image files read on demand (class-per-folder trees, Tiny-ImageNet): indexing with a
     tensor of positions returns uint8 (n, 3, H, W). With ``size`` (H, W) every image is
     resized to it; with ``size=None`` images keep their native size, which must then be the
-    same for all (a mixed tree is refused, naming the first image that differs)."""
+    same for all (a mixed tree is refused, naming the first image that differs).
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from PIL import Image
+    >>> from calibkit.data import LazyImages
+    >>> folder = getfixture("tmp_path")
+    >>> for i in range(3):
+    ...     pixels = np.full((4, 6, 3), 40 * i, dtype=np.uint8)
+    ...     Image.fromarray(pixels).save(folder / f"{i}.png")
+    >>> images = LazyImages(sorted(folder.glob("*.png")), size=None)
+    >>> len(images), images[torch.tensor([2, 0])].shape  # read when indexed, (n, 3, H, W)
+    (3, torch.Size([2, 3, 4, 6]))
+    >>> int(images[torch.tensor([2])].max())
+    80
+    """
 
     def __init__(self, paths: Sequence[Path], size: tuple[int, int] | None) -> None:
         self.paths, self.size = list(paths), size
@@ -156,7 +181,15 @@ def _decode_into(
 
 @dataclass
 class Split:
-    """Inputs (tensor or :class:`LazyImages`) and (N,) int64 labels."""
+    """Inputs (tensor or :class:`LazyImages`) and (N,) int64 labels.
+
+    Examples
+    --------
+    >>> from calibkit import data
+    >>> test = data.create("digits").test
+    >>> len(test), test.x.shape, test.y[:5]
+    (497, torch.Size([497, 1, 8, 8]), tensor([5, 2, 2, 9, 1]))
+    """
 
     x: Tensor | LazyImages
     y: Tensor
@@ -193,6 +226,15 @@ class DataBundle:
     crop and horizontal flip, the CIFAR standard; ``None``: none). ``posterior`` maps
     float inputs to the true class probabilities where they are known (the Gaussian toy).
     ``extra`` holds evaluation-only splits (shifted or out-of-distribution data).
+
+    Examples
+    --------
+    >>> from calibkit import data
+    >>> digits = data.create("digits")
+    >>> digits.name, digits.num_classes, digits.input_shape, digits.augment
+    ('digits', 10, (1, 8, 8), None)
+    >>> {name: len(split) for name, split in digits.splits().items()}
+    {'train': 1000, 'val': 300, 'test': 497}
     """
 
     name: str
@@ -216,7 +258,20 @@ class DataBundle:
 def input_bounds(bundle: DataBundle) -> tuple[Tensor, Tensor] | None:
     """Feasible network inputs: the per-channel image of [0, 1] under the dataset's
     normalisation, shaped (C, 1, 1), for images (stored as bytes) and the digits; None for
-    data without a natural range (the Gaussian toy)."""
+    data without a natural range (the Gaussian toy).
+
+    Examples
+    --------
+    Bytes normalised by mean 0.5 and std 0.25 span [(0 − 0.5)/0.25, (1 − 0.5)/0.25]:
+
+    >>> import torch
+    >>> from calibkit import data
+    >>> x = torch.tensor([[[[0, 255], [128, 64]]]], dtype=torch.uint8)
+    >>> tiny = data.DataBundle("tiny", 2, (1, 2, 2), data.Split(x, torch.tensor([1])),
+    ...                        mean=(0.5,), std=(0.25,))
+    >>> data.input_bounds(tiny)
+    (tensor([[[-2.]]]), tensor([[[2.]]]))
+    """
     x = bundle.test.x
     if not (isinstance(x, LazyImages) or x.dtype == torch.uint8 or bundle.name == "digits"):
         return None
@@ -230,7 +285,19 @@ def input_bounds(bundle: DataBundle) -> tuple[Tensor, Tensor] | None:
 
 
 def to_inputs(x: Tensor, bundle: DataBundle, device: torch.device | str = "cpu") -> Tensor:
-    """Float network inputs from stored ones: uint8 scaled to [0, 1], then normalised."""
+    """Float network inputs from stored ones: uint8 scaled to [0, 1], then normalised.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit import data
+    >>> x = torch.tensor([[[[0, 255], [128, 64]]]], dtype=torch.uint8)
+    >>> tiny = data.DataBundle("tiny", 2, (1, 2, 2), data.Split(x, torch.tensor([1])),
+    ...                        mean=(0.5,), std=(0.25,))
+    >>> data.to_inputs(x, tiny)  # (x / 255 - 0.5) / 0.25
+    tensor([[[[-2.0000,  2.0000],
+              [ 0.0078, -0.9961]]]])
+    """
     x = x.to(device, non_blocking=True)
     if x.dtype == torch.uint8:
         x = x.float().div_(255)

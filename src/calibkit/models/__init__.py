@@ -96,7 +96,14 @@ def _cnn(*, num_classes: NumClasses = 10, input_shape: InputShape = (1, 8, 8)) -
 
 @documented({}, "list of str: the names, sorted.")
 def names() -> list[str]:
-    """Names of every registered model."""
+    """Names of every registered model.
+
+    Examples
+    --------
+    >>> from calibkit import models
+    >>> models.names()[:4]
+    ['cnn', 'densenet121', 'mlp', 'resnet110']
+    """
     return REGISTRY.names()
 
 

@@ -14,7 +14,21 @@ from torch import Tensor, nn
 
 
 class Classifier(nn.Module):
-    """A ``features`` module producing (N, num_features), then a linear ``head``."""
+    """A ``features`` module producing (N, num_features), then a linear ``head``.
+
+    Examples
+    --------
+    Every network of :func:`calibkit.models.create` is one; ``forward_features`` is what
+    MaC-Cal's stage 2 retrains a head on:
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from calibkit.models import Classifier
+    >>> net = Classifier(nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU()), 32, 10)
+    >>> x = torch.randn(4, 1, 8, 8)
+    >>> net.forward_features(x).shape, net(x).shape
+    (torch.Size([4, 32]), torch.Size([4, 10]))
+    """
 
     def __init__(self, features: nn.Module, num_features: int, num_classes: int) -> None:
         super().__init__()

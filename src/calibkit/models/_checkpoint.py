@@ -23,7 +23,18 @@ from torch import Tensor, nn
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be read or does not fit the model (one-line message)."""
+    """A checkpoint that cannot be read or does not fit the model (one-line message).
+
+    Examples
+    --------
+    >>> from calibkit import models
+    >>> path = getfixture("tmp_path") / "notes.txt"
+    >>> _ = path.write_text("not weights")
+    >>> models.read_state_dict(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calibkit.models._checkpoint.CheckpointError: .../notes.txt: not a checkpoint (neither ...
+    """
 
 
 #: the first bytes of what a checkpoint can be: torch's zip format (PyTorch 1.6 and later),
@@ -74,7 +85,19 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
     """The tensors of a checkpoint file, ``module.`` prefixes removed; a one-line
     :class:`CheckpointError` for a file that is not a checkpoint, holds more than tensors
     (no pickled code is ever run), or holds tensors that are not weights (meta, sparse,
-    NaN or inf)."""
+    NaN or inf).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit import models
+    >>> net = models.create("mlp", num_classes=10, input_shape=(1, 8, 8))
+    >>> path = getfixture("tmp_path") / "mlp.pt"
+    >>> torch.save(net.state_dict(), path)
+    >>> state = models.read_state_dict(path)
+    >>> sorted(state)[:2], state["head.weight"].shape
+    (['features.1.bias', 'features.1.weight'], torch.Size([10, 256]))
+    """
     path = checkpoint_file(path)
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
@@ -126,7 +149,24 @@ def _listed(keys: set[str]) -> str:
 
 
 def load_checkpoint(model: nn.Module, path: str | os.PathLike) -> nn.Module:
-    """Load the weights of ``path`` into ``model`` (in place; returned for chaining)."""
+    """Load the weights of ``path`` into ``model`` (in place; returned for chaining).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit import models
+    >>> digits = dict(num_classes=10, input_shape=(1, 8, 8))
+    >>> trained = models.create("mlp", **digits)
+    >>> path = getfixture("tmp_path") / "mlp.pt"
+    >>> torch.save(trained.state_dict(), path)
+    >>> fresh = models.load_checkpoint(models.create("mlp", **digits), path)
+    >>> torch.equal(fresh.head.weight, trained.head.weight)
+    True
+    >>> models.load_checkpoint(models.create("cnn", **digits), path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calibkit.models._checkpoint.CheckpointError: .../mlp.pt: does not fit the model: missing ...
+    """
     state = read_state_dict(path)
     own = model.state_dict()
     layout: dict[str, str] = {}
