@@ -50,11 +50,31 @@ INSTALL_HINT = "ONNX export needs onnx, onnxscript and onnxruntime: pip install 
 
 
 class ExportError(ValueError):
-    """The module could not be exported (an operation ONNX or the exporter lacks)."""
+    """The module could not be exported (an operation ONNX or the exporter lacks).
+
+    Examples
+    --------
+    Every export failure is a ``ValueError``, with a one-line message:
+
+    >>> from calibkit.export import ExportError, ExportMismatchError
+    >>> issubclass(ExportMismatchError, ExportError), issubclass(ExportError, ValueError)
+    (True, True)
+    """
 
 
 class ExportMismatchError(ExportError):
-    """The exported graph, run in onnxruntime, does not reproduce PyTorch's output."""
+    """The exported graph, run in onnxruntime, does not reproduce PyTorch's output.
+
+    Examples
+    --------
+    :func:`to_onnx` raises it after its check (``check=True``, the default) finds the file's
+    output further from PyTorch's than ``rtol`` and ``atol`` allow; the file is still there
+    to inspect:
+
+    >>> from calibkit.export import ExportError, ExportMismatchError
+    >>> issubclass(ExportMismatchError, ExportError)
+    True
+    """
 
 
 class Graph(nn.Module):
@@ -120,6 +140,17 @@ def to_onnx(
     ``rtol``/``atol`` (elementwise, as ``numpy.allclose``). ``optimize``: run onnxscript's
     graph optimiser (constant folding; about half the export time).
     Raises :class:`ExportError` for a module the exporter cannot write.
+
+    Examples
+    --------
+    >>> from calibkit import export, posthoc
+    >>> from calibkit.data import demo_logits
+    >>> d = demo_logits()
+    >>> ts = posthoc.TemperatureScaling().fit(d["logits_val"], d["labels_val"])
+    >>> path = export.to_onnx(ts, getfixture("tmp_path") / "ts.onnx", output="probs",
+    ...                       optimize=False)  # checked in onnxruntime against PyTorch
+    >>> path.name
+    'ts.onnx'
     """
     _require_onnx(check)
     inner = method.calibrator if isinstance(method, CalibratedModel) else method
@@ -154,7 +185,21 @@ def to_onnx(
     inputs=("array-like or Tensor, shape (N, ...)", "One batch of inputs."),
 )
 def run_onnx(path: str | os.PathLike, inputs: Any) -> np.ndarray:
-    """Run an exported graph in onnxruntime on ``inputs`` (N, ...); returns its output."""
+    """Run an exported graph in onnxruntime on ``inputs`` (N, ...); returns its output.
+
+    Examples
+    --------
+    >>> from calibkit import export, posthoc
+    >>> from calibkit.data import demo_logits
+    >>> d = demo_logits()
+    >>> ts = posthoc.TemperatureScaling().fit(d["logits_val"], d["labels_val"])
+    >>> path = export.to_onnx(ts, getfixture("tmp_path") / "ts.onnx", output="probs",
+    ...                       optimize=False)  # checked in onnxruntime against PyTorch
+    >>> import numpy as np
+    >>> probs = export.run_onnx(path, d["logits_test"][:3])
+    >>> probs.shape, bool(np.allclose(probs, ts.predict_proba(d["logits_test"][:3]), atol=1e-6))
+    ((3, 10), True)
+    """
     _require_onnx(True)
     import onnxruntime as ort
 

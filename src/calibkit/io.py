@@ -42,7 +42,19 @@ SCORE_EXTENSIONS = (".npz", ".npy", ".csv", ".parquet", ".pt", ".pth")
 
 
 class FileFormatError(ValueError):
-    """A file that cannot be read as logits and labels (one-line message)."""
+    """A file that cannot be read as logits and labels (one-line message).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibkit.io import load_scores
+    >>> path = getfixture("tmp_path") / "only_logits.npy"
+    >>> np.save(path, np.zeros((4, 3)))
+    >>> load_scores(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calibkit.io.FileFormatError: .../only_logits.npy: a .npy file holds one array; pass the ...
+    """
 
 
 def _check_exists(path: Path) -> None:
@@ -373,13 +385,29 @@ def load_scores(
     need_labels: bool = True,
     scores_parameter: str = "logits_key",
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """(scores (N, K), labels (N,)) from one file, or from a pair of ``.npy`` files; with
+    r"""(scores (N, K), labels (N,)) from one file, or from a pair of ``.npy`` files; with
     ``need_labels=False`` a file without labels gives ``(scores, None)``.
 
     For CSV and parquet the label column is ``labels_key`` (or ``label``) and every other
     column is a class score, in file order. ``scores_parameter`` names the parameter that
     picks the scores array in the error for a missing one (the command line names its
     option).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibkit.io import load_scores
+    >>> folder = getfixture("tmp_path")
+    >>> logits, labels = np.array([[2.0, 0.0], [0.5, 1.5], [1.0, 3.0]]), np.array([0, 1, 1])
+    >>> np.savez(folder / "test.npz", logits=logits, labels=labels)
+    >>> z, y = load_scores(folder / "test.npz")
+    >>> z.shape, y
+    ((3, 2), array([0, 1, 1]))
+    >>> _ = (folder / "test.csv").write_text("label,cat,dog\n0,2.0,0.0\n1,0.5,1.5\n")
+    >>> z, y = load_scores(folder / "test.csv")  # the label column, then a column per class
+    >>> z, y  # a table's columns are read as floats; the metrics take whole-number labels
+    (array([[2. , 0. ],
+           [0.5, 1.5]]), array([0., 1.]))
     """
     path = Path(path)
     if path.suffix.lower() == ".npy" or labels_path is not None:
@@ -455,7 +483,21 @@ def load_split(
     logits_key: str | None = None,
     labels_key: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scores, labels) of one split (keys from :func:`split_keys`)."""
+    """(scores, labels) of one split (keys from :func:`split_keys`).
+
+    Examples
+    --------
+    The file ``calibkit demo`` writes holds both splits:
+
+    >>> import numpy as np
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.io import load_split
+    >>> path = getfixture("tmp_path") / "demo.npz"
+    >>> np.savez(path, **demo_logits())
+    >>> z, y = load_split(path, "val")  # logits_val and labels_val
+    >>> z.shape, y.shape
+    ((300, 10), (300,))
+    """
     return load_scores(path, **split_keys(path, split, logits_key, labels_key))
 
 
