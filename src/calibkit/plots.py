@@ -111,7 +111,28 @@ def draw_reliability(
     does: accuracy bars over the diagonal, the gap to confidence shaded, the confidence
     histogram beneath (samples per bin, log scale), each bin's count over its bar; ECE,
     accuracy and mean confidence, all computed from the bins, in the
-    title. ``band`` (2, M) draws a 95 % interval on each bin's accuracy."""
+    title. ``band`` (2, M) draws a 95 % interval on each bin's accuracy.
+
+    Examples
+    --------
+    Side by side, before and after temperature scaling, on axes of one's own:
+
+    >>> import matplotlib.pyplot as plt
+    >>> from calibkit import posthoc
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.metrics import evaluate
+    >>> from calibkit.plots import draw_reliability
+    >>> d = demo_logits()
+    >>> ts = posthoc.TemperatureScaling().fit(d["logits_val"], d["labels_val"])
+    >>> fig, axes = plt.subplots(2, 2, figsize=(10, 6), height_ratios=[3, 1], sharex=True)
+    >>> for column, (title, z) in enumerate([("uncalibrated", d["logits_test"]),
+    ...                                      ("TS", ts(d["logits_test"]))]):
+    ...     bins = evaluate(z, d["labels_test"], smooth=False, optimal=False).bins
+    ...     _ = draw_reliability(bins, title=title, ax=(axes[0, column], axes[1, column]))
+    >>> axes[0, 1].get_title().splitlines()[1]
+    'ECE = 1.20 % (15 bins), accuracy = 97.59 %'
+    >>> plt.close(fig)
+    """
     get = bins.get if isinstance(bins, dict) else lambda k: getattr(bins, k)
     count_all = np.asarray(get("count"), dtype=float)
     n_bins = n_bins or len(np.asarray(get("edges"))) - 1
@@ -241,7 +262,20 @@ def _decade_label(value: float, _position: Any = None) -> str:
 
 
 def save_figure(fig: Any, path: str | os.PathLike) -> None:
-    """Save ``fig`` atomically; the format comes from the extension."""
+    """Save ``fig`` atomically; the format comes from the extension.
+
+    Examples
+    --------
+    >>> from calibkit.data import demo_logits
+    >>> from calibkit.plots import reliability_diagram, save_figure
+    >>> d = demo_logits()
+    >>> fig = reliability_diagram(d["logits_test"], d["labels_test"])
+    >>> save_figure(fig, getfixture("tmp_path") / "reliability.svg")  # PNG, SVG or PDF
+    >>> save_figure(fig, getfixture("tmp_path") / "reliability.gif")
+    Traceback (most recent call last):
+    ...
+    ValueError: ...reliability.gif: figure format must be one of .png, .svg, .pdf
+    """
     ext = os.path.splitext(str(path))[1].lower()
     if ext not in FIGURE_FORMATS:
         raise ValueError(f"{path}: figure format must be one of {', '.join(FIGURE_FORMATS)}")
