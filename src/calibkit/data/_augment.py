@@ -28,7 +28,17 @@ def crop_flip(
     """Random padded crop and horizontal flip of (B, C, H, W) images; the border is 0, or
     ``fill`` (C,) per channel. ``generator``: one, or one per equal group of rows (a pack's
     members, their batches one after another), each group drawing its offsets, then its
-    flips, as it would alone; the crops of every group are then taken in one gather."""
+    flips, as it would alone; the crops of every group are then taken in one gather.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.training import crop_flip
+    >>> images = torch.ones(8, 3, 32, 32)
+    >>> out = crop_flip(images, torch.Generator().manual_seed(0))
+    >>> out.shape, bool((out == 0).any())  # same size; the padded border shows as zeros
+    (torch.Size([8, 3, 32, 32]), True)
+    """
     b, c, h, w = x.shape
     gens = [generator] if isinstance(generator, torch.Generator) else list(generator)
     per = b // len(gens)

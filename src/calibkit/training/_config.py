@@ -45,7 +45,21 @@ RUN_PARAMETERS: dict[str, Described] = {
 
 
 class TrainingError(ValueError):
-    """Training cannot go on (diverged loss, a resume that does not match): one line."""
+    """Training cannot go on (diverged loss, a resume that does not match): one line.
+
+    Examples
+    --------
+    >>> from calibkit.training import TrainConfig, train
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> run = getfixture("tmp_path") / "run"
+    >>> _ = train(config, run)
+    >>> from dataclasses import replace
+    >>> train(replace(config, epochs=4), run, resume=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calibkit.training._config.TrainingError: .../checkpoint.pt was written by a run with ...
+    """
 
 
 @documented_settings
@@ -55,7 +69,19 @@ class TrainConfig:
     given as text or :class:`~calibkit._registry.Spec`; :meth:`check` parses and checks each
     once and keeps the :class:`~calibkit._registry.Spec`, which the run then builds from;
     :meth:`as_json` writes them back as text (run.json, the checkpoint). Each field is
-    declared once (:mod:`calibkit._settings`): its type, default, meaning and bounds."""
+    declared once (:mod:`calibkit._settings`): its type, default, meaning and bounds.
+
+    Examples
+    --------
+    >>> from calibkit.training import TrainConfig
+    >>> config = TrainConfig(data="digits", model="mlp", loss="focal:gamma=3", epochs=20)
+    >>> config.check().as_json()["loss"]
+    'focal:gamma=3'
+    >>> TrainConfig(lr=-1).check()
+    Traceback (most recent call last):
+    ...
+    ValueError: lr: expected a number in (0, 100], got -1
+    """
 
     data: Annotated[str | Spec, Setting("Dataset spec.")] = "digits"
     model: Annotated[str | Spec, Setting("Model spec.")] = "cnn"
@@ -159,7 +185,19 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """What a finished run produced: its folder, per-epoch history and the final model."""
+    """What a finished run produced: its folder, per-epoch history and the final model.
+
+    Examples
+    --------
+    >>> from calibkit.training import TrainConfig, train
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> result = train(config, getfixture("tmp_path") / "run")
+    >>> sorted(p.name for p in result.out.iterdir())
+    ['checkpoint.pt', 'history.json', 'logits.npz', 'model.safetensors', 'run.json']
+    >>> len(result.history), result.input_shape, result.train_images
+    (3, (1, 8, 8), 200)
+    """
 
     out: Path
     history: list[dict[str, float]]

@@ -96,11 +96,25 @@ def create(spec: str) -> Schedule:
 
 
 def milestones(spec: str, epochs: int) -> tuple[list[int], float]:
-    """(epochs after which the rate is multiplied by gamma, gamma) for a schedule spec."""
+    """(epochs after which the rate is multiplied by gamma, gamma) for a schedule spec.
+
+    Examples
+    --------
+    >>> from calibkit.training import milestones
+    >>> milestones("cifar", 200), milestones("step:milestones=[5,8],gamma=0.5", 10)
+    (([86, 143], 0.1), ([5, 8], 0.5))
+    """
     schedule = create(spec)
     return schedule.milestones(epochs), schedule.gamma
 
 
 def lr_at(spec: str, base_lr: float, epoch: int, epochs: int) -> float:
-    """Learning rate of (0-based) ``epoch`` (builds the schedule; a run builds it once)."""
+    """Learning rate of (0-based) ``epoch`` (builds the schedule; a run builds it once).
+
+    Examples
+    --------
+    >>> from calibkit.training import lr_at
+    >>> [round(lr_at("cifar", 0.1, epoch, 200), 6) for epoch in (0, 85, 86, 143)]
+    [0.1, 0.1, 0.01, 0.001]
+    """
     return create(spec).lr(base_lr, epoch, epochs)

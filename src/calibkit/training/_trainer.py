@@ -91,7 +91,18 @@ class _Distributed:
 def predict(
     model: nn.Module, split: data.Split, bundle: data.DataBundle, device: torch.device
 ) -> Tensor:
-    """(N, K) float32 logits of a split in eval mode, on the CPU."""
+    """(N, K) float32 logits of a split in eval mode, on the CPU.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.data import demo_network
+    >>> from calibkit.training import predict
+    >>> net, digits = demo_network()
+    >>> logits = predict(net, digits.test, digits, torch.device("cpu"))
+    >>> logits.shape, logits.dtype
+    (torch.Size([497, 10]), torch.float32)
+    """
     model.eval()
     return predict_members(lambda x: model(_layout(x, device))[None], split, bundle, device)[0]
 
@@ -227,7 +238,15 @@ def build(
     initialised under ``torch.manual_seed(config.seed)``, or holds ``config.checkpoint``'s
     weights where one is given (unless ``pretrained=False``: a finished run's own weights are
     loaded instead). ``bundle``: the data already built by this function for a run with the
-    same data (a packed run's members share it); it is returned as it is."""
+    same data (a packed run's members share it); it is returned as it is.
+
+    Examples
+    --------
+    >>> from calibkit.training import TrainConfig, build
+    >>> digits, model, loss = build(TrainConfig(model="mlp", loss="focal:gamma=3"))
+    >>> len(digits.train), type(model).__name__, loss
+    (1000, 'Classifier', Focal(gamma=3.0, reduction='mean'))
+    """
     if bundle is None:
         bundle = _data(config, need_train)
     torch.manual_seed(config.seed)
@@ -279,6 +298,19 @@ def train(
 
     ``progress(step, total_steps, record)`` is called after every step (``record`` None)
     and after every epoch (``record`` that epoch's history entry).
+
+    Examples
+    --------
+    >>> from calibkit.training import TrainConfig, train
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> seen = []
+    >>> result = train(config, getfixture("tmp_path") / "run",
+    ...                progress=lambda step, total, record: seen.append(record))
+    >>> [r["epoch"] for r in seen if r is not None]  # one record an epoch, in history.json
+    [1, 2, 3]
+    >>> sorted(result.history[-1])[:5]
+    ['epoch', 'lr', 'time', 'train_acc', 'train_loss']
     """
     return train_packed([config], [out], resume=resume, progress=progress)[0]
 
@@ -299,7 +331,23 @@ def train_packed(
     Each member keeps its own initialisation, draws, loss, history, checkpoint and run folder,
     and equals the network trained alone within float tolerance. ``progress(step,
     total_steps, record)`` as :func:`train` takes it, with every member's epoch record in
-    turn."""
+    turn.
+
+    Examples
+    --------
+    Two seeds of one network trained as one pack:
+
+    >>> from calibkit.training import TrainConfig, train
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> from dataclasses import replace
+    >>> from calibkit.training import train_packed
+    >>> members = [config, replace(config, seed=1)]
+    >>> tmp = getfixture("tmp_path")
+    >>> results = train_packed(members, [tmp / "seed0", tmp / "seed1"])
+    >>> [r.out.name for r in results], [len(r.history) for r in results]
+    (['seed0', 'seed1'], [3, 3])
+    """
     if len(configs) != len(outs) or not configs:
         raise ValueError("train_packed: give one output folder per configuration (at least one)")
     if len(configs) > 1:
