@@ -65,7 +65,21 @@ def load_run(
 ) -> tuple[TrainConfig, data.DataBundle, nn.Module, dict]:
     """(configuration, data, model with its trained weights, run.json) of a finished run; a
     calibrated run's model is the calibrated network (its method wrapped around the source
-    network)."""
+    network).
+
+    Examples
+    --------
+    >>> from calibkit import runs
+    >>> from calibkit.training import TrainConfig
+    >>> tmp = getfixture("tmp_path")
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> _ = runs.stage_one(config, tmp / "ce", given=False)  # trains; writes the run folder
+    >>> _ = runs.calibrate_run(tmp / "ce", "ts", tmp / "ce-ts")
+    >>> config, digits, model, info = runs.load_run(tmp / "ce-ts", device="cpu")
+    >>> str(config.model), type(model).__name__, info["calibration"]["method"]
+    ('mlp', 'CalibratedModel', 'ts')
+    """
     from safetensors.torch import load_file
 
     path = Path(path)
@@ -102,7 +116,20 @@ def run_evidence(
 ) -> tuple[Evidence, dict]:
     """What a finished run offers any calibration method (:class:`~calibkit.posthoc.Evidence`:
     its saved logits of every split but train, the labels of every split, its model, inputs
-    and feasible input range) and its ``run.json``."""
+    and feasible input range) and its ``run.json``.
+
+    Examples
+    --------
+    >>> from calibkit import runs
+    >>> from calibkit.training import TrainConfig
+    >>> tmp = getfixture("tmp_path")
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> _ = runs.stage_one(config, tmp / "ce", given=False)  # trains; writes the run folder
+    >>> evidence, info = runs.run_evidence(tmp / "ce", device="cpu")
+    >>> sorted(evidence.logits), sorted(evidence.labels), evidence.inputs("val", None).shape
+    (['test', 'val'], ['test', 'train', 'val'], torch.Size([300, 1, 8, 8]))
+    """
     _, bundle, model, info = load_run(path, device)
     dev = next(model.parameters()).device
     splits = bundle.splits()
@@ -152,7 +179,23 @@ def calibrate_run(
 
     The checks of :mod:`calibkit.posthoc._anomalies` run on the test split (the validation
     split when the test split has no labels): what they flag is in the method's
-    ``fit_report_.anomalies`` and ``run.json``, and issued as one ``CalibrationWarning``."""
+    ``fit_report_.anomalies`` and ``run.json``, and issued as one ``CalibrationWarning``.
+
+    Examples
+    --------
+    >>> from calibkit import runs
+    >>> from calibkit.training import TrainConfig
+    >>> tmp = getfixture("tmp_path")
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> _ = runs.stage_one(config, tmp / "ce", given=False)  # trains; writes the run folder
+    >>> ts = runs.calibrate_run(tmp / "ce", "ts", tmp / "ce-ts")
+    >>> type(ts).__name__, round(float(ts.temperature_), 2)
+    ('TemperatureScaling', 1.02)
+    >>> sorted(p.name for p in (tmp / "ce-ts").iterdir())  # doctest: +NORMALIZE_WHITESPACE
+    ['calibrator.safetensors', 'history.json', 'logits.npz', 'model.safetensors',
+     'run.json']
+    """
     return _calibrate([source], [method], [out], device, progress)[0]
 
 
@@ -167,7 +210,21 @@ def calibrate_runs(
     """:func:`calibrate_run` of ``methods[i]`` on ``sources[i]`` into ``outs[i]``, every
     method one of a kind (one name): fitted together where the method can (MaC-Cal's stage
     2 trains every network's head in one stack, :meth:`~calibkit.posthoc._model_level.
-    ModelCalibrator.fit_group`), otherwise one after another."""
+    ModelCalibrator.fit_group`), otherwise one after another.
+
+    Examples
+    --------
+    >>> from calibkit import runs
+    >>> from calibkit.training import TrainConfig
+    >>> tmp = getfixture("tmp_path")
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> _ = runs.stage_one(config, tmp / "ce", given=False)  # trains; writes the run folder
+    >>> fitted = runs.calibrate_runs([tmp / "ce", tmp / "ce"], ["ts", "ts:t_max=10"],
+    ...                              [tmp / "ts", tmp / "ts-10"], device="cpu")
+    >>> [m.settings()["t_max"] for m in fitted]
+    [100.0, 10]
+    """
     return _calibrate(sources, methods, outs, device, progress)
 
 
@@ -250,7 +307,22 @@ def _write_calibrated(
 def pretrained_run(config: TrainConfig, out: str | os.PathLike) -> Path:
     """A run folder for ``config.checkpoint``'s pretrained network, without training: its
     logits of every split but train, its weights and a ``run.json`` naming the checkpoint.
-    Everything that takes a run (``calibkit calibrate``, stage 2, ``compare``) then takes it."""
+    Everything that takes a run (``calibkit calibrate``, stage 2, ``compare``) then takes it.
+
+    Examples
+    --------
+    >>> from safetensors.torch import save_file
+    >>> from calibkit import runs
+    >>> from calibkit.data import demo_network
+    >>> from calibkit.training import TrainConfig
+    >>> tmp = getfixture("tmp_path")
+    >>> net, _ = demo_network()
+    >>> save_file(net.state_dict(), tmp / "mlp.safetensors")  # weights trained elsewhere
+    >>> config = TrainConfig(data="digits", model="mlp", checkpoint=str(tmp / "mlp.safetensors"))
+    >>> run = runs.pretrained_run(config, tmp / "pretrained")
+    >>> sorted(p.name for p in run.iterdir())
+    ['history.json', 'logits.npz', 'model.safetensors', 'run.json']
+    """
     if config.checkpoint is None:
         raise TrainingError("checkpoint: a pretrained run needs a checkpoint file")
     bundle, model, loss = build(config, need_train=False)
@@ -283,7 +355,19 @@ def stage_one(
     evaluated as it is (:func:`pretrained_run`; returns None), else a network trained as
     ``config`` says (from the checkpoint's weights where one is given; ``resume`` and
     ``progress`` as :func:`~calibkit.training.train` takes them). ``calibkit train`` and
-    the bench harness both start here."""
+    the bench harness both start here.
+
+    Examples
+    --------
+    >>> from calibkit import runs
+    >>> from calibkit.training import TrainConfig
+    >>> tmp = getfixture("tmp_path")
+    >>> config = TrainConfig(data="digits:train_size=200", model="mlp", epochs=3,
+    ...                      batch_size=64, lr=0.05, schedule="constant", device="cpu")
+    >>> _ = runs.stage_one(config, tmp / "ce", given=False)  # trains; writes the run folder
+    >>> sorted(p.name for p in (tmp / "ce").iterdir())
+    ['checkpoint.pt', 'history.json', 'logits.npz', 'model.safetensors', 'run.json']
+    """
     if given:
         pretrained_run(config, out)
         return None
