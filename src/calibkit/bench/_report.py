@@ -264,7 +264,26 @@ img{width:100%;max-width:56em}summary{cursor:pointer;color:#1f5fa8}nav ol{column
 
 def write_report(db: str | Path, out: str | Path) -> dict[str, Any]:
     """Write ``report.md``, ``report.html`` and ``figures/*.png`` from the store ``db``,
-    which is opened read-only (a report never writes to its input)."""
+    which is opened read-only (a report never writes to its input).
+
+    Examples
+    --------
+    >>> from calibkit.bench import load_spec, run_bench, write_report
+    >>> tmp = getfixture("tmp_path")
+    >>> _ = (tmp / "sweep.yaml").write_text('''
+    ... name: tiny
+    ... seeds: [1]
+    ... train: {epochs: 2, batch_size: 64, lr: 0.05, schedule: constant}
+    ... datasets: [{data: "digits:train_size=200", models: [mlp]}]
+    ... methods: [{name: CE, loss: ce}, {name: Focal, loss: "focal:gamma=3"}]
+    ... posthoc: [ts]
+    ... ''')
+    >>> spec = load_spec(tmp / "sweep.yaml")
+    >>> _ = run_bench(spec, tmp / "out")
+    >>> info = write_report(tmp / "out" / "results.sqlite", tmp / "report")
+    >>> info["runs"], sorted(p.name for p in (tmp / "report").iterdir())
+    (2, ['figures', 'report.html', 'report.md'])
+    """
     store = Store(db, create=False)
     res = Results(store)
     if not res.runs or not res.values:

@@ -175,7 +175,26 @@ def run_bench(
 
     Every run uses ``threads`` CPU threads whatever the engine or the number of workers: a
     run's numbers depend on the thread count (it changes the order of float sums), so a fixed
-    count makes 1 worker, N workers and Ray give identical results."""
+    count makes 1 worker, N workers and Ray give identical results.
+
+    Examples
+    --------
+    >>> from calibkit.bench import load_spec, run_bench, write_report
+    >>> tmp = getfixture("tmp_path")
+    >>> _ = (tmp / "sweep.yaml").write_text('''
+    ... name: tiny
+    ... seeds: [1]
+    ... train: {epochs: 2, batch_size: 64, lr: 0.05, schedule: constant}
+    ... datasets: [{data: "digits:train_size=200", models: [mlp]}]
+    ... methods: [{name: CE, loss: ce}, {name: Focal, loss: "focal:gamma=3"}]
+    ... posthoc: [ts]
+    ... ''')
+    >>> spec = load_spec(tmp / "sweep.yaml")
+    >>> run_bench(spec, tmp / "out")
+    {'total': 2, 'skipped': 0, 'done': 2, 'failed': 0}
+    >>> run_bench(spec, tmp / "out")  # started again: only what is missing runs
+    {'total': 2, 'skipped': 2, 'done': 0, 'failed': 0}
+    """
     if engine not in ("local", "ray"):
         raise ValueError(f"engine: expected 'local' or 'ray', got {engine!r}")
     if not isinstance(workers, int) or workers < 1:

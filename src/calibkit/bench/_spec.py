@@ -183,7 +183,31 @@ def presets() -> list[dict[str, Any]]:
 
 
 def load_spec(source: str | Path) -> BenchSpec:
-    """Read and validate a spec file, or a preset by name (``default``, ``paper-cifar``)."""
+    """Read and validate a spec file, or a preset by name (``default``, ``paper-cifar``).
+
+    Examples
+    --------
+    >>> from calibkit.bench import load_spec, run_bench, write_report
+    >>> tmp = getfixture("tmp_path")
+    >>> _ = (tmp / "sweep.yaml").write_text('''
+    ... name: tiny
+    ... seeds: [1]
+    ... train: {epochs: 2, batch_size: 64, lr: 0.05, schedule: constant}
+    ... datasets: [{data: "digits:train_size=200", models: [mlp]}]
+    ... methods: [{name: CE, loss: ce}, {name: Focal, loss: "focal:gamma=3"}]
+    ... posthoc: [ts]
+    ... ''')
+    >>> spec = load_spec(tmp / "sweep.yaml")
+    >>> spec.name, len(spec.runs), spec.methods, spec.baseline
+    ('tiny', 2, ['CE', 'Focal'], 'CE')
+    >>> len(load_spec("default").runs)  # a preset (calibkit presets lists them)
+    80
+    >>> _ = (tmp / "bad.yaml").write_text("seeds: [1, 1]")
+    >>> load_spec(tmp / "bad.yaml")
+    Traceback (most recent call last):
+    ...
+    calibkit.bench._spec.SpecError: bad.yaml:1: seeds[1]: 1 is listed twice
+    """
     path = Path(source)
     if not path.exists() and (PRESETS / f"{source}.yaml").exists():
         path = PRESETS / f"{source}.yaml"
