@@ -141,7 +141,23 @@ class ECE(_BinnedCalibration):
 
 
 class MCE(_BinnedCalibration):
-    """Maximum calibration error (:func:`~calibkit.metrics.mce`)."""
+    """Maximum calibration error (:func:`~calibkit.metrics.mce`).
+
+    Examples
+    --------
+    Updated batch by batch, it gives what :func:`~calibkit.metrics.mce` gives on the whole:
+
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import MCE
+    >>> from calibkit.metrics import mce
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits, labels = 3 * torch.randn(200, 5, generator=g), torch.randint(5, (200,), generator=g)
+    >>> metric = MCE()
+    >>> for rows in torch.arange(200).split(64):
+    ...     metric.update(logits[rows], labels[rows])
+    >>> abs(float(metric.compute()) - mce(logits, labels)) < 1e-6
+    True
+    """
 
     def compute(self) -> Tensor:
         sums, _ = self._sums()
@@ -150,7 +166,23 @@ class MCE(_BinnedCalibration):
 
 class RMSCalibrationError(_BinnedCalibration):
     """RMS (L2) calibration error, Kumar et al.'s debiased estimator with ``debias=True``
-    (:func:`~calibkit.metrics.rms_ce`)."""
+    (:func:`~calibkit.metrics.rms_ce`).
+
+    Examples
+    --------
+    Updated batch by batch, it gives what :func:`~calibkit.metrics.rms_ce` gives on the whole:
+
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import RMSCalibrationError
+    >>> from calibkit.metrics import rms_ce
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits, labels = 3 * torch.randn(200, 5, generator=g), torch.randint(5, (200,), generator=g)
+    >>> metric = RMSCalibrationError(debias=True)
+    >>> for rows in torch.arange(200).split(64):
+    ...     metric.update(logits[rows], labels[rows])
+    >>> abs(float(metric.compute()) - rms_ce(logits, labels, debias=True)) < 1e-6
+    True
+    """
 
     @checks_declared
     def __init__(self, debias: Debias = False, **kwargs: Any) -> None:
@@ -193,7 +225,23 @@ class _RankedCalibration(Metric):
 
 
 class AdaptiveECE(_RankedCalibration):
-    """Adaptive (equal-mass) ECE (:func:`~calibkit.metrics.aece`)."""
+    """Adaptive (equal-mass) ECE (:func:`~calibkit.metrics.aece`).
+
+    Examples
+    --------
+    Updated batch by batch, it gives what :func:`~calibkit.metrics.aece` gives on the whole:
+
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import AdaptiveECE
+    >>> from calibkit.metrics import aece
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits, labels = 3 * torch.randn(200, 5, generator=g), torch.randint(5, (200,), generator=g)
+    >>> metric = AdaptiveECE()
+    >>> for rows in torch.arange(200).split(64):
+    ...     metric.update(logits[rows], labels[rows])
+    >>> abs(float(metric.compute()) - aece(logits, labels)) < 1e-6
+    True
+    """
 
     @checks_declared
     def __init__(self, n_bins: MetricBins = 15, **kwargs: Any) -> None:
@@ -207,7 +255,23 @@ class AdaptiveECE(_RankedCalibration):
 
 
 class AURC(_RankedCalibration):
-    """Area under the risk-coverage curve (:func:`~calibkit.metrics.aurc`)."""
+    """Area under the risk-coverage curve (:func:`~calibkit.metrics.aurc`).
+
+    Examples
+    --------
+    Updated batch by batch, it gives what :func:`~calibkit.metrics.aurc` gives on the whole:
+
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import AURC
+    >>> from calibkit.metrics import aurc
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits, labels = 3 * torch.randn(200, 5, generator=g), torch.randint(5, (200,), generator=g)
+    >>> metric = AURC()
+    >>> for rows in torch.arange(200).split(64):
+    ...     metric.update(logits[rows], labels[rows])
+    >>> abs(float(metric.compute()) - aurc(logits, labels)) < 1e-6
+    True
+    """
 
     def compute(self) -> Tensor:
         runs, _ = self._runs()
@@ -217,7 +281,24 @@ class AURC(_RankedCalibration):
 class RefinementAUROC(_RankedCalibration):
     """AUROC of the confidence separating correct from wrong predictions
     (:func:`~calibkit.metrics.refinement_auroc`); raises ``ValueError`` where every
-    prediction is correct, or every one wrong."""
+    prediction is correct, or every one wrong.
+
+    Examples
+    --------
+    Updated batch by batch, it gives what :func:`~calibkit.metrics.refinement_auroc` gives
+    on the whole:
+
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import RefinementAUROC
+    >>> from calibkit.metrics import refinement_auroc
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits, labels = 3 * torch.randn(200, 5, generator=g), torch.randint(5, (200,), generator=g)
+    >>> metric = RefinementAUROC()
+    >>> for rows in torch.arange(200).split(64):
+    ...     metric.update(logits[rows], labels[rows])
+    >>> abs(float(metric.compute()) - refinement_auroc(logits, labels)) < 1e-6
+    True
+    """
 
     higher_is_better = True
 
@@ -290,7 +371,24 @@ class MulticlassCalibrationError(_TorchmetricsCalibration):
     (N, C, ...) probabilities or logits against ``target`` (N, ...) class indices
     (:class:`_TorchmetricsCalibration`). ``norm="l1"`` is calibkit's :class:`ECE`, ``"max"``
     :class:`MCE`, ``"l2"`` :class:`RMSCalibrationError` (without debiasing), each in
-    torchmetrics' bins; ``binning="calibkit"`` gives calibkit's."""
+    torchmetrics' bins; ``binning="calibkit"`` gives calibkit's.
+
+    Examples
+    --------
+    The same value as torchmetrics' own class, on the same batches:
+
+    >>> import torch, torchmetrics
+    >>> from calibkit.adapters.torchmetrics import MulticlassCalibrationError
+    >>> g = torch.Generator().manual_seed(0)
+    >>> preds = torch.softmax(2 * torch.randn(100, 3, generator=g), 1)
+    >>> target = torch.randint(3, (100,), generator=g)
+    >>> ours = MulticlassCalibrationError(num_classes=3)
+    >>> theirs = torchmetrics.classification.MulticlassCalibrationError(num_classes=3)
+    >>> for metric in (ours, theirs):
+    ...     metric.update(preds, target)
+    >>> abs(float(ours.compute()) - float(theirs.compute())) < 1e-6
+    True
+    """
 
     def __init__(
         self,
@@ -329,7 +427,24 @@ class BinaryCalibrationError(_TorchmetricsCalibration):
     """torchmetrics' ``BinaryCalibrationError(n_bins=15, norm="l1", ignore_index=None,
     validate_args=True)``: calibration of P(class 1) (``preds`` (N, ...), a probability, or
     a logit where any value lies outside [0, 1]) against the 0/1 ``target`` (N, ...), binned
-    in the predictions' dtype as torchmetrics does (calibkit's ``binary="positive"``)."""
+    in the predictions' dtype as torchmetrics does (calibkit's ``binary="positive"``).
+
+    Examples
+    --------
+    The same value as torchmetrics' own class, on the same batches:
+
+    >>> import torch, torchmetrics
+    >>> from calibkit.adapters.torchmetrics import BinaryCalibrationError
+    >>> g = torch.Generator().manual_seed(0)
+    >>> preds = torch.rand(100, generator=g)  # P(class 1)
+    >>> target = torch.randint(2, (100,), generator=g)
+    >>> ours = BinaryCalibrationError(n_bins=10)
+    >>> theirs = torchmetrics.classification.BinaryCalibrationError(n_bins=10)
+    >>> for metric in (ours, theirs):
+    ...     metric.update(preds, target)
+    >>> abs(float(ours.compute()) - float(theirs.compute())) < 1e-6
+    True
+    """
 
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` (N, ...) probabilities or logits of class 1, ``target``."""
@@ -345,7 +460,16 @@ class BinaryCalibrationError(_TorchmetricsCalibration):
 def CalibrationError(task: str = "multiclass", **kwargs: Any) -> _TorchmetricsCalibration:
     """torchmetrics' generic name: ``CalibrationError(task="binary")`` is
     :class:`BinaryCalibrationError`, ``task="multiclass"`` :class:`MulticlassCalibrationError`
-    (``num_classes``, ``n_bins``, ``norm``, ``ignore_index``, ``validate_args`` as there)."""
+    (``num_classes``, ``n_bins``, ``norm``, ``ignore_index``, ``validate_args`` as there).
+
+    Examples
+    --------
+    >>> from calibkit.adapters.torchmetrics import CalibrationError
+    >>> type(CalibrationError(task="binary")).__name__
+    'BinaryCalibrationError'
+    >>> type(CalibrationError(task="multiclass", num_classes=10, norm="max")).__name__
+    'MulticlassCalibrationError'
+    """
     if task == "binary":
         kwargs.pop("num_classes", None)
         return BinaryCalibrationError(**kwargs)
