@@ -77,7 +77,24 @@ class _CalibratorEstimator(ClassifierMixin, BaseEstimator):
 
 def estimator(name: str) -> type:
     """The scikit-learn estimator class of the registered logits method ``name``; its
-    ``__init__`` takes the method's settings as keyword parameters with their defaults."""
+    ``__init__`` takes the method's settings as keyword parameters with their defaults.
+
+    Examples
+    --------
+    A calibrator on logits as a scikit-learn estimator (``fit(X, y)`` with X the logits),
+    so that scikit-learn's tools (pipelines, ``clone``, grid search) take it:
+
+    >>> from sklearn.base import clone
+    >>> from calibkit.adapters.sklearn import estimator
+    >>> from calibkit.data import demo_logits
+    >>> TS = estimator("ts")
+    >>> d = demo_logits()
+    >>> ts = clone(TS(t_max=50)).fit(d["logits_val"], d["labels_val"])
+    >>> ts.predict_proba(d["logits_test"]).shape
+    (497, 10)
+    >>> round(ts.score(d["logits_test"], d["labels_test"]), 4)  # accuracy, as a classifier's
+    0.9759
+    """
     if name in _CLASSES:
         return _CLASSES[name]
     if name not in posthoc.names("logits"):
@@ -121,7 +138,22 @@ def estimator(name: str) -> type:
 
 
 class CalibratedPair(NamedTuple):
-    """One fitted estimator and the calibkit method fitted on its scores."""
+    """One fitted estimator and the calibkit method fitted on its scores.
+
+    Examples
+    --------
+    What :class:`CalibratedClassifier` keeps per fold in ``calibrated_classifiers_``:
+
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from calibkit.adapters.sklearn import CalibratedClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> forest = RandomForestClassifier(n_estimators=50, random_state=0)
+    >>> clf = CalibratedClassifier(forest, method="ts", cv=3).fit(X, y)
+    >>> pair = clf.calibrated_classifiers_[0]
+    >>> type(pair.estimator).__name__, type(pair.calibrator).__name__
+    ('RandomForestClassifier', 'TemperatureScaling')
+    """
 
     estimator: Any
     calibrator: Any
@@ -552,7 +584,20 @@ def scorer(metric: str = "ece", **options: Any):
     rms_ce, nll, brier, ...) on ``estimator.predict_proba(X)``, negated where lower is
     better (``neg_`` convention). ``options`` go to the metric (``n_bins=10``). Names are
     read without case, and scikit-learn's and torchmetrics' spellings are taken
-    (:data:`METRIC_NAMES`: ``"ECE"``, ``"brier_score"``, ``"log_loss"``, ...)."""
+    (:data:`METRIC_NAMES`: ``"ECE"``, ``"brier_score"``, ``"log_loss"``, ...).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from sklearn.model_selection import cross_val_score
+    >>> from calibkit.adapters.sklearn import scorer
+    >>> X, y = load_digits(return_X_y=True)
+    >>> forest = RandomForestClassifier(n_estimators=50, random_state=0)
+    >>> scores = cross_val_score(forest, X, y, cv=3, scoring=scorer("ece"))
+    >>> scorer("ece").__name__, [round(float(s), 3) for s in scores]  # negated: higher is better
+    ('neg_ece', [-0.229, -0.229, -0.22])
+    """
     metric = METRIC_NAMES.get(metric.lower().replace("-", "_"), metric.lower())
     fn = getattr(metrics, metric, None)
     if fn is None or not callable(fn):
