@@ -63,7 +63,21 @@ Extract = Callable[[Any, Any], tuple[Any, Any]]
 
 
 def scores_and_labels(outputs: Any, batch: Any) -> tuple[Tensor, Tensor]:
-    """The default reading of ``validation_step``'s return value; see the module docstring."""
+    """The default reading of ``validation_step``'s return value; see the module docstring.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.adapters.lightning import scores_and_labels
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 1])
+    >>> batch = (torch.zeros(2, 3), labels)  # (inputs, labels), as a DataLoader gives
+    >>> for returned in ({"logits": logits, "labels": labels}, (logits, labels), logits):
+    ...     scores, found = scores_and_labels(returned, batch)
+    ...     print(scores.shape, found.tolist())
+    torch.Size([2, 2]) [0, 1]
+    torch.Size([2, 2]) [0, 1]
+    torch.Size([2, 2]) [0, 1]
+    """
     if isinstance(outputs, dict):
         scores = outputs.get("logits", outputs.get("probs"))
         labels = outputs.get("labels")
@@ -86,7 +100,21 @@ def scores_and_labels(outputs: Any, batch: Any) -> tuple[Tensor, Tensor]:
 class LastForward:
     """The last two-dimensional tensor returned by a ``forward`` of a module or any of its
     submodules, kept by forward hooks while attached: what a validation step computed when
-    it returns nothing (``self(x)`` or ``self.net(x)``)."""
+    it returns nothing (``self(x)`` or ``self.net(x)``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from calibkit.adapters.lightning import LastForward
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> seen = LastForward()
+    >>> seen.attach(net)
+    >>> _ = net(torch.randn(5, 3))
+    >>> seen.outputs(None).shape  # the step returned nothing: the last 2-D forward output
+    torch.Size([5, 2])
+    >>> seen.detach()
+    """
 
     def __init__(self) -> None:
         self._handles: list[Any] = []
@@ -133,6 +161,36 @@ class CalibrationCallback(Callback):
     several validation loaders, each gets its own meter and its names end in
     ``/dataloader_idx_I``. ``trainer.test()`` logs the same metrics as ``test_prefix +
     name`` (``test/ece``), from ``test_step``'s outputs read the same way.
+
+    Examples
+    --------
+    >>> import lightning as L, torch
+    >>> from torch import nn
+    >>> from torch.utils.data import DataLoader, TensorDataset
+    >>> from calibkit import data
+    >>> class Net(L.LightningModule):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
+    ...     def forward(self, x):
+    ...         return self.net(x)
+    ...     def training_step(self, batch, _):
+    ...         return nn.functional.cross_entropy(self(batch[0]), batch[1])
+    ...     def validation_step(self, batch, _):
+    ...         self(batch[0])  # returns nothing: the callback reads what forward returned
+    ...     def configure_optimizers(self):
+    ...         return torch.optim.Adam(self.parameters(), lr=1e-2)
+    >>> digits = data.create("digits")
+    >>> train = DataLoader(TensorDataset(digits.train.x, digits.train.y), batch_size=100)
+    >>> val = DataLoader(TensorDataset(digits.val.x, digits.val.y), batch_size=100)
+    >>> quiet = dict(max_epochs=2, enable_progress_bar=False, enable_model_summary=False)
+    >>> from calibkit.adapters.lightning import CalibrationCallback
+    >>> callback = CalibrationCallback(["ece", "nll"], diagram=False)
+    >>> trainer = L.Trainer(callbacks=[callback], logger=False, enable_checkpointing=False,
+    ...                     **quiet)
+    >>> trainer.fit(Net(), train, val)
+    >>> sorted(k for k in trainer.callback_metrics if k.startswith("val/"))
+    ['val/ece', 'val/nll']
     """
 
     @checks_declared
@@ -250,7 +308,17 @@ def figure_name(trainer: Any) -> tuple[str, str]:
     """(file stem, title) of a reliability diagram: ``epoch=002`` for the validation of
     epoch 2 during ``fit``; ``validate-after-003-epochs`` (``test-...``) for a
     ``trainer.validate()`` (``test()``) call, whose ``current_epoch`` counts the epochs
-    trained so far rather than naming one."""
+    trained so far rather than naming one.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from calibkit.adapters.lightning import figure_name
+    >>> fitting = SimpleNamespace(state=SimpleNamespace(fn="fit"), current_epoch=2)
+    >>> validating = SimpleNamespace(state=SimpleNamespace(fn="validate"), current_epoch=3)
+    >>> figure_name(fitting), figure_name(validating)
+    (('epoch=002', 'epoch 2'), ('validate-after-003-epochs', 'validate, after 3 epochs'))
+    """
     fn = str(getattr(trainer.state.fn, "value", trainer.state.fn))
     if fn in ("validate", "test"):
         done = trainer.current_epoch
@@ -269,7 +337,40 @@ class PostHocCallback(Callback):
     :mod:`calibkit.posthoc._anomalies` run as on every fit. A checkpoint written after a
     validation (``ModelCheckpoint``) holds the calibrator fitted on that validation, in
     calibkit's safetensors format (no pickle); ``PostHocCallback.from_checkpoint(path)``
-    gives it back. The validation logits are gathered from every process."""
+    gives it back. The validation logits are gathered from every process.
+
+    Examples
+    --------
+    >>> import lightning as L, torch
+    >>> from torch import nn
+    >>> from torch.utils.data import DataLoader, TensorDataset
+    >>> from calibkit import data
+    >>> class Net(L.LightningModule):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
+    ...     def forward(self, x):
+    ...         return self.net(x)
+    ...     def training_step(self, batch, _):
+    ...         return nn.functional.cross_entropy(self(batch[0]), batch[1])
+    ...     def validation_step(self, batch, _):
+    ...         self(batch[0])  # returns nothing: the callback reads what forward returned
+    ...     def configure_optimizers(self):
+    ...         return torch.optim.Adam(self.parameters(), lr=1e-2)
+    >>> digits = data.create("digits")
+    >>> train = DataLoader(TensorDataset(digits.train.x, digits.train.y), batch_size=100)
+    >>> val = DataLoader(TensorDataset(digits.val.x, digits.val.y), batch_size=100)
+    >>> quiet = dict(max_epochs=2, enable_progress_bar=False, enable_model_summary=False)
+    >>> from lightning.pytorch.callbacks import ModelCheckpoint
+    >>> from calibkit.adapters.lightning import PostHocCallback
+    >>> folder = getfixture("tmp_path")
+    >>> save = ModelCheckpoint(dirpath=folder, save_last=True)
+    >>> trainer = L.Trainer(callbacks=[PostHocCallback("ts"), save], logger=False, **quiet)
+    >>> trainer.fit(Net(), train, val)
+    >>> ts = PostHocCallback.from_checkpoint(folder / "last.ckpt")  # no pickle is run
+    >>> type(ts).__name__, ts.fit_report_.objective
+    ('TemperatureScaling', 'nll')
+    """
 
     def __init__(self, method: str = "ts", *, outputs: Extract | None = None) -> None:
         from .. import posthoc
