@@ -119,3 +119,17 @@ def test_platt_is_beta_with_a_equal_b_and_equals_scikit_learn(real_logits):
     assert c == pytest.approx(lr.intercept_[0], abs=1e-5)
     with pytest.raises(ValueError, match="no parameter 'parameters'; valid: mode, clip"):
         posthoc.create("platt:parameters=abm")
+
+
+def test_a_refit_whose_loss_is_flat_to_rounding_still_converges():
+    """On the demo logits the refit of b and c after a < 0 was dropped stalled at 100
+    iterations (reported not converged) though it reaches the optimum in 12: near it the
+    full Newton step raised the loss by one ulp, and halving never found a lower one while
+    the gradient (1e-9) was still above the 1e-10 it stops at."""
+    from calibkit.data import demo_logits
+    from calibkit.posthoc import BetaCalibration
+
+    d = demo_logits()
+    beta = BetaCalibration().fit(d["logits_val"], d["labels_val"])
+    assert beta.fit_report_.converged and beta.fit_report_.iterations < 40
+    assert beta.coef_[0, 0] == 0 and beta.coef_[0, 1] > 0  # a dropped, b refitted
