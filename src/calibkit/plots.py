@@ -130,7 +130,7 @@ def draw_reliability(
     ...     bins = evaluate(z, d["labels_test"], smooth=False, optimal=False).bins
     ...     _ = draw_reliability(bins, title=title, ax=(axes[0, column], axes[1, column]))
     >>> axes[0, 1].get_title().splitlines()[1]
-    'ECE = 1.20 % (15 bins), accuracy = 97.59 %'
+    'ECE = 1.19 % (15 bins), accuracy = 97.59 %'
     >>> plt.close(fig)
     """
     get = bins.get if isinstance(bins, dict) else lambda k: getattr(bins, k)

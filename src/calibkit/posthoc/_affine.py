@@ -377,7 +377,7 @@ class VectorScaling(_Unregularised):
     >>> d = demo_logits()
     >>> cal = VectorScaling().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    4.24
+    4.25
     >>> tuple(cal.weight_.shape), tuple(cal.bias_.shape)  # 20 parameters overfit 300 rows
     ((1, 10), (1, 10))
     """
@@ -399,7 +399,7 @@ class MatrixScaling(_Unregularised):
     >>> d = demo_logits()
     >>> cal = MatrixScaling().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    5.13
+    4.92
     >>> tuple(cal.weight_.shape)  # 110 parameters on 300 rows: the test ECE rises
     (1, 10, 10)
     """
@@ -473,8 +473,8 @@ class DirichletODIR(AffineCalibrator):
     >>> cal = DirichletODIR(**grid).fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
     2.93
-    >>> cal.lambda_, cal.mu_, cal.fit_report_.converged  # on 300 rows it does worse than TS
-    (1000.0, 10.0, True)
+    >>> cal.lambda_, cal.mu_, cal.fit_report_.converged  # 300 rows: worse than TS, flagged
+    (1000.0, 10.0, False)
     """
 
     name, dirichlet, reg = "dir-odir", True, "odir"

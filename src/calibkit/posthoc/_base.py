@@ -106,7 +106,7 @@ class FitReport:
     >>> report.objective, round(report.before, 4), round(report.after, 4), report.converged
     ('nll', 0.1046, 0.0948, True)
     >>> report.details, report.anomalies  # what the fit found, what the checks flagged
-    ({'temperature': 1.491221}, [])
+    ({'temperature': 1.490531}, [])
     """
 
     objective: str
@@ -439,7 +439,7 @@ class Evidence:
     ...     labels={"val": d["labels_val"], "test": d["labels_test"]},
     ... )
     >>> round(float(posthoc.create("ts").fit_on(run).temperature_), 4)
-    1.4912
+    1.4905
     """
 
     logits: dict[str, Tensor]

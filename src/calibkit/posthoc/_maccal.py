@@ -118,7 +118,7 @@ class MacCal(ModelCalibrator):
     >>> with torch.no_grad():
     ...     z = mc(digits.test.x)  # the new head on the network's features
     >>> round(100 * ece(z, digits.test.y), 2), round(accuracy(z, digits.test.y), 3)
-    (3.15, 0.954)
+    (3.78, 0.946)
     """
 
     name = "maccal"

@@ -304,9 +304,9 @@ class EnsembleTemperatureScaling(Calibrator):
     >>> d = demo_logits()
     >>> cal = EnsembleTemperatureScaling().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    1.33
+    1.21
     >>> round(cal.temperature_.item(), 4), cal.weights_.numpy().round(3)  # T, (w1, w2, w3)
-    (1.3564, array([0.968, 0.031, 0.   ]))
+    (1.3537, array([0.966, 0.033, 0.   ]))
     """
 
     name = "ets"
