@@ -7,9 +7,12 @@ their conventions (classwise ECE with their binning). `benchmarks/published_resn
 does this for every published column and calibrator.
 
 It needs those logits, `../shared/data/logits/resnet110_cifar10.npz` beside a clone of the
-repository (no other logits have published cells to compare with): on a machine without
-them it stops at its first line with a `FileNotFoundError` naming that file.
+repository (no other logits have published cells to compare with). Where they are
+missing, the site is built without this example (the build's log names the file), and
+run by hand it stops at its first line with a `FileNotFoundError` naming that file.
 """
+
+# gallery-needs: ../shared/data/logits/resnet110_cifar10.npz
 
 from pathlib import Path
 
