@@ -73,7 +73,12 @@ def documented_settings(cls: type) -> type:
     (:func:`calibkit._settings.parameters_section`) to its docstring, so the one
     declaration documents it too."""
     doc, pad = _lines_and_indent(cls.__doc__)
-    cls.__doc__ = "\n".join([*doc, *parameters_section(cls, pad)]) + "\n"
+    at = _examples_start(doc, ("Attributes", "Examples"))
+    head = doc[:at]
+    while head and not head[-1].strip():
+        head.pop()
+    tail = ["", *doc[at:]] if at < len(doc) else []
+    cls.__doc__ = "\n".join([*head, *parameters_section(cls, pad), *tail]).rstrip() + "\n"
     return cls
 
 
@@ -85,8 +90,9 @@ def _lines_and_indent(docstring: str | None) -> tuple[list[str], str]:
     return doc, pad
 
 
-def _examples_start(doc: list[str]) -> int:
-    """Where a docstring's examples start (NumPy's layout puts Parameters and Returns
-    before them); its length where it has none."""
-    starts = (i for i, ln in enumerate(doc) if ln.strip() == "Examples" or ln.strip()[:3] == ">>>")
+def _examples_start(doc: list[str], sections: tuple[str, ...] = ("Examples",)) -> int:
+    """Where a docstring's first section of ``sections`` (or its first example) starts:
+    NumPy's layout puts Parameters and Returns before Attributes and Examples; its length
+    where it has none."""
+    starts = (i for i, ln in enumerate(doc) if ln.strip() in sections or ln.strip()[:3] == ">>>")
     return next(starts, len(doc))

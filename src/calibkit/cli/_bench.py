@@ -76,7 +76,7 @@ def bench(spec, engine, workers, pack, threads, address, out, db, doc, estimate,
     data), store every result in SQLite, write the report and print the headline table.
     Killed and started again, it finishes only what is missing. `calibkit presets` names
     each preset with what it runs and how long it took when last run; `--estimate` says how
-    long a sweep's training would take here. The `real`, `nc-cifar` and `train-cifar`
+    long a sweep would take here. The `real`, `nc-cifar` and `train-cifar`
     presets read real networks and CIFAR-10 images from ../shared/data (docs/real.md).
 
     \b
