@@ -102,7 +102,7 @@ def test_a_whole_float_is_the_one_place_where_they_differ():
     (docs/bench.md, "The spec's JSON Schema")."""
     bad = GOOD | {"train": {"epochs": 1.0}}
     assert _validator().is_valid(bad)
-    with pytest.raises(SpecError, match=r"train: epochs: expected an integer in 1\.\.1,000,000"):
+    with pytest.raises(SpecError, match=r"train\.epochs: expected an integer in 1\.\.1,000,000"):
         resolve(bad)
 
 
@@ -138,3 +138,23 @@ def test_drawn_specs_are_accepted_by_the_schema_exactly_when_the_reader_accepts_
     except SpecError:
         read = False
     assert _validator().is_valid(spec) == read, change
+
+
+def test_the_train_section_is_checked_without_building_a_config(monkeypatch):
+    """Issue 67 §4: the spec check built a default TrainConfig, so it checked the `cnn`
+    model and the `digits` data the sweep never names, and resolved a device; now each
+    `train` key is checked by its declaration and the schedule by its registry."""
+    from calibkit import models
+    from calibkit.training import _config
+
+    checked = []
+    real = models.REGISTRY.check
+    monkeypatch.setattr(models.REGISTRY, "check", lambda s: checked.append(str(s)) or real(s))
+    monkeypatch.setattr(_config, "pick_device", lambda *a: pytest.fail("a device was chosen"))
+    mlp = GOOD | {"datasets": [{"data": "digits", "models": ["mlp"]}]}
+    resolve(mlp | {"train": {"epochs": 2, "schedule": "step:milestones=[1],gamma=0.5"}})
+    assert checked == ["mlp"]  # the sweep's model only
+    with pytest.raises(SpecError, match=r"train\.schedule: .*nope"):
+        resolve(GOOD | {"train": {"schedule": "nope"}})
+    with pytest.raises(SpecError, match=r"train\.lr: expected a number in \(0, 100\], got -1"):
+        resolve(GOOD | {"train": {"lr": -1}})

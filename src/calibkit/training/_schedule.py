@@ -39,6 +39,8 @@ class Schedule:
 
 
 REGISTRY: Registry[Schedule] = Registry("schedule")
+#: the name the other packages know it by (:mod:`calibkit.training.internal`)
+SCHEDULES = REGISTRY
 
 
 @REGISTRY.register("cifar")
