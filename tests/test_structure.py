@@ -399,3 +399,14 @@ def test_every_public_callable_has_examples():
                 if ">>>" not in (obj.__doc__ or ""):
                     missing.append(f"{face}.{name}")
     assert missing == [] and callables > 100
+
+
+def test_benchmarks_readme_names_every_script_once():
+    """Issue 67 §6: benchmarks/ holds speed comparisons, one-off searches, the hostile sweep
+    and GPU scripts; its README says which each is, and a new file must be placed there."""
+    folder = SRC.parents[1] / "benchmarks"
+    text = (folder / "README.md").read_text()
+    files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != "README.md")
+    named = re.findall(r"`([\w.-]+\.(?:py|sh|yaml))`", text)
+    assert sorted(set(named)) == files
+    assert all(named.count(f) == 1 for f in files), [f for f in files if named.count(f) != 1]
