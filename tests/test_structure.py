@@ -323,10 +323,30 @@ def test_a_declared_settings_error_names_the_flag_on_the_command_line(tmp_path, 
     np.savez(tmp_path / "s.npz", logits=z, labels=y)
     with pytest.raises(SystemExit) as code:
         main(["evaluate", str(tmp_path / "s.npz"), "--n-bins", "200000", "--bootstrap", "0"])
-    assert code.value.code == 2
+    assert code.value.code == 2  # refused where the command line enters, in the library's words
     assert capsys.readouterr().err.strip() == (
-        "error: --n-bins: expected an integer in 1..100,000, got 200000"
+        "error: --n-bins: expected an integer in 1..100,000, got 200000 "
+        "(see 'calibkit evaluate --help')"
     )
+
+
+def test_the_metric_options_are_the_library_declarations():
+    """Issue 67 §1: evaluate's (and every metric command's) --probs, --n-bins, --binning,
+    --bootstrap, --seed and --ci are built from the declarations the library checks with:
+    the same default, the meaning and bounds in --help, the same refusal."""
+    import click
+
+    from calibkit._settings import declarations
+    from calibkit.cli import cli
+    from calibkit.metrics import evaluate
+
+    library = declarations(evaluate)
+    options = {p.name: p for p in cli.commands["evaluate"].params}
+    for name in ("probs", "n_bins", "binning", "bootstrap", "seed", "ci"):
+        assert options[name].default == library[name].default, name
+        assert library[name].setting.help.split(" (")[0].split("``")[0] in options[name].help
+    with pytest.raises(click.UsageError, match="--ci: expected a number in \\(0, 1\\), got 1.0"):
+        options["ci"].type.convert("1", options["ci"], None)
 
 
 def test_the_public_contract_in_the_docs_is_what_the_package_faces_export():

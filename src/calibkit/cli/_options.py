@@ -1,13 +1,84 @@
 """The options several commands share: ``--device`` (resolved once, where the command
-starts), ``--bootstrap``, ``--json``, the metric settings, the split and key options."""
+starts), ``--bootstrap``, ``--json``, the metric settings, the split and key options; and
+:func:`declared_option`, an option built from a setting's declaration (its type, default,
+meaning and bounds), which ``--help`` shows and click enforces as the library does."""
 
 from __future__ import annotations
 
+import re
+import typing
 from typing import Any
 
 import click
 
-from .._conventions import BINNINGS, INTERVALS
+from .._conventions import INTERVALS
+from .._metric_settings import Binning, Bootstrap, BootstrapSeed, Ci, MetricBins, Probs
+from .._settings import Bounds, Declared, OneOf
+
+#: a Sphinx role (``:mod:`x.y```, ``:func:`~x.y```) or a literal (````x````) in a help text
+_MARKUP = re.compile(r":\w+:`~?([^`]+)`|``([^`]+)``")
+
+
+def plain(text: str) -> str:
+    """A declaration's text for a terminal: roles and literals as their bare names."""
+    return _MARKUP.sub(lambda m: m.group(1) or m.group(2), text)
+
+
+def declared(name: str, alias: Any, default: Any) -> Declared:
+    """The declaration of a setting named ``name`` whose annotation is ``alias``
+    (``Annotated[type, Setting(...)]``, as the library's signatures use it)."""
+    hint, setting = typing.get_args(alias)
+    return Declared(name, hint, default, setting)
+
+
+def declared_option(setting: Declared, flag: str | None = None, **changes: Any):
+    """A click option for one declared setting: ``--name`` (or ``flag``), its default, its
+    meaning as help, and its values as click's type (``Bounds``: an int or float range,
+    open where the bound is; ``OneOf``: a choice), so the command refuses what the library
+    refuses, naming the flag; a bool is a flag, a list a repeatable option."""
+    hint, values, default = setting.annotation, setting.setting.values, setting.default
+    kind: dict[str, Any] = {"help": plain(setting.text()), "default": default}
+    kind["show_default"] = default is not None and default != [] and hint is not bool
+    if hint is bool:
+        kind["is_flag"] = True
+    elif typing.get_origin(hint) is list:
+        kind |= {"multiple": True, "type": _first(typing.get_args(hint)[0])}
+    elif isinstance(values, OneOf):
+        kind["type"] = click.Choice(list(values.choices))
+    elif isinstance(values, Bounds):
+        kind["type"] = Checked(setting, click.INT if values.integer else click.FLOAT)
+    else:
+        kind["type"] = _first(hint)
+    flag = flag or "--" + setting.name.replace("_", "-")
+    return click.option(flag, setting.name, **(kind | changes))
+
+
+class Checked(click.ParamType):
+    """A number read as ``base`` reads it, then checked by its declaration where the command
+    line enters: refused in the library's words under the flag's name
+    (``--n-bins: expected an integer in 1..100,000, got 200000``)."""
+
+    def __init__(self, setting: Declared, base: click.ParamType) -> None:
+        self.setting, self.base, self.name = setting, base, f"{base.name} range"
+
+    def get_metavar(self, param: Any, ctx: Any = None) -> str:
+        return self.name.upper()
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        number = self.base.convert(value, param, ctx)
+        try:
+            return self.setting.check(number)
+        except ValueError as err:
+            flag = param.opts[0] if param is not None else self.setting.name
+            message = str(err).removeprefix(f"{self.setting.name}: ")
+            raise click.UsageError(f"{flag}: {message}", ctx) from None
+
+
+def _first(hint: Any) -> Any:
+    """The option type of a field's type: a union's first member other than None (a spec
+    field, ``str | Spec``, takes text)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
 
 
 def _resolve_device(ctx: click.Context, param: click.Parameter, value: str):
@@ -64,13 +135,7 @@ def on_device(array: Any, device: Any, name: str) -> Any:
 
 def bootstrap_option(default: int):
     """--bootstrap N, shared by every command that reports intervals."""
-    return click.option(
-        "--bootstrap",
-        default=default,
-        show_default=True,
-        type=click.IntRange(min=0),
-        help="Bootstrap resamples for 95 % intervals (0: none).",
-    )
+    return declared_option(declared("bootstrap", Bootstrap, default))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -81,21 +146,9 @@ SEED = click.IntRange(0, 2**63 - 1)
 
 
 METRIC_OPTIONS = [
-    click.option("--probs", is_flag=True, help="Scores are probabilities, not logits."),
-    click.option(
-        "--n-bins",
-        default=15,
-        show_default=True,
-        type=click.IntRange(min=1),
-        help="Number of equal-width (and equal-mass) bins.",
-    ),
-    click.option(
-        "--binning",
-        default="calibkit",
-        show_default=True,
-        type=click.Choice(list(BINNINGS)),
-        help="Bin-edge convention (docs/metrics.md).",
-    ),
+    declared_option(declared("probs", Probs, False)),
+    declared_option(declared("n_bins", MetricBins, 15)),
+    declared_option(declared("binning", Binning, "calibkit")),
     click.option(
         "--binary",
         default="top-label",
@@ -104,14 +157,8 @@ METRIC_OPTIONS = [
         help="Binary problems: top label, or P(class 1) against y = 1.",
     ),
     bootstrap_option(0),
-    click.option("--seed", default=0, show_default=True, type=SEED, help="Bootstrap seed."),
-    click.option(
-        "--ci",
-        default=0.95,
-        show_default=True,
-        type=click.FloatRange(0, 1, min_open=True, max_open=True),
-        help="Interval level.",
-    ),
+    declared_option(declared("seed", BootstrapSeed, 0)),
+    declared_option(declared("ci", Ci, 0.95)),
     click.option(
         "--interval",
         default="auto",

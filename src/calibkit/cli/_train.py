@@ -4,10 +4,8 @@ calibration method fitted on the trained run with ``--stage2``."""
 from __future__ import annotations
 
 import os
-import typing
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -15,7 +13,7 @@ from .._settings import declarations
 from ..training import TrainConfig
 from ._calibrate import calibrate_and_print
 from ._common import CONTEXT, cli, options_named
-from ._options import data_roots, json_option
+from ._options import data_roots, declared_option, json_option
 from ._output import console, echo_json
 from ._pretrained import pretrained_with_progress
 from ._progress import progress
@@ -23,37 +21,17 @@ from ._progress import progress
 
 def options_from(config: type):
     """Decorator: one option per declared field of the dataclass ``config``
-    (``--field-name``), its type, default and help (:mod:`calibkit._settings`'s declaration)
-    taken from the field; a list field is a repeatable option, a bool field a flag. The
-    command receives the fields as keyword arguments (lists as lists), ready for
-    ``config(**...)``."""
+    (``--field-name``; :func:`~calibkit.cli._options.declared_option`: type, default, help
+    and bounds from the field's declaration); a list field is a repeatable option, a bool
+    field a flag. The command receives the fields as keyword arguments (lists as tuples),
+    ready for :func:`config_of`."""
 
     def decorate(f):
-        for declared in reversed(declarations(config).values()):
-            hint, default = declared.annotation, declared.default
-            kind = {"help": declared.text(), "show_default": bool(default)}
-            if hint is bool:
-                kind |= {"is_flag": True, "default": default}
-            elif typing.get_origin(hint) is list:
-                kind |= {
-                    "multiple": True,
-                    "type": _first(typing.get_args(hint)[0]),
-                    "default": default,
-                }
-            else:
-                kind |= {"type": _first(hint), "default": default}
-            name = declared.name
-            f = click.option("--" + name.replace("_", "-"), name, **kind)(f)
+        for setting in reversed(declarations(config).values()):
+            f = declared_option(setting)(f)
         return f
 
     return decorate
-
-
-def _first(hint: Any) -> Any:
-    """The option type of a field's type: a union's first member other than None (a spec
-    field, ``str | Spec``, takes text)."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if args else hint
 
 
 def config_of(config: type, values: dict):

@@ -35,7 +35,7 @@ from ._inputs import prepare, prepare_scores
 from ._intervals import check_interval, describe
 from ._ood import OodScore
 from ._ood import ood_score as score_of
-from ._parameters import (
+from .._metric_settings import (
     METRIC_PARAMETERS,
     Binary,
     Binning,

@@ -36,7 +36,7 @@ from .._docs import documented
 from .._threads import for_work
 from . import _native_scan as native_scan
 from ._binning import BinScheme
-from ._parameters import METRIC_PARAMETERS, Binary, Probs
+from .._metric_settings import METRIC_PARAMETERS, Binary, Probs
 from ._scan import RowStats, scan_rows
 
 BINARY_MODES = ("top-label", "positive")

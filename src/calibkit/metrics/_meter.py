@@ -38,7 +38,7 @@ from ._binning import BinScheme
 from ._bins import Bins, bins_of
 from ._evaluate import METRICS
 from ._inputs import BINARY_MODES, Runs, prepare
-from ._parameters import METRIC_PARAMETERS, Binary, Binning, MetricBins, Probs
+from .._metric_settings import METRIC_PARAMETERS, Binary, Binning, MetricBins, Probs
 from ._smooth import smooth_ece_batch
 from ._table import COMPUTED, Memo
 

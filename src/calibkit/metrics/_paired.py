@@ -26,7 +26,7 @@ from .._settings import checks_declared
 from .._threads import sized_by_first_argument
 from ._binning import BinScheme
 from ._inputs import prepare
-from ._parameters import (
+from .._metric_settings import (
     METRIC_PARAMETERS,
     Binary,
     Binning,

@@ -19,7 +19,7 @@ from ._display import (
 from ._functional import undefined_auroc_message
 from ._inputs import Runs, prepare_scores
 from ._intervals import describe
-from ._parameters import Binning, Debias, MetricBins, Probs
+from .._metric_settings import Binning, Debias, MetricBins, Probs
 from ._resample import bootstrap_replicates, metric_values
 from ._stats import (
     aece_from_runs,

@@ -2,15 +2,18 @@
 ``Annotated`` aliases (:mod:`calibkit._settings`) that every signature uses, so a
 function's Parameters section, type, default and meaning come from its own signature; the
 inputs (``scores``, ``labels``, ...), which are data rather than settings, are described
-once in :data:`METRIC_PARAMETERS` (:func:`calibkit._docs.documented`)."""
+once in :data:`METRIC_PARAMETERS` (:func:`calibkit._docs.documented`). It sits beside
+:mod:`calibkit._settings`, outside :mod:`calibkit.metrics`, because the command line
+builds its metric options from these declarations (``cli/_options.py``) and its ``--help``
+imports no PyTorch."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from .._conventions import BINNINGS
-from .._docs import Described
-from .._settings import MAX_BINS, Bounds, OneOf, Setting
+from ._conventions import BINNINGS
+from ._docs import Described
+from ._settings import MAX_BINS, Bounds, OneOf, Setting
 
 #: the values of ``n_bins`` and ``binning``, which the binning scheme checks
 N_BINS = Bounds(1, MAX_BINS, integer=True)
