@@ -345,7 +345,7 @@ def test_the_metric_options_are_the_library_declarations():
     for name in ("probs", "n_bins", "binning", "bootstrap", "seed", "ci"):
         assert options[name].default == library[name].default, name
         assert library[name].setting.help.split(" (")[0].split("``")[0] in options[name].help
-    with pytest.raises(click.UsageError, match="--ci: expected a number in \\(0, 1\\), got 1.0"):
+    with pytest.raises(click.UsageError, match=r"--ci: expected a number in \(0, 1\), got 1.0"):
         options["ci"].type.convert("1", options["ci"], None)
 
 

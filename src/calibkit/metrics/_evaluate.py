@@ -23,18 +23,6 @@ import numpy as np
 import torch
 
 from .._docs import documented
-from .._settings import checks_declared
-from .._threads import sized_by_first_argument
-from . import _stats as st
-from ._binning import BinScheme
-from ._bins import Bins, bins_of
-from ._consistency import calibrated_replicates, p_value
-from ._display import shown, with_unit
-from ._functional import undefined_auroc_message
-from ._inputs import prepare, prepare_scores
-from ._intervals import check_interval, describe
-from ._ood import OodScore
-from ._ood import ood_score as score_of
 from .._metric_settings import (
     METRIC_PARAMETERS,
     Binary,
@@ -47,6 +35,18 @@ from .._metric_settings import (
     Probs,
     Smooth,
 )
+from .._settings import checks_declared
+from .._threads import sized_by_first_argument
+from . import _stats as st
+from ._binning import BinScheme
+from ._bins import Bins, bins_of
+from ._consistency import calibrated_replicates, p_value
+from ._display import shown, with_unit
+from ._functional import undefined_auroc_message
+from ._inputs import prepare, prepare_scores
+from ._intervals import check_interval, describe
+from ._ood import OodScore
+from ._ood import ood_score as score_of
 from ._resample import (
     bootstrap_intervals,
     bootstrap_vectors,

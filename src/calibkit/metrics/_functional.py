@@ -37,12 +37,12 @@ from torch import Tensor
 from .._checks import check_choice, check_flag
 from .._conventions import BINNINGS
 from .._docs import documented
+from .._metric_settings import METRIC_PARAMETERS, N_BINS, Binary, Binning, Debias, MetricBins, Probs
 from .._threads import sized_by_first_argument
 from . import _stats as st
 from ._binning import BinScheme
 from ._inputs import Prepared, Runs, prepare, prepare_scores
 from ._pairs import joint_cell_gaps, prepare_pair
-from .._metric_settings import METRIC_PARAMETERS, N_BINS, Binary, Binning, Debias, MetricBins, Probs
 from ._resample import metric_vectors
 from ._smooth import smooth_ece_batch
 from ._smooth_logit import smooth_ece_logit

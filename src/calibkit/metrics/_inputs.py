@@ -33,10 +33,10 @@ from .._checks import (
     to_tensor,
 )
 from .._docs import documented
+from .._metric_settings import METRIC_PARAMETERS, Binary, Probs
 from .._threads import for_work
 from . import _native_scan as native_scan
 from ._binning import BinScheme
-from .._metric_settings import METRIC_PARAMETERS, Binary, Probs
 from ._scan import RowStats, scan_rows
 
 BINARY_MODES = ("top-label", "positive")

@@ -32,13 +32,13 @@ from torch import Tensor
 
 from .._checks import check_choice
 from .._docs import documented
+from .._metric_settings import METRIC_PARAMETERS, Binary, Binning, MetricBins, Probs
 from .._settings import Bounds, Setting, checks_declared
 from . import _stats as st
 from ._binning import BinScheme
 from ._bins import Bins, bins_of
 from ._evaluate import METRICS
 from ._inputs import BINARY_MODES, Runs, prepare
-from .._metric_settings import METRIC_PARAMETERS, Binary, Binning, MetricBins, Probs
 from ._smooth import smooth_ece_batch
 from ._table import COMPUTED, Memo
 

@@ -10,10 +10,10 @@ import torch
 from torch import Tensor
 
 from .._docs import documented
+from .._metric_settings import METRIC_PARAMETERS, Probs
 from .._settings import OneOf, Setting
 from . import _stats as st
 from ._inputs import Prepared, Runs, prepare_scores
-from .._metric_settings import METRIC_PARAMETERS, Probs
 
 
 def _f(t: Tensor) -> float:

@@ -22,10 +22,6 @@ from torch import Tensor
 
 from .._checks import check_positive_int
 from .._docs import documented
-from .._settings import checks_declared
-from .._threads import sized_by_first_argument
-from ._binning import BinScheme
-from ._inputs import prepare
 from .._metric_settings import (
     METRIC_PARAMETERS,
     Binary,
@@ -36,6 +32,10 @@ from .._metric_settings import (
     Probs,
     Smooth,
 )
+from .._settings import checks_declared
+from .._threads import sized_by_first_argument
+from ._binning import BinScheme
+from ._inputs import prepare
 from ._resample import (  # the evaluation's own steps, shared with the paired comparison
     bootstrap_vectors,
     check_metric_names,

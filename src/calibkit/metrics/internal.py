@@ -4,6 +4,7 @@ the temperature grid, the compiled scan's switch. Not public API: a name here ma
 in any release; users import from :mod:`calibkit.metrics`. A test fails when another
 package imports a private module of this one instead."""
 
+from .._metric_settings import Binning, Debias, MetricBins, Probs
 from . import _native_scan as native_scan
 from ._bins import bins_of
 from ._display import (
@@ -19,7 +20,6 @@ from ._display import (
 from ._functional import undefined_auroc_message
 from ._inputs import Runs, prepare_scores
 from ._intervals import describe
-from .._metric_settings import Binning, Debias, MetricBins, Probs
 from ._resample import bootstrap_replicates, metric_values
 from ._stats import (
     aece_from_runs,
