@@ -328,3 +328,19 @@ def test_float32_predict_proba(data, method):
 
     cal = CalibratedClassifier(Float32(), method=method, cv=2).fit(X, y)
     assert np.isfinite(cal.predict_proba(X)).all()
+
+
+@pytest.mark.parametrize(("method", "n_classes", "maps"), [
+    ("sigmoid", 2, 1), ("sigmoid", 3, 3), ("isotonic", 3, 3), ("ts", 3, 1),
+])  # fmt: skip
+def test_calibrated_classifiers_answer_as_scikit_learns(method, n_classes, maps):
+    """test_calibration_multiclass and test_calibration_attributes read each fold's
+    ``calibrators`` (one map per class for sigmoid and isotonic, one on two classes) and
+    call its ``predict_proba`` (issue 66 §1: calibkit's pairs had neither)."""
+    X, y = make_blobs(n_samples=300, centers=n_classes, random_state=0, cluster_std=3.0)
+    cal = CalibratedClassifier(LogisticRegression(), method=method, cv=3).fit(X, y)
+    pairs = cal.calibrated_classifiers_
+    assert len(pairs) == 3 and all(len(p.calibrators) == maps for p in pairs)
+    folds = np.mean([p.predict_proba(X) for p in pairs], axis=0)
+    np.testing.assert_allclose(folds, cal.predict_proba(X))
+    assert pairs[0].predict_proba(X).shape == (300, n_classes)

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from numbers import Integral
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -137,13 +139,19 @@ def estimator(name: str) -> type:
     return cls
 
 
-class CalibratedPair(NamedTuple):
-    """One fitted estimator and the calibkit method fitted on its scores.
+@dataclass(frozen=True)
+class CalibratedPair:
+    """One fitted estimator and the calibkit method fitted on its scores, answering what
+    scikit-learn's ``_CalibratedClassifier`` answers: ``estimator``, ``calibrators`` (one
+    map per class for ``sigmoid`` and ``isotonic``, else the one calibkit method) and
+    ``predict_proba(X)``, this pair's own calibrated probabilities (the classifier averages
+    them over its pairs).
 
     Examples
     --------
     What :class:`CalibratedClassifier` keeps per fold in ``calibrated_classifiers_``:
 
+    >>> import numpy as np
     >>> from sklearn.datasets import load_digits
     >>> from sklearn.ensemble import RandomForestClassifier
     >>> from calibkit.adapters.sklearn import CalibratedClassifier
@@ -151,12 +159,27 @@ class CalibratedPair(NamedTuple):
     >>> forest = RandomForestClassifier(n_estimators=50, random_state=0)
     >>> clf = CalibratedClassifier(forest, method="ts", cv=3).fit(X, y)
     >>> pair = clf.calibrated_classifiers_[0]
-    >>> type(pair.estimator).__name__, type(pair.calibrator).__name__
-    ('RandomForestClassifier', 'TemperatureScaling')
+    >>> type(pair.estimator).__name__, [type(c).__name__ for c in pair.calibrators]
+    ('RandomForestClassifier', ['TemperatureScaling'])
+    >>> folds = [p.predict_proba(X[:5]) for p in clf.calibrated_classifiers_]
+    >>> bool(np.allclose(np.mean(folds, axis=0), clf.predict_proba(X[:5])))
+    True
     """
 
     estimator: Any
     calibrator: Any
+    #: the estimator's features for X as the calibrator reads them (the classifier's own)
+    features: Callable[[Any, Any], np.ndarray] = field(repr=False, compare=False)
+
+    @property
+    def calibrators(self) -> list[Any]:
+        """The fitted maps: one per class (scikit-learn's ``sigmoid`` and ``isotonic``), or
+        the one calibkit method."""
+        return list(getattr(self.calibrator, "maps_", [self.calibrator]))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """This pair's calibrated probabilities (n, K) of ``X``."""
+        return _proba(self.calibrator, self.features(self.estimator, X))
 
 
 #: scikit-learn's calibration method names with scikit-learn's meaning: ``sigmoid`` and
@@ -524,7 +547,7 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         """The fitted (estimator, calibrator) pairs: one, or one per fold with ``cv`` and
         ``ensemble`` (scikit-learn's attribute of that name)."""
         check_is_fitted(self, "pairs_")
-        return [CalibratedPair(est, cal) for est, cal in self.pairs_]
+        return [CalibratedPair(est, cal, self._scores) for est, cal in self.pairs_]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "pairs_")
