@@ -344,3 +344,17 @@ def test_calibrated_classifiers_answer_as_scikit_learns(method, n_classes, maps)
     folds = np.mean([p.predict_proba(X) for p in pairs], axis=0)
     np.testing.assert_allclose(folds, cal.predict_proba(X))
     assert pairs[0].predict_proba(X).shape == (300, n_classes)
+
+
+def test_an_isotonic_decision_function_is_finite_and_scores_roc_auc():
+    """Issue 66 §1: with method="isotonic" the binary decision_function held +inf (log 1 −
+    log 0), so cross_val_score(..., scoring="roc_auc") was all NaN."""
+    from sklearn.model_selection import cross_val_score
+
+    X, y = make_classification(n_samples=300, random_state=0)
+    cal = CalibratedClassifier(LogisticRegression(), method="isotonic", cv=3).fit(X, y)
+    scores = cal.decision_function(X)
+    assert np.isfinite(scores).all() and (np.abs(scores) > 600).any()  # the map's 0s and 1s
+    np.testing.assert_array_equal(scores > 0, cal.predict(X) == 1)
+    auc = cross_val_score(cal, X, y, cv=3, scoring="roc_auc")
+    assert np.isfinite(auc).all() and auc.min() > 0.8

@@ -562,12 +562,11 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X: Any) -> np.ndarray:
         """Calibrated scores: the log-probabilities, (n, K), argmax as :meth:`predict`; on
         two classes the log-odds of the second, (n,), as scikit-learn's binary classifiers
-        give (so ``roc_auc`` and ``average_precision`` scorers take it)."""
-        logp = self.predict_log_proba(X)
-        if logp.shape[1] == 2:
-            with np.errstate(invalid="ignore"):
-                return logp[:, 1] - logp[:, 0]
-        return logp
+        give (so ``roc_auc`` and ``average_precision`` scorers take it). Always finite: a
+        probability is floored at 1e-300 before its log, so the 0 and 1 of an isotonic or
+        binning map give ±690.8, not ±inf, which scikit-learn's scorers refuse."""
+        logp = np.log(np.clip(self.predict_proba(X), 1e-300, None))
+        return logp[:, 1] - logp[:, 0] if logp.shape[1] == 2 else logp
 
     def predict(self, X: Any) -> np.ndarray:
         proba = self.predict_proba(X)  # NotFittedError before classes_ is read
