@@ -130,6 +130,21 @@ _inside = threading.local()
 
 
 @contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """PyTorch's intra-op threads set to ``n`` for the block, then restored (a no-op where
+    ``n`` is the setting already)."""
+    before = torch.get_num_threads()
+    if n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextmanager
 def for_work(elements: int) -> Iterator[None]:
     """Run the block with :func:`threads_for` ``(elements)`` intra-op threads, then restore.
     Nested calls keep the outermost choice: switching the thread count inside a fit (whose
@@ -141,18 +156,11 @@ def for_work(elements: int) -> Iterator[None]:
         finally:
             _inside.depth -= 1
         return
-    before = torch.get_num_threads()
     want = threads_for(elements)
     _inside.depth = 1
     try:
-        if want is None or want == before:
+        with torch_threads(torch.get_num_threads() if want is None else want):
             yield
-        else:
-            torch.set_num_threads(want)
-            try:
-                yield
-            finally:
-                torch.set_num_threads(before)
     finally:
         _inside.depth = 0
 

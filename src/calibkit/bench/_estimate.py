@@ -34,6 +34,7 @@ import torch
 
 from .. import data, models, posthoc
 from .._registry import Spec, parse_spec
+from .._threads import torch_threads
 from ..training.internal import flops_per_image
 from ._runspec import BenchSpec
 
@@ -73,9 +74,7 @@ def images_per_second(
     from ..training.internal import autocast, stacked
 
     dev = torch.device(device)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         nets = [
             models.create(model, num_classes=classes, input_shape=shape).to(dev)
             for _ in range(members)
@@ -98,8 +97,6 @@ def images_per_second(
             if i:  # the first step warms up
                 best = min(best, time.perf_counter() - start)
         return members * batch / best
-    finally:
-        torch.set_num_threads(before)
 
 
 def _noisy_labels(z: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -145,12 +142,8 @@ def _fit_seconds(
     scaled), measured once per (method, rows, model, data shape) with ``threads``."""
     key = (spec, rows, model, *sizes[-2:])
     if key not in cache:
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
+        with torch_threads(threads):
             seconds, scale = _time_fit(spec, rows, sizes, model)
-        finally:
-            torch.set_num_threads(before)
         cache[key] = seconds * scale
     return cache[key]
 

@@ -38,6 +38,7 @@ import torch
 from .. import data
 from .._allocator import retain_freed_memory
 from .._outputs import file_lock, inside
+from .._threads import torch_threads
 from ._execute import execute
 from ._pack import label, packs, train_pack, trains_on_cuda
 from ._runspec import BenchSpec, RunSpec
@@ -58,18 +59,14 @@ def _report(text: str) -> None:
 
 def _attempt(run: RunSpec, root: str, threads: int, report: Any = None) -> dict[str, Any]:
     retain_freed_memory()  # a spawned worker starts with glibc's defaults
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
     last = ""
-    try:
+    with torch_threads(threads):
         for _ in range(RETRIES):
             try:
                 return execute(run, Path(root), report or _report)
             except Exception:  # any failure of a run is recorded, not fatal
                 last = traceback.format_exc(limit=3).strip().splitlines()[-1]
         return {"failed": last}
-    finally:
-        torch.set_num_threads(before)
 
 
 def _attempt_group(

@@ -9,29 +9,14 @@ regularisation, it is over-confident on held-out digits, which is what the demo 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numpy as np
 import torch
 from torch import nn
 
 from .. import models
+from .._threads import torch_threads
 from ._base import DataBundle
 from ._builtin import digits
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """PyTorch on one thread for the block: a sum's order, and so the trained weights to the
-    last bit, would otherwise depend on the thread count (the examples' printed numbers
-    are the same on a laptop, under pytest-xdist and on CI)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def demo_logits(*, seed: int = 0, epochs: int = 300) -> dict[str, np.ndarray]:
@@ -65,7 +50,7 @@ def demo_logits(*, seed: int = 0, epochs: int = 300) -> dict[str, np.ndarray]:
     >>> round(accuracy(d["logits_test"], d["labels_test"]), 2)
     0.98
     """
-    with _one_thread():
+    with torch_threads(1):  # a sum's order, so the weights, would follow the thread count
         return _demo_logits(seed, epochs)
 
 
@@ -124,7 +109,7 @@ def demo_network(*, seed: int = 0, steps: int = 200) -> tuple[nn.Module, DataBun
     >>> logits.shape, round(accuracy(logits, digits.test.y), 3)
     (torch.Size([497, 10]), 0.978)
     """
-    with _one_thread():
+    with torch_threads(1):  # a sum's order, so the weights, would follow the thread count
         torch.manual_seed(seed)
         bundle = digits()
         shape = bundle.input_shape
