@@ -182,7 +182,7 @@ def presets(as_json) -> None:
     Examples:
       calibkit presets
       calibkit presets --json
-      calibkit bench real --estimate   # how long a preset's training would take here
+      calibkit bench train-cifar --estimate   # how long a preset would take here
     """
     from ..bench.internal import presets as listed
 
