@@ -16,10 +16,11 @@ from __future__ import annotations
 SLOW: dict[str, str] = {
     # the guide: README.md and the quick start run by default; the longer pages here
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/tour.md]": (
-        "81 s: trains, calibrates, exports and benches as the tour does"
+        "257 s alone (389 s beside the other slow tests): trains, calibrates and exports as "
+        "the tour does, every shell block on the files an earlier one made"
     ),
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/posthoc.md]": (
-        "105 s: every calibrator family on real logits"
+        "73 s: a grid search, a run trained, calibrated and exported to ONNX"
     ),
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/index.md]": (
         "26 s: the home page's tour in brief (the README block covers its commands)"
@@ -32,12 +33,6 @@ SLOW: dict[str, str] = {
     # post-hoc calibration: the slow members of families
     "tests/posthoc/test_calibrators.py::test_the_hundred_class_grid_of_docs_real_extends_past_its_top": (
         "71 s: Dir-ODIR's cross-validated grid at 100 classes"
-    ),
-    "tests/posthoc/test_forged_files.py::test_every_calibrator_refuses_its_own_file_forged_and_loads_it_genuine[dir-odir]": (
-        "19 s: the 13 other formats run by default"
-    ),
-    "tests/posthoc/test_forged_files.py::test_every_calibrator_refuses_its_own_file_forged_and_loads_it_genuine[ms-odir]": (
-        "16 s: the 13 other formats run by default"
     ),
     "tests/metrics/test_reference.py::test_pruned_temperature_search_equals_the_full_scan[float32": (
         "the float64 variants run by default; float32 only changes the rounding"

@@ -26,7 +26,7 @@ PAGES = {
     "README.md": 1,
     "docs/index.md": 1,
     "docs/quickstart.md": 1,
-    "docs/tour.md": 7,
+    "docs/tour.md": 11,
     "docs/metrics.md": 4,
     "docs/posthoc.md": 4,
 }
