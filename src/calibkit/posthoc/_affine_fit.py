@@ -175,10 +175,17 @@ def _preconditioner(
       ā the mean of a_j = E[p_j (1 − p_j)] and ρ_j = (a_j tr E[u u^T] + tr D̄) / (ā tr E[u u^T]
       + tr D̄). One factor for every row keeps the set-up to one (K+1)² Cholesky: per-row
       factors cost 20 ms a fit at K = 100, a fifth of a cross-validation. D̄ treats W's
-      diagonal as penalised, as its off-diagonal entries are (ODIR spares it).
+      diagonal as penalised, as its off-diagonal entries are (ODIR spares it);
+    - full map under an ODIR penalty stronger than the data's mean curvature (B = K,
+      s = 1): H_j = a_j · E[u u^T] + D_j with D_j sparing row j's own entry W_jj. With one
+      shared factor, the large λ of a grid's top (1e6-1e7 at 100 classes) made W's
+      diagonal look as stiff as the penalised entries, and Dir-ODIR's final fit on the
+      CIFAR-100 ResNet-20 stopped unconverged at 1,000 iterations (14.3 s); with the
+      per-row factors it converges in 87 (1.3 s) to a lower objective.
 
-    A jitter of 1e-3 × the largest diagonal entry keeps the factors positive definite where
-    the softmax saturates (no curvature at all)."""
+    A jitter of 1e-3 × the largest diagonal entry (of the data's part alone, per row, in the
+    ODIR case: a penalty's entry would swamp the spared one) keeps the factors positive
+    definite where the softmax saturates (no curvature at all)."""
     k = x.shape[1]
     with torch.no_grad():
         p = torch.softmax(torch.addmm(b, x, w.T) if matrix else torch.addcmul(b, x, w), 1)
@@ -189,6 +196,13 @@ def _preconditioner(
             u = torch.cat([x, x.new_ones(len(x), 1)], 1)
             moments = u.T @ u / len(x)
             pen = x.new_tensor([pen_w] * k + [pen_b])
+            if reg == "odir" and pen_w > float(a.mean() * torch.diagonal(moments)[:k].mean()):
+                pens = pen.repeat(k, 1)
+                pens[:, :k].fill_diagonal_(0.0)  # ODIR spares row j's own entry W_jj
+                data = a[:, None, None] * moments
+                jitter = 1e-3 * torch.diagonal(data, 0, 1, 2).amax(1).clamp_min(1e-9)
+                hess = data + torch.diag_embed(pens + jitter[:, None])
+                return x.new_ones(k, 1), torch.linalg.cholesky(hess)
             hess = (a.mean() * moments + torch.diag(pen))[None]
             spread, tr_d = float(torch.trace(moments)), float(pen.sum())
             rho = (a * spread + tr_d) / max(float(a.mean()) * spread + tr_d, 1e-12)
