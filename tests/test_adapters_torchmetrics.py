@@ -20,8 +20,10 @@ from calibkit.adapters.torchmetrics import (  # noqa: E402
     ECE,
     MCE,
     AdaptiveECE,
+    ClasswiseECE,
     RefinementAUROC,
     RMSCalibrationError,
+    SmoothECE,
 )
 
 CASES = [
@@ -33,6 +35,9 @@ CASES = [
     (lambda: AdaptiveECE(n_bins=10), lambda z, y: M.aece(z, y, n_bins=10)),
     (lambda: AURC(), lambda z, y: M.aurc(z, y)),
     (lambda: RefinementAUROC(), lambda z, y: M.refinement_auroc(z, y)),
+    (lambda: SmoothECE(), lambda z, y: M.smooth_ece(z, y)),
+    (lambda: ClasswiseECE(9), lambda z, y: M.classwise_ece(z, y)),
+    (lambda: ClasswiseECE(9, binning="kull"), lambda z, y: M.classwise_ece(z, y, binning="kull")),
 ]
 
 
@@ -84,6 +89,26 @@ def test_torchmetrics_names_take_no_probs_and_say_so_in_one_line():
         MulticlassCalibrationError(num_classes=3, probs=True)
 
 
+def test_calibration_error_is_a_metric_class_that_makes_the_task_metric():
+    """Issue 66 §2: torchmetrics' ``CalibrationError`` is a ``Metric`` class whose
+    constructor returns the task's metric, and multiclass needs ``num_classes``."""
+    from torchmetrics import Metric
+
+    from calibkit.adapters.torchmetrics import CalibrationError, MulticlassCalibrationError
+
+    assert issubclass(CalibrationError, Metric)
+    made = CalibrationError("multiclass", num_classes=4, n_bins=10, norm="l2")
+    assert isinstance(made, MulticlassCalibrationError)
+    assert (made.num_classes, made.n_bins, made.norm) == (4, 10, "l2")
+    for bad in (None, 4.0, True):
+        with pytest.raises(ValueError, match=r"^num_classes: task=.multiclass. needs"):
+            CalibrationError("multiclass", num_classes=bad)
+    with pytest.raises(TypeError, match="num_classes"):
+        MulticlassCalibrationError()
+    with pytest.raises(ValueError, match="num_classes=4"):
+        ClasswiseECE(4).update(torch.zeros(3, 5), torch.tensor([0, 1, 2]))
+
+
 def _worker(rank, world, port, out):
     with gloo_group(rank, world, port):
         z, y = make_logits(3001, 7, 5, dtype=np.float32)
@@ -95,6 +120,8 @@ def _worker(rank, world, port, out):
             "aece": AdaptiveECE(),
             "aurc": AURC(),
             "auroc": RefinementAUROC(),
+            "smooth": SmoothECE(),
+            "classwise": ClasswiseECE(7),
         }
         for chunk in np.array_split(part, 3):
             for m in metrics.values():
@@ -114,6 +141,8 @@ def test_sync_across_two_gloo_processes(tmp_path):
         "aece": M.aece(z, y),
         "aurc": M.aurc(z, y),
         "auroc": M.refinement_auroc(z, y),
+        "smooth": M.smooth_ece(z, y),
+        "classwise": M.classwise_ece(z, y),
     }
     for rank in range(2):
         got = torch.load(f"{out}.{rank}", weights_only=True)

@@ -270,7 +270,9 @@ class CalibrationCallback(Callback):
             suffix = f"/dataloader_idx_{idx}" if several else ""
             values = meter.compute()
             logged = {f"{prefix}{m}{suffix}": values[m] for m in self.metrics}
-            pl_module.log_dict(logged, add_dataloader_idx=False)
+            # the values are global already (sync above), equal on every rank: reducing them
+            # by max is exact and keeps Lightning from advising sync_dist=True at each epoch
+            pl_module.log_dict(logged, add_dataloader_idx=False, sync_dist=True, reduce_fx="max")
             has_folder = self.diagram_dir is not None or bool(trainer.loggers)
             if self.diagram and has_folder:
                 folder = self._folder(trainer)  # on every rank: log_dir is a collective

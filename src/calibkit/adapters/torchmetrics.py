@@ -46,10 +46,13 @@ from ..metrics.internal import (
     aece_from_runs,
     aurc_from_runs,
     auroc_from_runs,
+    classwise_ece_from_sums,
+    classwise_sums,
     ece_from_sums,
     mce_from_sums,
     rms_from_sums,
     run_sums,
+    smooth_ece_batch,
     topbin_sums,
     undefined_auroc_message,
 )
@@ -61,9 +64,11 @@ __all__ = [
     "AdaptiveECE",
     "BinaryCalibrationError",
     "CalibrationError",
+    "ClasswiseECE",
     "MulticlassCalibrationError",
     "RMSCalibrationError",
     "RefinementAUROC",
+    "SmoothECE",
 ]
 
 
@@ -254,6 +259,34 @@ class AdaptiveECE(_RankedCalibration):
         return aece_from_runs(runs, size, pos, n, self.n_bins)[0]
 
 
+class SmoothECE(_RankedCalibration):
+    """Smooth ECE (:func:`~calibkit.metrics.smooth_ece`, Błasiok and Nakkiran 2023), at its
+    fixed-point bandwidth: the kernel smoothing needs every sample's confidence, so the
+    state is per sample, concatenated across processes as torchmetrics' AUROC's is.
+
+    Examples
+    --------
+    Updated batch by batch, it gives what :func:`~calibkit.metrics.smooth_ece` gives on the
+    whole:
+
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import SmoothECE
+    >>> from calibkit.metrics import smooth_ece
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits, labels = 3 * torch.randn(200, 5, generator=g), torch.randint(5, (200,), generator=g)
+    >>> metric = SmoothECE()
+    >>> for rows in torch.arange(200).split(64):
+    ...     metric.update(logits[rows], labels[rows])
+    >>> abs(float(metric.compute()) - smooth_ece(logits, labels)) < 1e-12
+    True
+    """
+
+    def compute(self) -> Tensor:
+        self._runs()  # refuses an empty state in one line
+        conf, correct = dim_zero_cat(self.confidence), dim_zero_cat(self.correct)
+        return smooth_ece_batch(conf, correct)[0][0]
+
+
 class AURC(_RankedCalibration):
     """Area under the risk-coverage curve (:func:`~calibkit.metrics.aurc`).
 
@@ -308,6 +341,68 @@ class RefinementAUROC(_RankedCalibration):
         if bool(value.isnan()):
             raise ValueError(undefined_auroc_message(n, int(runs.positives.sum())))
         return value
+
+
+class ClasswiseECE(Metric):
+    """Classwise ECE (:func:`~calibkit.metrics.classwise_ece`): per class k, equal-width
+    bins over p_k of every sample, the mean over classes of Σ_m |B_mk|/N · |acc − conf|
+    (the sum with ``binning="kull"``, as Kull et al. 2019 report it). The state is the
+    per-class bin sums, 3 × ``num_classes`` × bins in float64, sum-reduced across processes;
+    ``num_classes`` is needed up front for that reason, as torchmetrics' multiclass metrics
+    need it.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from calibkit.adapters.torchmetrics import ClasswiseECE
+    >>> from calibkit.metrics import classwise_ece
+    >>> g = torch.Generator().manual_seed(0)
+    >>> logits, labels = 3 * torch.randn(200, 5, generator=g), torch.randint(5, (200,), generator=g)
+    >>> metric = ClasswiseECE(num_classes=5)
+    >>> for rows in torch.arange(200).split(64):
+    ...     metric.update(logits[rows], labels[rows])
+    >>> abs(float(metric.compute()) - classwise_ece(logits, labels)) < 1e-12
+    True
+    """
+
+    full_state_update = False
+    is_differentiable = False
+    higher_is_better = False
+
+    @checks_declared
+    def __init__(
+        self,
+        num_classes: int,
+        n_bins: MetricBins = 15,
+        binning: Binning = "calibkit",
+        probs: Probs = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        check_positive_int(num_classes, "num_classes", 2)
+        self.scheme = BinScheme(n_bins, binning, torch.float64)
+        self.num_classes, self.n_bins, self.binning, self.probs = (
+            num_classes,
+            n_bins,
+            binning,
+            probs,
+        )
+        zeros = torch.zeros(3, num_classes, self.scheme.n_slots, dtype=torch.float64)
+        self.add_state("sums", default=zeros, dist_reduce_fx="sum")
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        """Add a batch: ``preds`` (N, num_classes) logits (probabilities with
+        ``probs=True``), ``target`` (N,) class indices."""
+        p = prepare(preds, target, probs=self.probs)
+        if p.k != self.num_classes:
+            raise ValueError(f"preds: {p.k} classes (axis 1) where num_classes={self.num_classes}")
+        self.sums += classwise_sums(p, self.scheme)[0].to(self.sums)
+
+    def compute(self) -> Tensor:
+        n = float(self.sums[0, 0].sum())
+        if n == 0:
+            raise ValueError("compute: no samples yet; call update() with at least one batch")
+        return classwise_ece_from_sums(self.sums[None], n, self.scheme)[0]
 
 
 class _TorchmetricsCalibration(_BinnedCalibration):
@@ -392,15 +487,14 @@ class MulticlassCalibrationError(_TorchmetricsCalibration):
 
     def __init__(
         self,
-        num_classes: int | None = None,
+        num_classes: int,
         n_bins: int = 15,
         norm: str = "l1",
         ignore_index: int | None = None,
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        if num_classes is not None:
-            check_positive_int(num_classes, "num_classes", 2)
+        check_positive_int(num_classes, "num_classes", 2)  # required, as in torchmetrics
         super().__init__(n_bins, norm, ignore_index, validate_args, **kwargs)
         self.num_classes = num_classes
 
@@ -410,7 +504,7 @@ class MulticlassCalibrationError(_TorchmetricsCalibration):
         if preds.ndim > 2:  # (N, C, ...) -> (N·..., C), as torchmetrics reads them
             preds = preds.movedim(1, -1).reshape(-1, preds.shape[1])
             target = target.reshape(-1)
-        if self.num_classes is not None and preds.ndim == 2 and preds.shape[1] != self.num_classes:
+        if preds.ndim == 2 and preds.shape[1] != self.num_classes:
             raise ValueError(
                 f"preds: {preds.shape[1]} classes (axis 1) where num_classes={self.num_classes}"
             )
@@ -457,10 +551,12 @@ class BinaryCalibrationError(_TorchmetricsCalibration):
         self._add(torch.stack([1 - preds, preds], 1), target, "positive", preds.dtype)
 
 
-def CalibrationError(task: str = "multiclass", **kwargs: Any) -> _TorchmetricsCalibration:
-    """torchmetrics' generic name: ``CalibrationError(task="binary")`` is
-    :class:`BinaryCalibrationError`, ``task="multiclass"`` :class:`MulticlassCalibrationError`
-    (``num_classes``, ``n_bins``, ``norm``, ``ignore_index``, ``validate_args`` as there).
+class CalibrationError(Metric):
+    """torchmetrics' generic name, a ``Metric`` class as there: ``CalibrationError(task=
+    "binary")`` makes a :class:`BinaryCalibrationError`, ``task="multiclass"`` a
+    :class:`MulticlassCalibrationError` (``num_classes`` required, an int), with ``n_bins``,
+    ``norm``, ``ignore_index``, ``validate_args`` as there. Like torchmetrics' wrapper it has
+    no ``update`` or ``compute`` of its own: the object made is the task's metric.
 
     Examples
     --------
@@ -469,13 +565,44 @@ def CalibrationError(task: str = "multiclass", **kwargs: Any) -> _TorchmetricsCa
     'BinaryCalibrationError'
     >>> type(CalibrationError(task="multiclass", num_classes=10, norm="max")).__name__
     'MulticlassCalibrationError'
+    >>> CalibrationError(task="multiclass")
+    Traceback (most recent call last):
+    ...
+    ValueError: num_classes: task="multiclass" needs the number of classes, an int; got None
     """
-    if task == "binary":
-        kwargs.pop("num_classes", None)
-        return BinaryCalibrationError(**kwargs)
-    if task == "multiclass":
-        return MulticlassCalibrationError(**kwargs)
-    raise ValueError(f"task: expected 'binary' or 'multiclass', got {task!r}")
+
+    def __new__(  # type: ignore[misc]
+        cls,
+        task: str,
+        n_bins: int = 15,
+        norm: str = "l1",
+        num_classes: int | None = None,
+        ignore_index: int | None = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> _TorchmetricsCalibration:
+        kwargs |= {
+            "n_bins": n_bins,
+            "norm": norm,
+            "ignore_index": ignore_index,
+            "validate_args": validate_args,
+        }
+        if task == "binary":
+            return BinaryCalibrationError(**kwargs)
+        if task == "multiclass":
+            if isinstance(num_classes, bool) or not isinstance(num_classes, int):
+                raise ValueError(
+                    'num_classes: task="multiclass" needs the number of classes, an int; '
+                    f"got {num_classes!r}"
+                )
+            return MulticlassCalibrationError(num_classes, **kwargs)
+        raise ValueError(f"task: expected 'binary' or 'multiclass', got {task!r}")
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # pragma: no cover - never made
+        raise NotImplementedError("CalibrationError has no update: use the task's metric")
+
+    def compute(self) -> None:  # pragma: no cover - never made
+        raise NotImplementedError("CalibrationError has no compute: use the task's metric")
 
 
 _NORMS = ("l1", "l2", "max")

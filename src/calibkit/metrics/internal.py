@@ -21,10 +21,13 @@ from ._functional import undefined_auroc_message
 from ._inputs import Runs, prepare_scores
 from ._intervals import describe
 from ._resample import bootstrap_replicates, metric_values
+from ._smooth import smooth_ece_batch
 from ._stats import (
     aece_from_runs,
     aurc_from_runs,
     auroc_from_runs,
+    classwise_ece_from_sums,
+    classwise_sums,
     ece_from_sums,
     mce_from_sums,
     rms_from_sums,
@@ -48,6 +51,8 @@ __all__ = [
     "bins_of",
     "bootstrap_replicates",
     "check_grid",
+    "classwise_ece_from_sums",
+    "classwise_sums",
     "describe",
     "direction",
     "display",
@@ -64,6 +69,7 @@ __all__ = [
     "rms_from_sums",
     "run_sums",
     "shown",
+    "smooth_ece_batch",
     "spread",
     "topbin_sums",
     "undefined_auroc_message",
