@@ -168,6 +168,13 @@ def test_plot_draws_the_reliability_diagram_of_the_state(tmp_path):
     assert len(axes) == 2 and f"ECE = {100 * ece(z, y):.2f} %" in axes[0].get_title()
     fig.savefig(tmp_path / "r.png")
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    # the shared axis is labelled beneath; two axes of one's own are each labelled (issue 66)
+    assert (axes[0].get_xlabel(), axes[1].get_xlabel()) == ("", "confidence")
+    import matplotlib.pyplot as plt
+
+    _, own = plt.subplots(1, 2)
+    m.plot(ax=own)
+    assert [a.get_xlabel() for a in own] == ["confidence", "confidence"]
 
 
 def test_torchmetrics_rms_differs_by_float32_confidences_and_its_extra_bin(real_logits):

@@ -233,6 +233,8 @@ def draw_reliability(
     bottom.axvline(mean_conf, color="#d62728", lw=1.2, label="mean confidence")
     bottom.axvline(accuracy, color="#3b75af", lw=1.2, ls="--", label="accuracy")
     bottom.set_xlabel(xlabel)
+    if not top.get_shared_x_axes().joined(top, bottom):  # axes of one's own: both labelled
+        top.set_xlabel(xlabel)
     bottom.set_ylabel("samples (log)")
     bottom.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
