@@ -221,11 +221,15 @@ class _RankedCalibration(Metric):
         self.confidence.append(conf)
         self.correct.append(correct)
 
-    def _runs(self) -> tuple[Runs, int]:
+    def _pairs(self) -> tuple[Tensor, Tensor]:
+        """Every sample's (confidence, correct) so far; refuses an empty state in one line."""
         # a list of batches here; one tensor after torchmetrics' sync has concatenated them
         if isinstance(self.confidence, list) and not self.confidence:
             raise ValueError("compute: no samples yet; call update() with at least one batch")
-        conf, correct = dim_zero_cat(self.confidence), dim_zero_cat(self.correct)
+        return dim_zero_cat(self.confidence), dim_zero_cat(self.correct)
+
+    def _runs(self) -> tuple[Runs, int]:
+        conf, correct = self._pairs()
         return Runs.from_values(conf, correct.bool()), len(conf)
 
 
@@ -282,9 +286,7 @@ class SmoothECE(_RankedCalibration):
     """
 
     def compute(self) -> Tensor:
-        self._runs()  # refuses an empty state in one line
-        conf, correct = dim_zero_cat(self.confidence), dim_zero_cat(self.correct)
-        return smooth_ece_batch(conf, correct)[0][0]
+        return smooth_ece_batch(*self._pairs())[0][0]
 
 
 class AURC(_RankedCalibration):
