@@ -342,3 +342,43 @@ def test_report_command_prints_clean_paths(tmp_path):
     out = CliRunner().invoke(cli, ["report", str(db), "-o", f"{tmp_path}/rep/"])
     assert out.exit_code == 0 and f"{tmp_path}/rep/report.md" in out.output
     assert "//" not in out.output
+
+
+@pytest.mark.parametrize(
+    "q, says",
+    [
+        (
+            [0.5, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            "the mask did not act for most of stage 2: q_t reached 1 (nothing masked) at "
+            "epoch 3 of 8 in 3 of 3 runs",
+        ),
+        ([0.5, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], "the mask acted: q_t stayed below 1"),
+    ],
+)
+def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, says):
+    """Issue 68: "MaC-Cal has a lower test ECE than CE: holds" said nothing of the mask,
+    which had kept every weight (q_t = 1) from epoch 10 of 40 in the runs behind it."""
+    from calibkit.bench._verdicts import verdict
+
+    store = Store(tmp_path / "r.sqlite")
+    for method, stage2, ece in (
+        ("CE", None, CE),
+        ("MaC-Cal", "maccal", {1: 0.05, 2: 0.06, 3: 0.07}),
+    ):
+        for seed, value in ece.items():
+            metrics = [
+                ("test", "uncalibrated", ALL, "ece", value),
+                ("test", "ts", ALL, "temperature", 2.0),
+                ("test", "ts", ALL, "ece", value / 2),
+            ]
+            history = [(2, e + 1, {"q": v, "eta": 0.1}) for e, v in enumerate(q)] if stage2 else []
+            write(
+                store,
+                _run(f"{method}-{seed}", method, seed, "ce", stage2),
+                metrics,
+                history=history,
+            )
+    store.set_sweep(["CE", "MaC-Cal"], "CE")
+    claim = next(c for c in CLAIMS if c.text == "MaC-Cal has a lower test ECE than CE")
+    _, _, detail = verdict(Results(store), claim, ("digits", "cnn"))
+    assert says in detail

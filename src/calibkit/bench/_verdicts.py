@@ -233,6 +233,36 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
     return None if best is None else best[1]
 
 
+#: q_t at or above this is "nothing masked": the mask keeps every weight
+Q_ALL_KEPT = 1 - 1e-9
+
+
+def mask_note(res: Results, column: tuple[str, str], method: str) -> str:
+    """What MaC-Cal's mask did in ``method``'s runs of ``column`` (issue 68): where q_t, the
+    retention probability of Eq. 8, reached 1 before half of stage 2's epochs, nothing was
+    masked from then on, and a change against CE is the refitted head's, not the mask's.
+    Empty where no run stored its q_t."""
+    reached: list[tuple[int | None, int]] = []
+    for k, r in res.runs.items():
+        if r["method"] != method or (r["dataset"], r["model"]) != column:
+            continue
+        qs = [h["q"] for h in res.store.history(k, stage=2) if "q" in h]
+        if qs:
+            first = next((i + 1 for i, q in enumerate(qs) if q >= Q_ALL_KEPT), None)
+            reached.append((first, len(qs)))
+    if not reached:
+        return ""
+    early = [(e, n) for e, n in reached if e is not None and e <= n / 2]
+    if not early:
+        return f"; the mask acted: q_t stayed below 1 past half of stage 2 in {len(reached)} runs"
+    epochs = ", ".join(f"{e} of {n}" for e, n in sorted(set(early)))
+    return (
+        f"; the mask did not act for most of stage 2: q_t reached 1 (nothing masked) at epoch "
+        f"{epochs} in {len(early)} of {len(reached)} runs, so the change is the refitted "
+        "head's, not the mask's"
+    )
+
+
 def _side(res: Results, column, side, claim: Claim) -> tuple[dict[int, float], dict]:
     """The side's test values by seed, and its stored bootstrap replicates by seed."""
     method = _method(res, column, side)
@@ -385,6 +415,8 @@ def verdict(res: Results, claim: Claim, column: tuple[str, str]) -> tuple[str, s
     b, reps_b = _side(res, column, claim.other, claim)
     names = (_name(res, column, claim.better), _name(res, column, claim.other))
     verdict, detail = judge(claim, a, b, nested=(reps_a, reps_b), names=names)
+    if claim.better == ("stage2", "maccal") and (method := _method(res, column, claim.better)):
+        detail += mask_note(res, column, method)
     if claim.premise is None:
         return "none", verdict, detail
     holds, premise = check_premise(res, column, claim.premise)
