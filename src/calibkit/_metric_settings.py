@@ -46,6 +46,15 @@ Debias = Annotated[
         '"Debiased binned errors")'
     ),
 ]
+OneSampleBins = Annotated[
+    str,
+    Setting(
+        "With ``debias``: a bin holding one sample keeps its plug-in squared gap ('keep', "
+        "torchmetrics' reading) or counts 0 ('drop', as Kumar et al.'s "
+        "``uncertainty-calibration`` code does)",
+        OneOf(("keep", "drop")),
+    ),
+]
 #: the values of ``bootstrap`` and ``ci``
 RESAMPLES = Bounds(0, 10**7, integer=True)
 LEVEL = Bounds(0, 1, low_open=True, high_open=True)

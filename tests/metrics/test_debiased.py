@@ -79,3 +79,40 @@ def test_less_biased_than_the_plug_in_where_the_plug_in_is_biased(k, n):
     plug_bias, deb_bias = np.mean(plug) - truth, np.mean(deb) - truth
     assert plug_bias > 0.5 * truth
     assert abs(deb_bias) < plug_bias / 3
+
+
+def _kumar_unbiased_l2(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> float:
+    """Kumar et al.'s ``unbiased_l2_ce`` (``uncertainty-calibration``'s calibration.py)
+    written again from its definition, on calibkit's equal-width bins: a bin of fewer than
+    two samples counts 0; each other bin's squared gap less acc(1 − acc)/(|B| − 1),
+    weighted by its share of the samples; the root of the sum, clipped at 0."""
+    idx = np.minimum((conf * n_bins).astype(int), n_bins - 1)
+    total = 0.0
+    for b in range(n_bins):
+        inside = idx == b
+        if inside.sum() < 2:
+            continue
+        acc = correct[inside].mean()
+        gap = (conf[inside].mean() - acc) ** 2 - acc * (1 - acc) / (inside.sum() - 1)
+        total += inside.mean() * gap
+    return float(np.sqrt(max(total, 0.0)))
+
+
+def test_one_sample_bins_drop_gives_kumar_et_al_s_debiased_l2():
+    """Issue 66 §4: Kumar et al.'s code drops a bin of one sample, calibkit's default (as
+    torchmetrics) keeps its plug-in squared gap; each is a named convention."""
+    from calibkit.metrics import rms_ce
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(60, 4)) * 3
+    y = rng.integers(0, 4, 60)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    conf, correct = p.max(1), (p.argmax(1) == y).astype(float)
+    counts = np.bincount(np.minimum((conf * 15).astype(int), 14), minlength=15)
+    assert (counts == 1).any()  # the premise: a bin of one sample, where the two differ
+    kumar = rms_ce(z, y, debias=True, one_sample_bins="drop")
+    assert kumar == pytest.approx(_kumar_unbiased_l2(conf, correct, 15), abs=1e-12)
+    assert abs(rms_ce(z, y, debias=True) - kumar) > 1e-4
+    with pytest.raises(ValueError, match="one_sample_bins"):
+        rms_ce(z, y, debias=True, one_sample_bins="skip")

@@ -37,7 +37,16 @@ from torch import Tensor
 from .._checks import check_choice, check_flag
 from .._conventions import BINNINGS
 from .._docs import documented
-from .._metric_settings import METRIC_PARAMETERS, N_BINS, Binary, Binning, Debias, MetricBins, Probs
+from .._metric_settings import (
+    METRIC_PARAMETERS,
+    N_BINS,
+    Binary,
+    Binning,
+    Debias,
+    MetricBins,
+    OneSampleBins,
+    Probs,
+)
 from .._threads import sized_by_first_argument
 from . import _stats as st
 from ._binning import BinScheme
@@ -340,12 +349,16 @@ def rms_ce(
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
     debias: Debias = False,
+    one_sample_bins: OneSampleBins = "keep",
 ) -> float:
     """RMS (L2) calibration error with ``n_bins`` equal-width top-label bins: sqrt(Σ_m
     |B_m|/N · (acc(B_m) − conf(B_m))²) (torchmetrics' ``norm="l2"``). ``debias=True``:
     Kumar et al. (2019, "Verified uncertainty calibration", §5)'s debiased estimator, which
     subtracts each bin's sampling variance acc(1 − acc)/(|B_m| − 1) from its squared gap
-    before the root (clipped at 0; the row ``debiased_rms_ce``).
+    before the root (clipped at 0; the row ``debiased_rms_ce``). A bin of one sample has no
+    variance estimate: by default it keeps its plug-in squared gap, as torchmetrics'
+    ``debias=True`` does; ``one_sample_bins="drop"`` counts it 0, as Kumar et al.'s code
+    (``uncertainty-calibration``'s ``unbiased_square_ce``) does.
 
     Examples
     --------
@@ -356,11 +369,13 @@ def rms_ce(
     0.3144
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
-    return _value(
-        p,
-        _scheme(p, n_bins, binning),
-        "debiased_rms_ce" if check_flag(debias, "debias") else "rms_ce",
-    )
+    scheme = _scheme(p, n_bins, binning)
+    check_choice(one_sample_bins, "one_sample_bins", ("keep", "drop"))
+    if check_flag(debias, "debias") and one_sample_bins == "drop":
+        return _f(
+            st.rms_from_sums(st.topbin_sums(p, scheme), p.n, debias=True, one_sample_bins="drop")
+        )
+    return _value(p, scheme, "debiased_rms_ce" if debias else "rms_ce")
 
 
 #: the conventions of the adaptive ECE: calibkit's equal-mass bins, or the binning of

@@ -182,19 +182,26 @@ def aece_from_runs(runs: Runs, size: Tensor, pos: Tensor, n: int, n_bins: int) -
     return ece_from_sums(equal_mass_sums(runs, size, pos, n, n_bins), n)
 
 
-def rms_from_sums(sums: Tensor, n: int, *, debias: bool = False) -> Tensor:
+def rms_from_sums(
+    sums: Tensor, n: int, *, debias: bool = False, one_sample_bins: str = "keep"
+) -> Tensor:
     """(B,) RMS (L2) calibration error sqrt(sum_m |B_m|/N (acc_m - conf_m)^2); with
     ``debias``, Kumar et al. (2019, §5)'s estimator: each bin's squared gap less the
-    variance of its accuracy, acc_m (1 - acc_m) / (|B_m| - 1) (0 for a bin of one sample),
-    and the sum clipped at 0 before the root (a sample at calibration can come out negative)."""
+    variance of its accuracy, acc_m (1 - acc_m) / (|B_m| - 1), and the sum clipped at 0
+    before the root (a sample at calibration can come out negative). A bin of one sample has
+    no variance estimate: ``one_sample_bins="keep"`` keeps its plug-in squared gap
+    (torchmetrics' reading, the default), ``"drop"`` counts it 0, as Kumar et al.'s
+    ``unbiased_square_ce`` does."""
     count = sums[:, 0]
     safe = count.clamp_min(1e-300)
     acc = sums[:, 2] / safe
-    squared = ((sums[:, 2] - sums[:, 1]) ** 2 / safe).sum(-1) / n
+    per_bin = (sums[:, 2] - sums[:, 1]) ** 2 / safe
     if debias:
         var = torch.where(count > 1, acc * (1 - acc) / (count - 1).clamp_min(1e-300), 0.0)
-        squared = squared - (count * var).sum(-1) / n
-    return squared.clamp_min(0).sqrt()
+        per_bin = per_bin - count * var
+        if one_sample_bins == "drop":
+            per_bin = torch.where(count == 1, 0.0, per_bin)
+    return (per_bin.sum(-1) / n).clamp_min(0).sqrt()
 
 
 #: bisection halvings, then Newton steps, of :func:`debiased_l1_cells`: 24 halvings bracket
