@@ -59,7 +59,7 @@ def test_functions_and_evaluate_agree_and_bad_combinations_are_refused():
     got = classwise_ece(probs, labels, debias=True, **P)
     assert got == pytest.approx(r["debiased_classwise_ece"], rel=1e-12)
     assert got < classwise_ece(probs, labels, **P)
-    for bad in (dict(cells="joint"), dict(power=2), dict(binning="equal-mass")):
+    for bad in (dict(cells="joint"), dict(binning="equal-mass")):  # power=2: see below
         with pytest.raises(ValueError, match="debias"):
             classwise_ece(probs, labels, debias=True, **bad, **P)
 
@@ -116,3 +116,35 @@ def test_one_sample_bins_drop_gives_kumar_et_al_s_debiased_l2():
     assert abs(rms_ce(z, y, debias=True) - kumar) > 1e-4
     with pytest.raises(ValueError, match="one_sample_bins"):
         rms_ce(z, y, debias=True, one_sample_bins="skip")
+
+
+@pytest.mark.parametrize("one_sample_bins", ["keep", "drop"])
+def test_marginal_debiased_l2_is_kumar_et_al_s_per_class_estimate(one_sample_bins):
+    """Issue 66 §4: the marginal debiased L2 (Kumar et al.'s ``mode="marginal"``, p = 2,
+    debias) was refused. ``classwise_ece(power=2, debias=True)`` is the mean over classes of
+    each class's debiased squared error, on equal-width bins over p_k; its root is theirs."""
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(60, 4)) * 3
+    y = rng.integers(0, 4, 60)
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    per_class = []
+    for k in range(4):
+        conf, hit = p[:, k], (y == k).astype(float)
+        idx = np.minimum((conf * 15).astype(int), 14)
+        total = 0.0
+        for b in range(15):
+            inside = idx == b
+            m = inside.sum()
+            if m == 0 or (m == 1 and one_sample_bins == "drop"):
+                continue
+            acc = hit[inside].mean()
+            var = acc * (1 - acc) / (m - 1) if m > 1 else 0.0
+            total += inside.mean() * ((conf[inside].mean() - acc) ** 2 - var)
+        per_class.append(total)
+    got = classwise_ece(z, y, power=2, debias=True, one_sample_bins=one_sample_bins)
+    assert got == pytest.approx(np.mean(per_class), abs=1e-12)
+    plain = classwise_ece(z, y, power=2)
+    assert got < plain  # the plug-in squared error is biased upwards
+    with pytest.raises(ValueError, match="one_sample_bins='drop'"):
+        classwise_ece(z, y, one_sample_bins="drop")

@@ -446,6 +446,7 @@ def classwise_ece(
     cells: str = "marginal",
     power: int = 1,
     debias: Debias = False,
+    one_sample_bins: OneSampleBins = "keep",
 ) -> float:
     """Classwise ECE (= static calibration error, SCE; Nixon et al. 2019; Kull et al. 2019).
 
@@ -470,7 +471,11 @@ def classwise_ece(
       ``full_ECE(..., power=2)``.
     * ``debias=True``: each class-bin cell's |acc − conf| is replaced by its debiased
       estimate (as :func:`ece`'s; docs/metrics.md, "Debiased binned errors"; the row
-      ``debiased_classwise_ece``). Marginal cells, ``power=1`` only.
+      ``debiased_classwise_ece``). Marginal equal-width cells only. With ``power=2``, each
+      cell's squared gap less its variance acc(1 − acc)/(|B_mk| − 1), no root taken (it
+      can be negative): the square root of it, clipped at 0, is Kumar et al.'s marginal
+      debiased L2 error, and ``one_sample_bins="drop"`` counts a cell of one sample 0, as
+      their code does (the default keeps its plug-in squared gap).
 
     Examples
     --------
@@ -483,10 +488,14 @@ def classwise_ece(
     check_choice(cells, "cells", ("marginal", "joint"))
     check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
     check_choice(power, "power", (1, 2))
-    if check_flag(debias, "debias") and (
-        cells != "marginal" or power != 1 or binning == "equal-mass"
-    ):
-        raise ValueError("debias=True needs equal-width marginal cells and power=1")
+    check_choice(one_sample_bins, "one_sample_bins", ("keep", "drop"))
+    if check_flag(debias, "debias") and (cells != "marginal" or binning == "equal-mass"):
+        raise ValueError("debias=True needs equal-width marginal cells")
+    if one_sample_bins == "drop" and not (debias and power == 2):
+        raise ValueError(
+            "one_sample_bins='drop' is a rule of the debiased squared error: "
+            "it needs debias=True and power=2"
+        )
     p = prepare(scores, labels, probs=probs)
     if binning == "equal-mass":
         if cells == "joint" or power != 1:
@@ -505,7 +514,12 @@ def classwise_ece(
         gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0], power) / p.n
         return float(st.over_classes(gaps, scheme))
     if power == 2:
-        return _f(st.classwise_squared_from_sums(st.classwise_sums(p, scheme), p.n, scheme))
+        sums = st.classwise_sums(p, scheme)
+        return _f(
+            st.classwise_squared_from_sums(
+                sums, p.n, scheme, debias=debias, one_sample_bins=one_sample_bins
+            )
+        )
     return _value(p, scheme, "debiased_classwise_ece" if debias else "classwise_ece")
 
 

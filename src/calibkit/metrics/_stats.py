@@ -192,16 +192,24 @@ def rms_from_sums(
     no variance estimate: ``one_sample_bins="keep"`` keeps its plug-in squared gap
     (torchmetrics' reading, the default), ``"drop"`` counts it 0, as Kumar et al.'s
     ``unbiased_square_ce`` does."""
-    count = sums[:, 0]
-    safe = count.clamp_min(1e-300)
-    acc = sums[:, 2] / safe
-    per_bin = (sums[:, 2] - sums[:, 1]) ** 2 / safe
-    if debias:
-        var = torch.where(count > 1, acc * (1 - acc) / (count - 1).clamp_min(1e-300), 0.0)
-        per_bin = per_bin - count * var
-        if one_sample_bins == "drop":
-            per_bin = torch.where(count == 1, 0.0, per_bin)
+    per_bin = squared_cells(*sums.unbind(1), debias=debias, one_sample_bins=one_sample_bins)
     return (per_bin.sum(-1) / n).clamp_min(0).sqrt()
+
+
+def squared_cells(
+    count: Tensor, sump: Tensor, sumy: Tensor, *, debias: bool, one_sample_bins: str = "keep"
+) -> Tensor:
+    """Each cell's |B| (acc − conf)², with ``debias`` less |B| acc (1 − acc) / (|B| − 1)
+    (Kumar et al. 2019, §5): 0 variance for a cell of one sample, which keeps its plug-in
+    squared gap (``one_sample_bins="keep"``) or counts 0 (``"drop"``, Kumar et al.'s code)."""
+    safe = count.clamp_min(1e-300)
+    cells = (sumy - sump) ** 2 / safe
+    if not debias:
+        return cells
+    acc = sumy / safe
+    var = torch.where(count > 1, acc * (1 - acc) / (count - 1).clamp_min(1e-300), 0.0)
+    cells = cells - count * var
+    return torch.where(count == 1, 0.0, cells) if one_sample_bins == "drop" else cells
 
 
 #: bisection halvings, then Newton steps, of :func:`debiased_l1_cells`: 24 halvings bracket
@@ -283,11 +291,20 @@ def classwise_ece_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = Non
     return over_classes((sums[:, 2] - sums[:, 1]).abs().sum(-1) / n, scheme)
 
 
-def classwise_squared_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = None) -> Tensor:
+def classwise_squared_from_sums(
+    sums: Tensor,
+    n: int,
+    scheme: BinScheme | None = None,
+    *,
+    debias: bool = False,
+    one_sample_bins: str = "keep",
+) -> Tensor:
     """(B,) over classes of sum_m |B_mk|/N (acc_mk − conf_mk)²: the ``power=2`` form of
-    :func:`classwise_ece_from_sums` (Kull et al.'s ECE_CW2), no square root taken."""
-    gap = sums[:, 2] - sums[:, 1]
-    return over_classes((gap * gap / sums[:, 0].clamp_min(1)).sum(-1) / n, scheme)
+    :func:`classwise_ece_from_sums` (Kull et al.'s ECE_CW2), no square root taken; with
+    ``debias``, each cell's squared gap less its variance (:func:`squared_cells`), whose
+    root (clipped at 0) is Kumar et al.'s marginal debiased L2 calibration error."""
+    cells = squared_cells(*sums.unbind(1), debias=debias, one_sample_bins=one_sample_bins)
+    return over_classes(cells.sum(-1) / n, scheme)
 
 
 def debiased_classwise_from_sums(sums: Tensor, n: int, scheme: BinScheme | None = None) -> Tensor:
