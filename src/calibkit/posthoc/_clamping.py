@@ -48,6 +48,7 @@ may change predictions, and how much it did is part of the result.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -61,7 +62,7 @@ from .._settings import BatchSize, Bounds, Epochs, LearningRate, Momentum, OneOf
 from ..losses.internal import Focal
 from ..metrics import trusted
 from ._base import FitDivergedError, FitReport
-from ._model_level import ModelCalibrator, settled
+from ._model_level import SETTLE_EPOCHS, ModelCalibrator, settled
 
 #: where λ's "initial loss" is taken: at the warm-started temperature (calibkit's default)
 #: or at T = 1, the network as it is (the paper's §4.1)
@@ -428,16 +429,44 @@ def _fit_pool(
 #: how much the last epochs' objective and temperature may move (relative) for a fit of δ
 #: and T to count as converged (:func:`converged`)
 OBJECTIVE_SPREAD, TEMPERATURE_SPREAD = 0.02, 0.01
+#: a series that moved the same way at every one of the last epochs by more than this share
+#: of its value in all is still descending (or rising), however small each step (issue 68)
+DRIFT = 1e-3
 
 
 def converged(history: list[dict[str, float]]) -> bool:
     """Whether the fit of δ and T settled: over its last
     :data:`~.model_level.SETTLE_EPOCHS` epochs the objective moved by at most
-    :data:`OBJECTIVE_SPREAD` of its value and T by at most :data:`TEMPERATURE_SPREAD`. A
-    temperature still rising at the end (NCToolkit's own demo, docs/methods.md) does not."""
-    return settled([r["objective"] for r in history], OBJECTIVE_SPREAD) and settled(
-        [r["temperature"] for r in history], TEMPERATURE_SPREAD
+    :data:`OBJECTIVE_SPREAD` of its value and T by at most :data:`TEMPERATURE_SPREAD`, and
+    neither moved the same way at every epoch by more than :data:`DRIFT` of its value in
+    all: a steady descent of small steps is not converged (issue 68). A temperature still
+    rising at the end (NCToolkit's own demo, docs/methods.md) is not either.
+
+    >>> steady = [{"objective": 1.0 - 0.003 * e, "temperature": 1.5} for e in range(10)]
+    >>> converged(steady)  # within 2 % over the last 5 epochs, but falling at every one
+    False
+    >>> flat = [{"objective": 0.7 + 0.0001 * (-1) ** e, "temperature": 1.5} for e in range(10)]
+    >>> converged(flat)
+    True
+    """
+    objective = [r["objective"] for r in history]
+    temperature = [r["temperature"] for r in history]
+    return (
+        settled(objective, OBJECTIVE_SPREAD)
+        and settled(temperature, TEMPERATURE_SPREAD)
+        and not _drifting(objective)
+        and not _drifting(temperature)
     )
+
+
+def _drifting(values: list[float]) -> bool:
+    """Whether the last :data:`~.model_level.SETTLE_EPOCHS` values move the same way at
+    every step, by more than :data:`DRIFT` of their mean magnitude in all."""
+    last = values[-SETTLE_EPOCHS:]
+    steps = [b - a for a, b in itertools.pairwise(last)]
+    same_way = all(s < 0 for s in steps) or all(s > 0 for s in steps)
+    scale = sum(abs(v) for v in last) / len(last)
+    return same_way and abs(last[-1] - last[0]) > DRIFT * scale
 
 
 def _penalty(delta: Tensor, kind: str) -> Tensor:
