@@ -48,7 +48,6 @@ may change predictions, and how much it did is part of the result.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -62,7 +61,7 @@ from .._settings import BatchSize, Bounds, Epochs, LearningRate, Momentum, OneOf
 from ..losses.internal import Focal
 from ..metrics import trusted
 from ._base import FitDivergedError, FitReport
-from ._model_level import SETTLE_EPOCHS, ModelCalibrator, settled
+from ._model_level import ModelCalibrator, settled
 
 #: where λ's "initial loss" is taken: at the warm-started temperature (calibkit's default)
 #: or at T = 1, the network as it is (the paper's §4.1)
@@ -449,24 +448,9 @@ def converged(history: list[dict[str, float]]) -> bool:
     >>> converged(flat)
     True
     """
-    objective = [r["objective"] for r in history]
-    temperature = [r["temperature"] for r in history]
-    return (
-        settled(objective, OBJECTIVE_SPREAD)
-        and settled(temperature, TEMPERATURE_SPREAD)
-        and not _drifting(objective)
-        and not _drifting(temperature)
+    return settled([r["objective"] for r in history], OBJECTIVE_SPREAD, drift=DRIFT) and settled(
+        [r["temperature"] for r in history], TEMPERATURE_SPREAD, drift=DRIFT
     )
-
-
-def _drifting(values: list[float]) -> bool:
-    """Whether the last :data:`~.model_level.SETTLE_EPOCHS` values move the same way at
-    every step, by more than :data:`DRIFT` of their mean magnitude in all."""
-    last = values[-SETTLE_EPOCHS:]
-    steps = [b - a for a, b in itertools.pairwise(last)]
-    same_way = all(s < 0 for s in steps) or all(s > 0 for s in steps)
-    scale = sum(abs(v) for v in last) / len(last)
-    return same_way and abs(last[-1] - last[0]) > DRIFT * scale
 
 
 def _penalty(delta: Tensor, kind: str) -> Tensor:

@@ -4,6 +4,7 @@ from logits (Neural Clamping, MaC-Cal stage 2); what every method shares is in
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -24,22 +25,37 @@ SETTLE_EPOCHS = 5
 
 
 def settled(
-    values: list[float], spread: float, *, relative: bool = True, floor: float = 0.0
+    values: list[float],
+    spread: float,
+    *,
+    relative: bool = True,
+    floor: float = 0.0,
+    drift: float | None = None,
 ) -> bool:
     """Whether a per-epoch series has settled: its last :data:`SETTLE_EPOCHS` values lie
     within ``spread`` of each other (max − min), relative to their mean magnitude when
     ``relative``, or within ``floor`` (a loss near 0 moves by more than any share of
-    itself). False with fewer epochs, or a value that is not finite.
+    itself). With ``drift``, a series that moved the same way at every one of those epochs
+    by more than ``drift`` (on the same scale) in all has not settled either: a steady
+    descent in small steps. False with fewer epochs, or a value that is not finite.
 
     >>> settled([2.0, 1.0, 0.51, 0.5, 0.5, 0.49, 0.5], 0.05)
     True
     >>> settled([0.9, 0.8, 0.7, 0.6, 0.5], 0.05)
     False
+    >>> steady = [1.0, 0.997, 0.994, 0.991, 0.988]  # within 2 %, falling at every epoch
+    >>> settled(steady, 0.02), settled(steady, 0.02, drift=1e-3)
+    (True, False)
     """
     last = values[-SETTLE_EPOCHS:]
     if len(last) < SETTLE_EPOCHS or not all(map(math.isfinite, last)):
         return False
     scale = sum(abs(v) for v in last) / len(last) if relative else 1.0
+    if drift is not None:
+        steps = [b - a for a, b in itertools.pairwise(last)]
+        one_way = all(s < 0 for s in steps) or all(s > 0 for s in steps)
+        if one_way and abs(last[-1] - last[0]) > drift * scale:
+            return False
     return max(last) - min(last) <= max(spread * scale, floor)
 
 
