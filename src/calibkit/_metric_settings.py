@@ -46,13 +46,15 @@ Debias = Annotated[
         '"Debiased binned errors")'
     ),
 ]
+#: the values of ``one_sample_bins``
+ONE_SAMPLE_BINS = OneOf(("keep", "drop"))
 OneSampleBins = Annotated[
     str,
     Setting(
         "With ``debias``: a bin holding one sample keeps its plug-in squared gap ('keep', "
         "torchmetrics' reading) or counts 0 ('drop', as Kumar et al.'s "
         "``uncertainty-calibration`` code does)",
-        OneOf(("keep", "drop")),
+        ONE_SAMPLE_BINS,
     ),
 ]
 #: the values of ``bootstrap`` and ``ci``

@@ -116,6 +116,8 @@ def test_one_sample_bins_drop_gives_kumar_et_al_s_debiased_l2():
     assert abs(rms_ce(z, y, debias=True) - kumar) > 1e-4
     with pytest.raises(ValueError, match="one_sample_bins"):
         rms_ce(z, y, debias=True, one_sample_bins="skip")
+    with pytest.raises(ValueError, match=r"needs debias=True$"):  # the plug-in has no such rule
+        rms_ce(z, y, one_sample_bins="drop")
 
 
 @pytest.mark.parametrize("one_sample_bins", ["keep", "drop"])

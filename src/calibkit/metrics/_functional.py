@@ -40,6 +40,7 @@ from .._docs import documented
 from .._metric_settings import (
     METRIC_PARAMETERS,
     N_BINS,
+    ONE_SAMPLE_BINS,
     Binary,
     Binning,
     Debias,
@@ -370,12 +371,22 @@ def rms_ce(
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     scheme = _scheme(p, n_bins, binning)
-    check_choice(one_sample_bins, "one_sample_bins", ("keep", "drop"))
-    if check_flag(debias, "debias") and one_sample_bins == "drop":
+    _check_one_sample_bins(one_sample_bins, check_flag(debias, "debias"), "debias=True")
+    if one_sample_bins == "drop":
         return _f(
             st.rms_from_sums(st.topbin_sums(p, scheme), p.n, debias=True, one_sample_bins="drop")
         )
     return _value(p, scheme, "debiased_rms_ce" if debias else "rms_ce")
+
+
+def _check_one_sample_bins(value: str, squared_debiased: bool, needs: str) -> None:
+    """``one_sample_bins`` checked against its declaration; 'drop' is a rule of the debiased
+    squared error alone, refused (naming ``needs``) where that is not what is computed."""
+    ONE_SAMPLE_BINS.check("one_sample_bins", value)
+    if value == "drop" and not squared_debiased:
+        raise ValueError(
+            f"one_sample_bins='drop' is a rule of the debiased squared error: it needs {needs}"
+        )
 
 
 #: the conventions of the adaptive ECE: calibkit's equal-mass bins, or the binning of
@@ -488,14 +499,9 @@ def classwise_ece(
     check_choice(cells, "cells", ("marginal", "joint"))
     check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
     check_choice(power, "power", (1, 2))
-    check_choice(one_sample_bins, "one_sample_bins", ("keep", "drop"))
     if check_flag(debias, "debias") and (cells != "marginal" or binning == "equal-mass"):
         raise ValueError("debias=True needs equal-width marginal cells")
-    if one_sample_bins == "drop" and not (debias and power == 2):
-        raise ValueError(
-            "one_sample_bins='drop' is a rule of the debiased squared error: "
-            "it needs debias=True and power=2"
-        )
+    _check_one_sample_bins(one_sample_bins, debias and power == 2, "debias=True and power=2")
     p = prepare(scores, labels, probs=probs)
     if binning == "equal-mass":
         if cells == "joint" or power != 1:
