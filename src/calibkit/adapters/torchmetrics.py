@@ -21,7 +21,7 @@ probabilities with ``probs=True``) and integer labels, checked as calibkit check
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 from torch import Tensor
@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     ) from None
 
 from .._checks import check_flag, check_positive_int
-from .._settings import checks_declared
+from .._settings import Bounds, Setting, checks_declared
 from ..metrics import BinScheme, prepare, trusted
 from ..metrics.internal import (
     Binning,
@@ -345,6 +345,12 @@ class RefinementAUROC(_RankedCalibration):
         return value
 
 
+#: the number of classes a metric's state is sized for
+_NumClasses = Annotated[
+    int, Setting("K, the number of classes (the state's size)", Bounds(2, 2**31, integer=True))
+]
+
+
 class ClasswiseECE(Metric):
     """Classwise ECE (:func:`~calibkit.metrics.classwise_ece`): per class k, equal-width
     bins over p_k of every sample, the mean over classes of Σ_m |B_mk|/N · |acc − conf|
@@ -374,14 +380,13 @@ class ClasswiseECE(Metric):
     @checks_declared
     def __init__(
         self,
-        num_classes: int,
+        num_classes: _NumClasses,
         n_bins: MetricBins = 15,
         binning: Binning = "calibkit",
         probs: Probs = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_positive_int(num_classes, "num_classes", 2)
         self.scheme = BinScheme(n_bins, binning, torch.float64)
         self.num_classes, self.n_bins, self.binning, self.probs = (
             num_classes,
