@@ -349,10 +349,13 @@ def test_report_command_prints_clean_paths(tmp_path):
     [
         (
             [0.5, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
-            "the mask did not act for most of stage 2: q_t reached 1 (nothing masked) at "
-            "epoch 3 of 8 in 3 of 3 runs",
+            "the mask stopped acting in 3 of 3 runs (q reached 1: nothing was masked from "
+            "epoch 3 of 8), so the change is the refitted head's, not the mask's",
         ),
-        ([0.5, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], "the mask acted: q_t stayed below 1"),
+        (
+            [0.5, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+            "the mask acted: q_t still moved in the second half of stage 2 in 3 runs",
+        ),
     ],
 )
 def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, says):
@@ -371,7 +374,11 @@ def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, says):
                 ("test", "ts", ALL, "temperature", 2.0),
                 ("test", "ts", ALL, "ece", value / 2),
             ]
-            history = [(2, e + 1, {"q": v, "eta": 0.1}) for e, v in enumerate(q)] if stage2 else []
+            history = (
+                [(2, e + 1, {"epoch": e + 1, "q": v, "eta": 0.1}) for e, v in enumerate(q)]
+                if stage2
+                else []
+            )
             write(
                 store,
                 _run(f"{method}-{seed}", method, seed, "ce", stage2),

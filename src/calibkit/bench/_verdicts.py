@@ -42,7 +42,7 @@ from scipy import stats
 
 from .. import posthoc
 from .._escape import Strong
-from ..posthoc.internal import SANE_TEMPERATURE
+from ..posthoc.internal import SANE_TEMPERATURE, mask_stopped
 from ._store import ALL
 
 if TYPE_CHECKING:
@@ -233,33 +233,33 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
     return None if best is None else best[1]
 
 
-#: q_t at or above this is "nothing masked": the mask keeps every weight
-Q_ALL_KEPT = 1 - 1e-9
-
-
 def mask_note(res: Results, column: tuple[str, str], method: str) -> str:
-    """What MaC-Cal's mask did in ``method``'s runs of ``column`` (issue 68): where q_t, the
-    retention probability of Eq. 8, reached 1 before half of stage 2's epochs, nothing was
-    masked from then on, and a change against CE is the refitted head's, not the mask's.
-    Empty where no run stored its q_t."""
-    reached: list[tuple[int | None, int]] = []
+    """What MaC-Cal's mask did in ``method``'s runs of ``column`` (issue 68), by the fit
+    report's own rule (:func:`~calibkit.posthoc.internal.mask_stopped`): where q_t sat at 1
+    for the second half of stage 2, nothing was masked from then on, and a change against
+    CE is the refitted head's, not the mask's. Empty where no run stored its q_t."""
+    stopped, runs = [], 0
     for k, r in res.runs.items():
         if r["method"] != method or (r["dataset"], r["model"]) != column:
             continue
-        qs = [h["q"] for h in res.store.history(k, stage=2) if "q" in h]
-        if qs:
-            first = next((i + 1 for i, q in enumerate(qs) if q >= Q_ALL_KEPT), None)
-            reached.append((first, len(qs)))
-    if not reached:
+        history = res.store.history(k, stage=2)
+        if not history or "q" not in history[0]:
+            continue
+        runs += 1
+        mask = posthoc.create(r["spec"]["stage2"])
+        why = mask_stopped(history, {"adaptive": mask.adaptive, "q_min": mask.q_min})
+        if why:
+            stopped.append(why)
+    if not runs:
         return ""
-    early = [(e, n) for e, n in reached if e is not None and e <= n / 2]
-    if not early:
-        return f"; the mask acted: q_t stayed below 1 past half of stage 2 in {len(reached)} runs"
-    epochs = ", ".join(f"{e} of {n}" for e, n in sorted(set(early)))
+    if not stopped:
+        return f"; the mask acted: q_t still moved in the second half of stage 2 in {runs} runs"
+    head = all(w.startswith("q reached 1") for w in stopped)
     return (
-        f"; the mask did not act for most of stage 2: q_t reached 1 (nothing masked) at epoch "
-        f"{epochs} in {len(early)} of {len(reached)} runs, so the change is the refitted "
-        "head's, not the mask's"
+        f"; the mask stopped acting in {len(stopped)} of {runs} runs ("
+        + "; ".join(sorted(set(stopped)))
+        + ")"
+        + (", so the change is the refitted head's, not the mask's" if head else "")
     )
 
 

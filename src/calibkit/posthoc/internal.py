@@ -20,6 +20,7 @@ from ._compare import (
     expected_lines,
     stratified_split,
 )
+from ._maccal import mask_stopped
 from ._model_level import fits_together
 from ._on_files import NetworkMethodError, apply_file, fit_file
 
@@ -43,5 +44,6 @@ __all__ = [
     "fit_file",
     "fits_together",
     "logistic_newton",
+    "mask_stopped",
     "stratified_split",
 ]
