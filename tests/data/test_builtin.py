@@ -28,6 +28,20 @@ def test_digits_split_is_fixed_and_covers_every_image_once():
     assert a.train.x.dtype == torch.float32 and float(a.train.x.max()) == 1.0
 
 
+def test_digits_read_from_scikit_learns_file_equal_its_loader_and_fall_back_to_it(monkeypatch):
+    from sklearn.datasets import load_digits
+
+    from calibkit.data import _builtin
+
+    x, y = load_digits(return_X_y=True)
+    mine_x, mine_y = _builtin._digits_arrays()
+    assert np.array_equal(mine_x, x) and np.array_equal(mine_y, y) and mine_y.dtype == y.dtype
+    # a scikit-learn whose package holds no such file: its loader, with the same arrays
+    monkeypatch.setattr(_builtin.importlib.util, "find_spec", lambda name: None)
+    back_x, back_y = _builtin._digits_arrays()
+    assert np.array_equal(back_x, x) and np.array_equal(back_y, y)
+
+
 @pytest.mark.parametrize("covariance, accuracy", [("overlap", (0.6, 0.95)), ("paper", (0.97, 1))])
 def test_gaussian_toy_posterior_is_bayes_rule_with_the_documented_covariance(covariance, accuracy):
     toy = data.create(f"gaussian-toy:n_train=200,n_test=40,covariance={covariance}")

@@ -28,6 +28,9 @@ training papers start from: the ``default`` preset uses them (docs/bench.md).
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+from pathlib import Path
 from typing import Annotated
 
 import numpy as np
@@ -56,9 +59,7 @@ def digits(
 ) -> DataBundle:
     """scikit-learn's digits with calibkit's fixed split; ``train_size`` and
     ``label_noise`` change the training split only (see the module docstring)."""
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
+    x, y = _digits_arrays()
     order = np.random.default_rng(0).permutation(len(y))
     xs = torch.from_numpy((x[order] / 16.0).astype(np.float32)).reshape(-1, 1, 8, 8)
     ys = torch.from_numpy(y[order].astype(np.int64))
@@ -74,6 +75,25 @@ def digits(
         val=Split(xs[a:b], ys[a:b]),
         test=Split(xs[b:], ys[b:]),
     )
+
+
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """The (1797, 64) pixels (0..16) and (1797,) labels of ``load_digits(return_X_y=True)``,
+    read from the file it reads (``sklearn/datasets/data/digits.csv.gz``) as it reads it,
+    without importing scikit-learn: ``import sklearn.datasets`` takes 2-3 s here (it
+    imports scipy.stats), more than training the digits CNN for 30 epochs, and every
+    ``calibkit train --data digits`` or ``demo`` paid it. Where a scikit-learn release keeps
+    the file elsewhere, its loader (tests/data/test_builtin.py holds the two equal)."""
+    spec = importlib.util.find_spec("sklearn")
+    root = Path(spec.origin).parent if spec is not None and spec.origin else None
+    path = root / "datasets" / "data" / "digits.csv.gz" if root else None
+    if path is None or not path.is_file():
+        from sklearn.datasets import load_digits
+
+        return load_digits(return_X_y=True)
+    with gzip.open(path, "rt") as f:
+        table = np.loadtxt(f, delimiter=",")
+    return table[:, :-1], table[:, -1].astype(int)
 
 
 def gaussian_toy(
