@@ -7,7 +7,7 @@ compiled kernel alone, on one thread::
 
     python benchmarks/scan_variants.py            # (1e4, 10), (1e5, 100), (5e4, 1000), (1e6, 10)
 
-* ``compiled``: ``calibkit.metrics._rowscan`` (:mod:`calibkit.metrics._native_scan`), the scan
+* ``compiled``: ``calibkit.metrics._rowscan`` (:mod:`calibkit.metrics._scan`), the scan
   calibkit uses for float32 logits where it is built;
 * ``softmax``: ``torch.softmax`` per chunk (its own vectorised exp), the row maximum zeroed,
   the rest summed in float32;
@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from calibkit.metrics import _native_scan as native_scan
+from calibkit.metrics import _scan as native_scan
 from calibkit.metrics._scan import CHUNK_VALUES, scan_rows
 
 SIZES = ((10_000, 10), (100_000, 100), (50_000, 1000), (1_000_000, 10))

@@ -323,7 +323,7 @@ def test_version_names_the_row_scan_in_use(monkeypatch):
     from click.testing import CliRunner
 
     from calibkit.cli import cli
-    from calibkit.metrics import _native_scan as native_scan
+    from calibkit.metrics import _scan as native_scan
 
     monkeypatch.setenv(native_scan.ENV, "0")
     out = CliRunner().invoke(cli, ["--version"])

@@ -36,7 +36,7 @@ Binary = Annotated[
     Setting(
         "Which calibration pair is measured: 'top-label' (confidence and correctness), "
         "'positive' (P(class 1) and 1[y = 1], K = 2), 'pooled' or 'top-<r>' "
-        "(:mod:`calibkit.metrics._pairs`)"
+        "(:mod:`calibkit.metrics._inputs`)"
     ),
 ]
 Debias = Annotated[

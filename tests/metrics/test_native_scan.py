@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from calibkit import metrics as M
-from calibkit.metrics import _native_scan as native_scan
+from calibkit.metrics import _scan as native_scan
 from calibkit.metrics._scan import scan_rows
 
 KERNELS = native_scan.runnable()

@@ -139,16 +139,16 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     """``--version``: calibkit's version and which row scan serves the metrics."""
     if not value or ctx.resilient_parsing:
         return
-    from ..metrics.internal import native_scan
+    from ..metrics.internal import row_scan
 
-    kernel = native_scan.kernel()
+    kernel = row_scan.kernel()
     scan = f"compiled ({kernel})" if kernel else "PyTorch"
     why = (
         ""
         if kernel
         else (
-            f" ({native_scan.ENV}=0)"
-            if os.environ.get(native_scan.ENV, "").strip() == "0"
+            f" ({row_scan.ENV}=0)"
+            if os.environ.get(row_scan.ENV, "").strip() == "0"
             else " (the compiled scan is not built or this CPU lacks AVX2)"
         )
     )

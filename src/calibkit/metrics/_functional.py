@@ -8,7 +8,7 @@ naming ``probs=True``; :func:`calibkit._checks.refuse_probabilities`). Results
 are Python floats. Binned metrics take ``n_bins`` (default 15) and ``binning`` (see
 :mod:`calibkit.metrics._binning`). ``binary="positive"`` measures a K = 2 problem on
 P(class 1) against 1[y = 1] instead of on the top label; ``"pooled"`` and ``"top-<r>"``
-are the named reductions of :mod:`calibkit.metrics._pairs`. Every function also takes a
+are the named reductions of :mod:`calibkit.metrics._inputs`. Every function also takes a
 checked input, :func:`~calibkit.metrics._inputs.prepare`'s ``Prepared``, in place of
 ``scores`` (no ``labels``): it is trusted as it is, and several metrics of it share one
 check and one pass over the rows.
@@ -51,8 +51,7 @@ from .._metric_settings import (
 from .._threads import sized_by_first_argument
 from . import _stats as st
 from ._binning import BinScheme
-from ._inputs import Prepared, Runs, prepare, prepare_scores
-from ._pairs import joint_cell_gaps, prepare_pair
+from ._inputs import Prepared, Runs, prepare, prepare_pair, prepare_scores
 from ._resample import metric_vectors
 from ._smooth import smooth_ece_batch
 from ._smooth_logit import smooth_ece_logit
@@ -77,6 +76,14 @@ def _values(p: Prepared, scheme: BinScheme, *names: str) -> dict[str, float]:
 
 def _value(p: Prepared, scheme: BinScheme, name: str) -> float:
     return _values(p, scheme, name)[name]
+
+
+def _top_bins(p: Prepared, n_bins: int, binning: str) -> Tensor:
+    """(1, 3, S) the sample's top-label bin sums, the statistic of the table's binned rows
+    (``Statistics.sums()``), read directly: a binned metric needs none of the table's
+    resampling (issue 67 §3; tests/metrics/test_registry_agreement.py holds each function
+    equal to evaluate's row)."""
+    return st.topbin_sums(p, _scheme(p, n_bins, binning))
 
 
 #: the bins of a metric that takes none (its row reads no bin sums)
@@ -249,7 +256,7 @@ def ace(
     0.328
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
-    return _value(p, _scheme(p, n_bins, binning), "ace")
+    return _f(st.ace_from_sums(_top_bins(p, n_bins, binning)))
 
 
 @_FRACTION
@@ -274,7 +281,7 @@ def mce(
     0.4573
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
-    return _value(p, _scheme(p, n_bins, binning), "mce")
+    return _f(st.mce_from_sums(_top_bins(p, n_bins, binning)))
 
 
 @_FRACTION
@@ -334,9 +341,10 @@ def ece(
     0.2848
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
-    return _value(
-        p, _scheme(p, n_bins, binning), "debiased_ece" if check_flag(debias, "debias") else "ece"
-    )
+    sums = _top_bins(p, n_bins, binning)
+    if check_flag(debias, "debias"):
+        return _f(st.debiased_ece_from_sums(sums, p.n))
+    return _f(st.ece_from_sums(sums, p.n))
 
 
 @_FRACTION
@@ -370,13 +378,12 @@ def rms_ce(
     0.3144
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
-    scheme = _scheme(p, n_bins, binning)
     _check_one_sample_bins(one_sample_bins, check_flag(debias, "debias"), "debias=True")
-    if one_sample_bins == "drop":
-        return _f(
-            st.rms_from_sums(st.topbin_sums(p, scheme), p.n, debias=True, one_sample_bins="drop")
+    return _f(
+        st.rms_from_sums(
+            _top_bins(p, n_bins, binning), p.n, debias=debias, one_sample_bins=one_sample_bins
         )
-    return _value(p, scheme, "debiased_rms_ce" if debias else "rms_ce")
+    )
 
 
 def _check_one_sample_bins(value: str, squared_debiased: bool, needs: str) -> None:
@@ -517,7 +524,7 @@ def classwise_ece(
         return _f(torch.stack(per_class).mean(0))
     scheme = _scheme(p, n_bins, binning)
     if cells == "joint":
-        gaps = joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0], power) / p.n
+        gaps = st.joint_cell_gaps(p.probs, p.labels, scheme.assign(p.probs)[0], power) / p.n
         return float(st.over_classes(gaps, scheme))
     if power == 2:
         sums = st.classwise_sums(p, scheme)

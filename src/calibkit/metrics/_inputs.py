@@ -5,6 +5,21 @@ once, so that :func:`calibkit.metrics._evaluate` shares the softmax, the sort an
 bin statistics between all metrics while each standalone metric pays only for what it
 uses.
 
+The named reductions to one binary calibration problem (``binary=`` of the top-label
+metrics :func:`~calibkit.metrics.ece`, ``mce``, ``rms_ce``, ``aece``, ``ks_error``,
+``smooth_ece``; issue 31; docs/metrics.md, "Conventions of published tables"), made by
+:func:`prepare_pair`:
+
+* ``"pooled"``: every class's pair (p_k, 1[y = k]) of every sample, N·K pairs in one
+  problem. ``ece(binary="pooled")`` is Kull et al. 2019's ECE2 and
+  ``mce(binary="pooled")`` their MCE2 (``ECE(..., ece_full=True)`` and ``MCE(...)`` in
+  their ``utility/evaluation.py``).
+* ``"top-<r>"`` (r >= 2): the r-th largest probability p_(r) and 1[y = its class], the
+  "top-r" calibration of Gupta et al. (ICLR 2021, §5, Tables 1–2): ``ks_error(...,
+  binary="top-2")`` is their top-2 KS error. Tied probabilities are ranked by
+  ``torch.topk`` (Gupta et al.'s ``np.argpartition`` may pick another of the tied
+  classes; the probability is the same, the label can differ).
+
 Numerics: scores keep their precision (half precision is upcast to float32); every sum
 over samples accumulates in float64. Probabilities passed with ``probs=True`` are used
 as given (never renormalised, never rounded through a logarithm), so their confidences
@@ -13,6 +28,7 @@ match other libraries' bit for bit.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -35,9 +51,9 @@ from .._checks import (
 from .._docs import documented
 from .._metric_settings import METRIC_PARAMETERS, Binary, Probs
 from .._threads import for_work
-from . import _native_scan as native_scan
 from ._binning import BinScheme
 from ._scan import RowStats, scan_rows
+from ._scan import usable as native_usable
 
 BINARY_MODES = ("top-label", "positive")
 
@@ -95,7 +111,7 @@ class Prepared:
     bin scheme first when classwise metrics are wanted too, so that pass serves both.
 
     ``unchecked`` names the scores where their check for NaN and inf is still to come: the
-    compiled scan makes it in its own pass (:mod:`calibkit.metrics._native_scan`), so valid
+    compiled scan makes it in its own pass (:mod:`calibkit.metrics._scan`), so valid
     logits are read once, not twice. Everything else reads ``scores``, which makes the
     check first; ``raw`` is for their shape, dtype and device only.
 
@@ -159,7 +175,7 @@ class Prepared:
             keep = r is not None and r.classwise is not None and classwise is None
             with for_work(self.raw.numel()):
                 # unchecked scores go to the compiled scan only, which checks them as it reads
-                native = not self.is_probs and native_scan.usable(self.raw)
+                native = not self.is_probs and native_usable(self.raw)
                 rows = scan_rows(
                     self.raw if native else self.scores,
                     self.is_probs,
@@ -348,7 +364,7 @@ def prepare(
         )
     unchecked = None
     if not probs:
-        if native_scan.usable(s):
+        if native_usable(s):
             unchecked = "scores"
         else:
             check_finite(s, "scores")
@@ -395,3 +411,39 @@ def trusted(
         s = _as_two_columns(s, probs)
     y = to_tensor(labels, "labels").reshape(-1).long().to(s.device)
     return Prepared(s, y, probs, binary)
+
+
+_TOP_R = re.compile(r"top-([0-9]+)")
+
+
+def prepare_pair(scores: Any, labels: Any, *, probs: bool, binary: str) -> Prepared:
+    """:func:`prepare`, plus the ``"pooled"`` and ``"top-<r>"``
+    reductions (module docstring), returned as a binary problem in probabilities."""
+    if binary in BINARY_MODES:
+        return prepare(scores, labels, probs=probs, binary=binary)
+    rank = _rank(binary)
+    p = prepare(scores, labels, probs=probs)
+    prob = p.probs
+    if rank is None:  # pooled
+        conf = prob.reshape(-1)
+        hit = torch.nn.functional.one_hot(p.labels, p.k).reshape(-1).bool()
+    else:
+        if rank > p.k:
+            raise ValueError(f"binary={binary!r} needs at least {rank} classes, got K = {p.k}")
+        top = prob.topk(rank, dim=1)
+        conf, cls = top.values[:, -1], top.indices[:, -1]
+        hit = cls == p.labels
+    return Prepared(torch.stack([1 - conf, conf], 1), hit.long(), True, "positive")
+
+
+def _rank(binary: str) -> int | None:
+    """None for ``"pooled"``, r for ``"top-<r>"``; anything else is refused in one line."""
+    if binary == "pooled":
+        return None
+    m = _TOP_R.fullmatch(binary) if isinstance(binary, str) else None
+    if m is None or int(m.group(1)) < 2:
+        raise ValueError(
+            f"binary: expected one of {list(BINARY_MODES)}, 'pooled' or 'top-<r>' with "
+            f"r >= 2 ('top-label' is r = 1), got {binary!r}"
+        )
+    return int(m.group(1))

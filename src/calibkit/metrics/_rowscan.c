@@ -7,7 +7,7 @@
  * for contiguous float32 logits on the CPU (docs/performance.md). PyTorch's scan needs four
  * passes over each chunk (max, subtract, exp, sum), each a parallel operation; here a row
  * is read once from memory and once more from the L1 cache, and rows are split between
- * Python threads, with the GIL released, by calibkit.metrics._native_scan.
+ * Python threads, with the GIL released, by calibkit.metrics._scan.
  *
  * d = z - m and exp(d) are computed in float32, as PyTorch's scan does for float32 logits:
  * exp by Cody-Waite range reduction, d = n ln2 + r with |r| <= ln2/2, and a degree-6
@@ -175,7 +175,7 @@ static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(logits, top, s, sq=None, ed=None, instructions=None) -> bool: per-row maximum and "
      "exp sums of float32 logits (N, K) into float64 arrays (N,), with the widest kernel or "
-     "the one named; False where a value is NaN or infinite. See calibkit.metrics._native_scan."},
+     "the one named; False where a value is NaN or infinite. See calibkit.metrics._scan."},
     {NULL, NULL, 0, NULL},
 };
 

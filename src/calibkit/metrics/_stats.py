@@ -413,3 +413,18 @@ def ks_from_runs(runs: Runs, size: Tensor, pos: Tensor, n: int) -> Tensor:
     """(B,) max over tie-run ends of |sum_{c_i <= t} (a_i - c_i)| / N (Gupta et al. 2021)."""
     cum = (pos - size * runs.values).cumsum(1) / n
     return cum.abs().amax(1)
+
+
+def joint_cell_gaps(prob: Tensor, labels: Tensor, index: Tensor, power: int = 1) -> Tensor:
+    """(K,) Σ_cells |Σ_{i∈cell} (1[y_i = k] − p_ik)| for cells that are the joint bin of
+    all K probabilities (``index`` (N, K): each probability's bin): Kull et al.'s
+    ``full_ECE`` before the division by N and the sum over k. ``power=2``: Σ_cells
+    |cell| (mean gap)², their ``full_ECE(..., power=2)`` (ECE_FULL2) before the same."""
+    _, cell = torch.unique(index, dim=0, return_inverse=True)
+    n_cells = int(cell.max()) + 1
+    gap = torch.nn.functional.one_hot(labels, prob.shape[1]).double() - prob.double()
+    sums = gap.new_zeros(n_cells, prob.shape[1]).index_add_(0, cell, gap)
+    if power == 2:
+        size = torch.bincount(cell, minlength=n_cells).double()
+        return (sums * sums / size[:, None]).sum(0)
+    return sums.abs().sum(0)

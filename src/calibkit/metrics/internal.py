@@ -1,11 +1,11 @@
 """What calibkit's other packages share from the metrics beyond its face (issue 67 §2):
 display rules, the metric settings' declarations, input preparation, bins, resampling,
-the temperature grid, the compiled scan's switch. Not public API: a name here may change
-in any release; users import from :mod:`calibkit.metrics`. A test fails when another
+the temperature grid, the row scan (its compiled switch). Not public API: a name here may
+change in any release; users import from :mod:`calibkit.metrics`. A test fails when another
 package imports a private module of this one instead."""
 
 from .._metric_settings import Binning, Debias, MetricBins, Probs
-from . import _native_scan as native_scan
+from . import _scan as row_scan
 from ._bins import bins_of
 from ._display import (
     direction,
@@ -62,11 +62,11 @@ __all__ = [
     "mce_from_sums",
     "mean_std",
     "metric_values",
-    "native_scan",
     "plus_minus",
     "prepare_scores",
     "preset_grid",
     "rms_from_sums",
+    "row_scan",
     "run_sums",
     "shown",
     "smooth_ece_batch",
