@@ -9,11 +9,13 @@ imports no PyTorch."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from ._conventions import BINNINGS
 from ._docs import Described
-from ._settings import MAX_BINS, Bounds, OneOf, Setting
+from ._settings import MAX_BINS, Bounds, OneOf, Setting, is_number
 
 #: the values of ``n_bins`` and ``binning``, which the binning scheme checks
 N_BINS = Bounds(1, MAX_BINS, integer=True)
@@ -56,6 +58,96 @@ OneSampleBins = Annotated[
         "``uncertainty-calibration`` code does)",
         ONE_SAMPLE_BINS,
     ),
+]
+#: the conventions of the selective-prediction areas (AURC, AUGRC), of smooth ECE and of the
+#: adaptive ECE: calibkit's own, and a peer's (docs/metrics.md, "Peers' conventions")
+SELECTIVE_CONVENTIONS = ("calibkit", "torch-uncertainty")
+SMOOTH_CONVENTIONS = ("calibkit", "torch-uncertainty")
+AECE_CONVENTIONS = ("calibkit", "focal-calibration")
+SelectiveConvention = Annotated[
+    str,
+    Setting(
+        "'calibkit': the mean over the N coverages k/N; 'torch-uncertainty': "
+        "TorchUncertainty's trapezoid over [1/N, 1] divided by 1 − 1/N (NaN below 2 samples), "
+        "its tied samples averaged over their orders",
+        OneOf(SELECTIVE_CONVENTIONS),
+    ),
+]
+AeceConvention = Annotated[
+    str,
+    Setting(
+        "'calibkit': equal-mass bins, ties never split; 'focal-calibration': the edges and "
+        "(lo, hi] bins of focal_calibration's AdaptiveECELoss (the smallest confidence left "
+        "out)",
+        OneOf(AECE_CONVENTIONS),
+    ),
+]
+SmoothConvention = Annotated[
+    str,
+    Setting(
+        "'calibkit': the reflected Gaussian kernel of the paper; 'torch-uncertainty': "
+        "TorchUncertainty's default, a Gaussian kernel in logit space "
+        "(:mod:`calibkit.metrics._smooth_logit`)",
+        OneOf(SMOOTH_CONVENTIONS),
+    ),
+]
+Bandwidth = Annotated[
+    float | None,
+    Setting(
+        "The kernel's bandwidth; None: the fixed point (calibkit) or TorchUncertainty's "
+        "bisection ('torch-uncertainty')",
+        Bounds(0, 1, low_open=True),
+    ),
+]
+ClasswiseBinning = Annotated[
+    str,
+    Setting(
+        "Convention for a value on a bin edge (:mod:`calibkit.metrics._binning`), or "
+        "'equal-mass': per class, ``n_bins`` bins of N/M samples each",
+        OneOf((*BINNINGS, "equal-mass")),
+    ),
+]
+Cells = Annotated[
+    str,
+    Setting(
+        "'marginal' (each class's bins) or 'joint' (the joint bins of all K probabilities)",
+        OneOf(("marginal", "joint")),
+    ),
+]
+Power = Annotated[
+    int,
+    Setting("1 for |acc − conf|, 2 for (acc − conf)² without a root", Bounds(1, 2, integer=True)),
+]
+ReturnTemperature = Annotated[bool, Setting("Also return the temperature that reaches it")]
+
+#: named ``clip`` conventions of :func:`~calibkit.metrics.nll` and the ε each clips at
+NLL_CLIPS = {"sklearn-1.2": sys.float_info.epsilon}
+
+
+@dataclass(frozen=True)
+class _ClipEps:
+    """The values of ``nll``'s ``clip``: a name in :data:`NLL_CLIPS` or a number ε in
+    (0, 0.5); checked, it is the ε."""
+
+    def __str__(self) -> str:
+        return f"a number in (0, 0.5) or one of {sorted(NLL_CLIPS)}"
+
+    def check(self, name: str, value: Any) -> float:
+        if isinstance(value, str) and value in NLL_CLIPS:
+            return NLL_CLIPS[value]
+        if is_number(value) and 0 < value < 0.5:
+            return float(value)
+        hint = (
+            " ('sklearn' depended on the input's dtype: use 1e-15 for scikit-learn up to 1.1 "
+            "and the published tables, or 'sklearn-1.2')"
+            if value == "sklearn"
+            else ""
+        )
+        raise ValueError(f"{name}: expected None, {self}, got {value!r}{hint}")
+
+
+NllClip = Annotated[
+    str | float | None, Setting("Clip p_y to [ε, 1 − ε] first: ε, or 'sklearn-1.2'", _ClipEps())
 ]
 #: the values of ``bootstrap`` and ``ci``
 RESAMPLES = Bounds(0, 10**7, integer=True)

@@ -100,8 +100,11 @@ def test_flags_are_booleans():
     from calibkit.metrics import classwise_ece, ece, rms_ce
 
     z, y = torch.randn(50, 3, dtype=torch.float64), torch.arange(50) % 3
+    # the declared check every entry point uses (issue 67 §1): the same error as evaluate's
     for fn in (ece, rms_ce, classwise_ece):
-        with pytest.raises(TypeError, match="debias: expected True or False, got 'false'"):
+        with pytest.raises(ValueError, match="debias: expected true or false, got 'false'"):
             fn(z, y, debias="false")
-    with pytest.raises(TypeError, match="probs: expected True or False"):
+    with pytest.raises(ValueError, match="smooth: expected true or false, got 'false'"):
+        evaluate(z, y, smooth="false")
+    with pytest.raises(ValueError, match="probs: expected true or false"):
         ece(z, y, probs="no")

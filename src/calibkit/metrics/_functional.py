@@ -34,20 +34,27 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_choice, check_flag
-from .._conventions import BINNINGS
 from .._docs import documented
 from .._metric_settings import (
     METRIC_PARAMETERS,
-    N_BINS,
     ONE_SAMPLE_BINS,
+    AeceConvention,
+    Bandwidth,
     Binary,
     Binning,
+    Cells,
+    ClasswiseBinning,
     Debias,
     MetricBins,
+    NllClip,
     OneSampleBins,
+    Power,
     Probs,
+    ReturnTemperature,
+    SelectiveConvention,
+    SmoothConvention,
 )
+from .._settings import checks_declared
 from .._threads import sized_by_first_argument
 from . import _stats as st
 from ._binning import BinScheme
@@ -99,6 +106,7 @@ def _sample_metric(name: str, about: str) -> Callable[..., float]:
     the inputs' (``probs``); ``about``: its docstring."""
 
     @sized_by_first_argument
+    @checks_declared
     def metric(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
         p = prepare(scores, labels, probs=probs)
         return _value(p, _NO_BINS, name)
@@ -133,25 +141,20 @@ brier = _sample_metric(
     """,
 )
 
-#: the conventions of the selective-prediction areas (AURC, AUGRC) and of smooth ECE:
-#: calibkit's own, and TorchUncertainty's (docs/metrics.md, "Peers' conventions")
-SELECTIVE_CONVENTIONS = ("calibkit", "torch-uncertainty")
-SMOOTH_CONVENTIONS = ("calibkit", "torch-uncertainty")
-
 
 def _selective_area(name: str, about: str) -> Callable[..., float]:
     """The functional form of the selective-prediction row ``name`` (``aurc`` or
     ``augrc``), with TorchUncertainty's convention beside calibkit's."""
 
     @sized_by_first_argument
+    @checks_declared
     def metric(
         scores: Any,
         labels: Any = None,
         *,
         probs: Probs = False,
-        convention: str = "calibkit",
+        convention: SelectiveConvention = "calibkit",
     ) -> float:
-        check_choice(convention, "convention", SELECTIVE_CONVENTIONS)
         p = prepare(scores, labels, probs=probs)
         value = _value(p, _NO_BINS, name)
         if convention == "calibkit":
@@ -160,16 +163,7 @@ def _selective_area(name: str, about: str) -> Callable[..., float]:
 
     metric.__name__ = metric.__qualname__ = name
     metric.__doc__ = about
-    return documented(
-        METRIC_PARAMETERS,
-        "float: the area (a fraction).",
-        convention=(
-            "str, default 'calibkit'",
-            "'calibkit': the mean over the N coverages k/N; 'torch-uncertainty': "
-            "TorchUncertainty's trapezoid over [1/N, 1] divided by 1 − 1/N (NaN below 2 "
-            "samples), its tied samples averaged over their orders.",
-        ),
-    )(metric)
+    return documented(METRIC_PARAMETERS, "float: the area (a fraction).")(metric)
 
 
 def _torch_uncertainty_area(name: str, value: float, size: Tensor, pos: Tensor) -> float:
@@ -233,6 +227,7 @@ augrc = _selective_area(
 
 @_FRACTION
 @sized_by_first_argument
+@checks_declared
 def ace(
     scores: Any,
     labels: Any = None,
@@ -261,6 +256,7 @@ def ace(
 
 @_FRACTION
 @sized_by_first_argument
+@checks_declared
 def mce(
     scores: Any,
     labels: Any = None,
@@ -286,6 +282,7 @@ def mce(
 
 @_FRACTION
 @sized_by_first_argument
+@checks_declared
 def ks_error(
     scores: Any,
     labels: Any = None,
@@ -313,6 +310,7 @@ def ks_error(
 
 @_FRACTION
 @sized_by_first_argument
+@checks_declared
 def ece(
     scores: Any,
     labels: Any = None,
@@ -342,13 +340,14 @@ def ece(
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     sums = _top_bins(p, n_bins, binning)
-    if check_flag(debias, "debias"):
+    if debias:
         return _f(st.debiased_ece_from_sums(sums, p.n))
     return _f(st.ece_from_sums(sums, p.n))
 
 
 @_FRACTION
 @sized_by_first_argument
+@checks_declared
 def rms_ce(
     scores: Any,
     labels: Any = None,
@@ -378,7 +377,7 @@ def rms_ce(
     0.3144
     """
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
-    _check_one_sample_bins(one_sample_bins, check_flag(debias, "debias"), "debias=True")
+    _check_one_sample_bins(one_sample_bins, debias, "debias=True")
     return _f(
         st.rms_from_sums(
             _top_bins(p, n_bins, binning), p.n, debias=debias, one_sample_bins=one_sample_bins
@@ -396,29 +395,16 @@ def _check_one_sample_bins(value: str, squared_debiased: bool, needs: str) -> No
         )
 
 
-#: the conventions of the adaptive ECE: calibkit's equal-mass bins, or the binning of
-#: Mukhoti et al.'s focal_calibration code (docs/metrics.md, "The papers' code")
-AECE_CONVENTIONS = ("calibkit", "focal-calibration")
-
-
-@documented(
-    METRIC_PARAMETERS,
-    "float: the metric's value (a fraction).",
-    convention=(
-        "str, default 'calibkit'",
-        "'calibkit': equal-mass bins, ties never split; 'focal-calibration': the edges and "
-        "(lo, hi] bins of focal_calibration's AdaptiveECELoss (the smallest confidence "
-        "left out).",
-    ),
-)
+@documented(METRIC_PARAMETERS, "float: the metric's value (a fraction).")
 @sized_by_first_argument
+@checks_declared
 def aece(
     scores: Any,
     labels: Any = None,
     *,
     probs: Probs = False,
     n_bins: MetricBins = 15,
-    convention: str = "calibkit",
+    convention: AeceConvention = "calibkit",
     binary: Binary = "top-label",
 ) -> float:
     """Adaptive (equal-mass) ECE: bins of N/M samples each (sizes differ by at most one).
@@ -436,33 +422,24 @@ def aece(
     >>> round(aece(logits, labels), 4)
     0.2848
     """
-    check_choice(convention, "convention", AECE_CONVENTIONS)
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     if convention == "focal-calibration":
-        N_BINS.check("n_bins", n_bins)
         return st.focal_calibration_aece(*p.cal_pair, n_bins)
     return _value(p, _scheme(p, n_bins, "calibkit"), "aece")  # M bins of equal mass
 
 
-@documented(
-    METRIC_PARAMETERS,
-    "float: the mean over classes (the sum with binning='kull').",
-    cells=(
-        "str, default 'marginal'",
-        "'marginal' (each class's bins) or 'joint' (the joint bins of all K probabilities).",
-    ),
-    power=("int, default 1", "1 for |acc − conf|, 2 for (acc − conf)² without a root."),
-)
+@documented(METRIC_PARAMETERS, "float: the mean over classes (the sum with binning='kull').")
 @sized_by_first_argument
+@checks_declared
 def classwise_ece(
     scores: Any,
     labels: Any = None,
     *,
     probs: Probs = False,
     n_bins: MetricBins = 15,
-    binning: Binning = "calibkit",
-    cells: str = "marginal",
-    power: int = 1,
+    binning: ClasswiseBinning = "calibkit",
+    cells: Cells = "marginal",
+    power: Power = 1,
     debias: Debias = False,
     one_sample_bins: OneSampleBins = "keep",
 ) -> float:
@@ -503,10 +480,7 @@ def classwise_ece(
     >>> round(classwise_ece(logits, labels), 4)
     0.2179
     """
-    check_choice(cells, "cells", ("marginal", "joint"))
-    check_choice(binning, "binning", (*BINNINGS, "equal-mass"))
-    check_choice(power, "power", (1, 2))
-    if check_flag(debias, "debias") and (cells != "marginal" or binning == "equal-mass"):
+    if debias and (cells != "marginal" or binning == "equal-mass"):
         raise ValueError("debias=True needs equal-width marginal cells")
     _check_one_sample_bins(one_sample_bins, debias and power == 2, "debias=True and power=2")
     p = prepare(scores, labels, probs=probs)
@@ -516,7 +490,6 @@ def classwise_ece(
                 "cells='joint' and power=2 need equal-width bins; binning='equal-mass' is "
                 "per class with power=1"
             )
-        N_BINS.check("n_bins", n_bins)
         per_class = []
         for k in range(p.k):
             runs = Runs.from_values(p.probs[:, k], p.labels == k)
@@ -539,40 +512,15 @@ def classwise_ece(
 sce = classwise_ece
 
 
-#: Named ``clip`` conventions of :func:`nll` and the ε each clips at.
-NLL_CLIPS = {"sklearn-1.2": float(torch.finfo(torch.float64).eps)}
-
-
-def nll_clip_eps(clip: str | float) -> float:
-    """The ε of a ``clip`` convention of :func:`nll` (a name in ``NLL_CLIPS``, or a number)."""
-    if isinstance(clip, str) and clip in NLL_CLIPS:
-        return NLL_CLIPS[clip]
-    if isinstance(clip, int | float) and not isinstance(clip, bool) and 0 < clip < 0.5:
-        return float(clip)
-    hint = (
-        " ('sklearn' depended on the input's dtype: use 1e-15 for scikit-learn up to 1.1 "
-        "and the published tables, or 'sklearn-1.2')"
-        if clip == "sklearn"
-        else ""
-    )
-    raise ValueError(
-        f"clip: expected None, a number in (0, 0.5) or one of {sorted(NLL_CLIPS)}, "
-        f"got {clip!r}{hint}"
-    )
-
-
-@documented(
-    METRIC_PARAMETERS,
-    "float: the mean NLL in nats.",
-    clip=("str, float or None, default None", "Clip p_y to [ε, 1 − ε] first: ε, or 'sklearn-1.2'."),
-)
+@documented(METRIC_PARAMETERS, "float: the mean NLL in nats.")
 @sized_by_first_argument
+@checks_declared
 def nll(
     scores: Any,
     labels: Any = None,
     *,
     probs: Probs = False,
-    clip: str | float | None = None,
+    clip: NllClip = None,
 ) -> float:
     """Mean negative log-likelihood −log p_y (natural log), from log-softmax of the logits.
 
@@ -608,8 +556,7 @@ def nll(
     p = prepare(scores, labels, probs=probs)
     if clip is None:
         return _value(p, _NO_BINS, "nll")
-    eps = nll_clip_eps(clip)
-    logp = p.label_logp.clamp(math.log(eps), math.log1p(-eps))
+    logp = p.label_logp.clamp(math.log(clip), math.log1p(-clip))  # checked: clip is ε
     return _f(st.mean_stat(-logp, None, p.n))
 
 
@@ -622,6 +569,7 @@ def nll(
     ),
 )
 @sized_by_first_argument
+@checks_declared
 def entropy(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
     """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used).
 
@@ -641,6 +589,7 @@ def entropy(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
 
 @_FRACTION
 @sized_by_first_argument
+@checks_declared
 def refinement_auroc(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
     """AUROC of the confidence separating correct (positive) from wrong predictions.
 
@@ -678,6 +627,7 @@ _DECOMPOSITION = ("mean_confidence", "gap", "overconfident", "underconfident")
     "dict: mean_confidence, accuracy, gap, overconfident and underconfident (fractions).",
 )
 @sized_by_first_argument
+@checks_declared
 def ece_decomposition(
     scores: Any,
     labels: Any = None,
@@ -714,29 +664,16 @@ def ece_decomposition(
     }
 
 
-@documented(
-    METRIC_PARAMETERS,
-    "float: the smooth ECE (a fraction).",
-    sigma=(
-        "float or None, default None",
-        "The kernel's bandwidth in (0, 1]; None: the fixed point (calibkit) or "
-        "TorchUncertainty's bisection ('torch-uncertainty').",
-    ),
-    convention=(
-        "str, default 'calibkit'",
-        "'calibkit': the reflected Gaussian kernel of the paper; 'torch-uncertainty': "
-        "TorchUncertainty's default, a Gaussian kernel in logit space "
-        "(:mod:`calibkit.metrics._smooth_logit`).",
-    ),
-)
+@documented(METRIC_PARAMETERS, "float: the smooth ECE (a fraction).")
 @sized_by_first_argument
+@checks_declared
 def smooth_ece(
     scores: Any,
     labels: Any = None,
     *,
     probs: Probs = False,
-    sigma: float | None = None,
-    convention: str = "calibkit",
+    sigma: Bandwidth = None,
+    convention: SmoothConvention = "calibkit",
     binary: Binary = "top-label",
 ) -> float:
     """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma`` (a
@@ -753,9 +690,6 @@ def smooth_ece(
     >>> round(smooth_ece(logits, labels), 4)
     0.1585
     """
-    if sigma is not None and not (isinstance(sigma, float | int) and 0 < sigma <= 1):
-        raise ValueError(f"sigma: expected a bandwidth in (0, 1], got {sigma!r}")
-    check_choice(convention, "convention", SMOOTH_CONVENTIONS)
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     if convention == "torch-uncertainty":
         return float(smooth_ece_logit(*p.cal_pair, sigma=sigma))
@@ -771,9 +705,9 @@ def smooth_ece(
         "array-like or None, default None",
         "Temperatures to search (> 0); None: 0.01, 0.02, ..., 10.",
     ),
-    return_temperature=("bool, default False", "Also return the temperature that reaches it."),
 )
 @sized_by_first_argument
+@checks_declared
 def optimal_ece(
     scores: Any,
     labels: Any = None,
@@ -783,7 +717,7 @@ def optimal_ece(
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
     grid: Any = None,
-    return_temperature: bool = False,
+    return_temperature: ReturnTemperature = False,
 ) -> float | tuple[float, float]:
     """ECE after temperature scaling with the temperature chosen on these samples.
 
