@@ -81,6 +81,32 @@ def test_error_less_class_samples_than_folds():
         CalibratedClassifier(LogisticRegression(), cv=5).fit(X, y)
 
 
+@pytest.mark.parametrize("method", [*METHODS, "ts"])
+def test_calibration_less_classes(method):
+    """test_calibration_less_classes: a fold whose training rows lack a class (KFold(3) on
+    sorted labels: the first lacks class 0, the third class 3) gives that class p = 0 in its
+    calibrated classifier and the rest of each row as the fold calibrates it; with
+    scikit-learn's own methods the probabilities are scikit-learn's (issue 66 §1: calibkit
+    refused such a fold)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.tree import DecisionTreeClassifier
+
+    X = np.random.RandomState(0).randn(12, 5)
+    y = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])  # KFold(3): 0,0,0,1 | 1,1,2,2 | 2,3,3,3
+    tree = DecisionTreeClassifier(random_state=7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)  # ts on 4 rows: not converged
+        cal = CalibratedClassifier(tree, method=method, cv=KFold(3)).fit(X, y)
+    for fold, missing in [(0, 0), (2, 3)]:
+        proba = cal.calibrated_classifiers_[fold].predict_proba(X)
+        assert (proba[:, missing] == 0).all() and np.allclose(proba.sum(1), 1)
+        if method == "sigmoid":
+            assert (np.delete(proba, missing, axis=1) > 0).all()
+    if method in METHODS:
+        theirs = CalibratedClassifierCV(tree, method=method, cv=KFold(3)).fit(X, y)
+        np.testing.assert_allclose(cal.predict_proba(X), theirs.predict_proba(X), atol=1e-7)
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_sample_weight_changes_the_fit(data, method):
     """test_sample_weight: weights given to fit change the calibrated classifier."""

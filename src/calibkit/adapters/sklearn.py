@@ -219,6 +219,8 @@ class PerClass:
 
     def _fit_one(self, f: np.ndarray, hit: np.ndarray, weights: Any = None) -> Any:
         if self.spec == "isotonic":
+            if hit.all() or not hit.any():  # one target: the constant scikit-learn fits
+                return float(hit.any())
             return posthoc.create("isotonic:mode=one-vs-rest").fit(
                 _pair(f), hit.astype(np.int64), sample_weight=weights
             )
@@ -249,6 +251,8 @@ class PerClass:
 
     @staticmethod
     def _apply(fitted: Any, f: np.ndarray) -> np.ndarray:
+        if isinstance(fitted, float):  # isotonic on one target value
+            return np.full(len(f), fitted)
         if isinstance(fitted, np.ndarray):  # Platt's (a, c)
             return 1 / (1 + np.exp(-(fitted[0] * f + fitted[1])))
         return fitted.predict_proba(torch.as_tensor(_pair(f)))[:, 1].double().numpy()
@@ -270,6 +274,26 @@ class Uncalibrated:
             p = torch.sigmoid(z[:, 0])
             return torch.stack([1 - p, p], 1).numpy()
         return torch.softmax(z, 1).numpy()
+
+
+class Embedded:
+    """A fold whose training rows lacked classes, as scikit-learn calibrates it: the method
+    (``calibrator``) maps the K' classes the fold's estimator knows, placed at ``present``
+    (their indices among all K), and a class the estimator never saw gets probability 0
+    (scikit-learn's ``test_calibration_less_classes``)."""
+
+    def __init__(self, calibrator: Any, present: np.ndarray, n_classes: int) -> None:
+        self.calibrator, self.present, self.n_classes_ = calibrator, present, n_classes
+
+    @property
+    def maps_(self) -> list[Any]:
+        """The method's maps, as :attr:`CalibratedPair.calibrators` reads them."""
+        return list(getattr(self.calibrator, "maps_", [self.calibrator]))
+
+    def predict_proba(self, features: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(features), self.n_classes_))
+        out[:, self.present] = _proba(self.calibrator, features)
+        return out
 
 
 def _pair(score: np.ndarray) -> np.ndarray:
@@ -466,10 +490,22 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             )
         )
 
-    def _calibrate(self, scores: np.ndarray, y: np.ndarray, weights: Any = None) -> Any:
+    def _calibrate(
+        self, scores: np.ndarray, y: np.ndarray, weights: Any = None, classes: Any = None
+    ) -> Any:
         """The method fitted on ``scores`` (:meth:`_as_features`) of labels ``y``, each row
-        weighted by ``weights`` where given (scikit-learn's ``sample_weight``)."""
-        labels = np.searchsorted(self.classes_, y)
+        weighted by ``weights`` where given (scikit-learn's ``sample_weight``). ``classes``:
+        those the scores are of (default all): a row of another class is a negative of every
+        one-vs-rest map, as in scikit-learn, and is left out of a calibkit method's fit (its
+        classes have no score for it)."""
+        classes = self.classes_ if classes is None else np.asarray(classes)
+        labels = np.searchsorted(classes, y).clip(max=len(classes) - 1)
+        known = classes[labels] == y
+        if not known.all() and self.method in ("sigmoid", "isotonic"):
+            labels = np.where(known, labels, -1)
+        elif not known.all():
+            scores, labels = scores[known], labels[known]
+            weights = None if weights is None else weights[known]
         if weights is not None and len(np.unique(labels[weights > 0])) < 2:
             raise ValueError(
                 "sample_weight: the rows with a weight hold one class; calibrating needs "
@@ -477,7 +513,8 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             )
         if len(np.unique(labels)) < 2:  # a small fold: scikit-learn copes, and so do we
             warnings.warn(
-                f"the calibration rows of a fold hold one class ({self.classes_[labels[0]]!r}); "
+                f"the calibration rows of a fold hold one class "
+                f"({classes[labels[:1]].tolist()[0]!r}); "
                 "its scores are used uncalibrated (use fewer folds)",
                 posthoc.CalibrationWarning,
                 stacklevel=2,
@@ -485,9 +522,9 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             raw_probs = self.method in ("sigmoid", "isotonic") and (
                 self._response(self._estimator()) == "predict_proba"
             )
-            return Uncalibrated(len(self.classes_), probabilities=raw_probs)
+            return Uncalibrated(len(classes), probabilities=raw_probs)
         if self.method in ("sigmoid", "isotonic"):
-            return PerClass(self.method_).fit(scores, labels, len(self.classes_), weights)
+            return PerClass(self.method_).fit(scores, labels, len(classes), weights)
         return posthoc.create(self.method_).fit(scores, labels, sample_weight=weights)
 
     def _fit_cv(self, X: Any, y: np.ndarray, estimator: Any, routed: Any, weights: Any) -> None:
@@ -526,15 +563,15 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
 
         params = {k: _safe_indexing(v, train) if _per_sample(v, y) else v for k, v in fit.items()}
         est.fit(_safe_indexing(X, train), y[train], **params)
-        if len(est.classes_) != len(self.classes_):
-            raise ValueError(
-                f"cv: fold {i + 1}'s training rows lack class "
-                f"{np.setdiff1d(self.classes_, est.classes_)[0].item()!r}; use fewer folds "
-                "or ensemble=False"
-            )
         held_X = _safe_indexing(X, held)
         held_w = None if weights is None else weights[held]
-        return est, self._calibrate(self._scores(est, held_X), y[held], held_w)
+        scores = self._scores(est, held_X)
+        if len(est.classes_) == len(self.classes_):
+            return est, self._calibrate(scores, y[held], held_w)
+        # training rows that lack a class: scikit-learn's rule, that class gets p = 0
+        fitted = self._calibrate(scores, y[held], held_w, classes=est.classes_)
+        present = np.searchsorted(self.classes_, est.classes_)
+        return est, Embedded(fitted, present, len(self.classes_))
 
     @property
     def calibrator_(self) -> Any:
@@ -582,7 +619,7 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
 
 def _proba(calibrator: Any, features: np.ndarray) -> np.ndarray:
     """Calibrated probabilities (n, K) from a calibkit method or a :class:`PerClass`."""
-    if isinstance(calibrator, PerClass | Uncalibrated):
+    if isinstance(calibrator, PerClass | Uncalibrated | Embedded):
         return calibrator.predict_proba(features)
     return calibrator.predict_proba(torch.as_tensor(features)).numpy()
 
