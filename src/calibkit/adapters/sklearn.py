@@ -52,29 +52,67 @@ _CLASSES: dict[str, type] = {}
 
 
 class _CalibratorEstimator(ClassifierMixin, BaseEstimator):
-    """Base of the classes :func:`estimator` makes; ``_method`` names the calibkit method."""
+    """Base of the classes :func:`estimator` makes; ``_method`` names the calibkit method.
+
+    ``X`` are logits, one column per class (or, on two classes, one column: the positive
+    class's, as a binary ``decision_function``), checked by scikit-learn's own
+    ``validate_data`` (sparse, complex, empty, non-finite and mis-shaped input refused with
+    its messages). The classes are the columns': 0..K−1 where ``y``'s labels are such
+    integers (a calibration split may lack a class), else ``y``'s sorted distinct labels,
+    which must then number K (``classes_``, as scikit-learn's classifiers). Fitted,
+    ``n_iter_`` is the method's iterations (:class:`~calibkit.posthoc.FitReport`), and
+    ``decision_function`` gives the calibrated logits: (n, K), or on two classes the (n,)
+    difference of the second's and the first's, scikit-learn's binary convention."""
 
     _method: str = ""
 
     def fit(self, X: Any, y: Any) -> _CalibratorEstimator:
-        z = np.asarray(X, dtype=np.float64)
-        self.calibrator_ = posthoc.create(self._method, **self.get_params()).fit(z, y)
-        self.classes_ = np.arange(z.shape[1])
-        self.n_features_in_ = z.shape[1]
+        from sklearn.utils.multiclass import check_classification_targets
+        from sklearn.utils.validation import validate_data
+
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        z = self._logits(X)
+        k = z.shape[1]
+        if np.issubdtype(y.dtype, np.integer) and y.min() >= 0 and y.max() < k:
+            self.classes_, labels = np.arange(k), y.astype(np.int64)
+        else:
+            self.classes_, labels = np.unique(y, return_inverse=True)
+        if len(self.classes_) != k:
+            raise ValueError(
+                f"X: expected logits, one column per class; y has {len(self.classes_)} "
+                f"classes and X {X.shape[1]} columns"
+            )
+        self.calibrator_ = posthoc.create(self._method, **self.get_params()).fit(z, labels)
+        self.n_iter_ = self.calibrator_.fit_report_.iterations
         return self
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Calibrated logits (log-probabilities for binning and isotonic maps), (n, K)."""
+    @staticmethod
+    def _logits(X: np.ndarray) -> torch.Tensor:
+        """(n, K) logits of checked X: one column d is the binary pair [0, d]."""
+        z = torch.as_tensor(X)
+        return torch.stack([torch.zeros_like(z[:, 0]), z[:, 0]], 1) if z.shape[1] == 1 else z
+
+    def _checked(self, X: Any) -> torch.Tensor:
+        from sklearn.utils.validation import validate_data
+
         check_is_fitted(self, "calibrator_")
-        return self.calibrator_(torch.as_tensor(np.asarray(X, dtype=np.float64))).numpy()
+        return self._logits(validate_data(self, X, dtype=np.float64, reset=False))
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Calibrated logits (log-probabilities for binning and isotonic maps): (n, K), or
+        (n,) on two classes."""
+        z = self._checked(X)
+        z = self.calibrator_(z).numpy()
+        return z[:, 1] - z[:, 0] if z.shape[1] == 2 else z
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        check_is_fitted(self, "calibrator_")
-        z = torch.as_tensor(np.asarray(X, dtype=np.float64))
+        z = self._checked(X)
         return self.calibrator_.predict_proba(z).numpy()
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[self.predict_proba(X).argmax(1)]
+        proba = self.predict_proba(X)  # NotFittedError before classes_ is read
+        return self.classes_[proba.argmax(1)]
 
 
 def estimator(name: str) -> type:

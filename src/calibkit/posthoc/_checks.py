@@ -57,7 +57,7 @@ def check_fit_data(logits: Any, labels: Any) -> tuple[Tensor, Tensor]:
     present = torch.unique(y)
     if len(present) < 2:
         raise ValueError(
-            f"labels: the calibration split holds only class {int(present[0])}; fitting a "
+            f"labels: the calibration split holds one class ({int(present[0])}); fitting a "
             "calibrator needs samples of at least two classes"
         )
     if n < k:
