@@ -4,8 +4,8 @@ a user makes: calibkit's methods and scikit-learn's names, cross-validated with 
 an ensemble, and scikit-learn's default estimator. Each expected failure is named with the
 reason measured; before this issue ``CalibratedClassifier(LogisticRegression(), cv=3)``
 passed 41 of 55 checks (13 failed), scikit-learn's own ``CalibratedClassifierCV`` 62. A
-calibkit method alone (``estimator("ts")``, whose X are logits) passes 46 of 55; the rest
-hand it features that are not logits."""
+calibkit method alone (``estimator("ts")``, whose X are logits) passes 46 of 55 (one
+skipped); the 8 others hand it features that are not logits."""
 
 from __future__ import annotations
 
