@@ -149,3 +149,31 @@ def test_half_precision_softmax_is_refused_at_every_entry_point(dtype, real_logi
         _refused(lambda: M.ece(p.numpy(), y.numpy()))
     # told they are probabilities, they give the logits' ECE within half precision
     assert M.ece(p, y, probs=True) == pytest.approx(M.ece(z, y), abs=2e-3)
+
+
+def test_logits_that_look_like_probabilities_pass_when_stated(tmp_path, probs_labels, capsys):
+    """Issue 66 §3: genuine logits whose rows lie in [0, 1] and sum to 1 (TorchUncertainty's
+    temperature-scaling test data are such) are read as logits when the caller says so:
+    ``probs=False`` in the metric functions, ``evaluate`` and ``Calibrator.fit`` (whose
+    fitted calibrator then applies to them too), ``--logits`` on the command line. Left
+    unsaid (None, the default), they are refused as before."""
+    z, y = probs_labels  # read as logits now
+    assert M.ece(z, y, probs=False) == M.ece(M.trusted(z, y))
+    assert evaluate(z, y, probs=False, optimal=False)["nll"] == M.nll(M.trusted(z, y))
+    ts = posthoc.create("ts").fit(z, y, probs=False)
+    same = posthoc.create("ts").fit(z.double() + 5.0, y)  # logits shifted: the same fit
+    assert float(ts.temperature_) == pytest.approx(float(same.temperature_), rel=1e-9)
+    assert torch.allclose(ts(z).double(), same(z.double() + 5.0).double() - 5.0 / float(
+        same.temperature_), atol=1e-6)  # fmt: skip
+    with pytest.raises(ValueError, match="a calibrator maps logits"):
+        posthoc.create("ts").fit(z, y, probs=True)
+    path = tmp_path / "looks.npz"
+    np.savez(path, logits=z.numpy(), labels=y.numpy(), logits_val=z.numpy(), labels_val=y.numpy())
+    code, _, err = run(["evaluate", str(path)], capsys)
+    assert code == 2 and "--probs for probabilities, or --logits" in err
+    assert "ece" in run_ok(["evaluate", str(path), "--logits"], capsys)
+    out = tmp_path / "ts.calib"
+    code, _, err = run(["fit", "--method", "ts", "--val", str(path), "-o", str(out)], capsys)
+    assert code == 2 and "--logits for logits that look so" in err and "--probs" not in err
+    run_ok(["fit", "--method", "ts", "--val", str(path), "-o", str(out), "--logits"], capsys)
+    assert out.exists()

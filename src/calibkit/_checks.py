@@ -183,9 +183,9 @@ def refuse_probabilities(
     if s.shape[0] > _PROBE_ROWS and not _rows_are_probabilities(s, tol):
         return
     fix = (
-        "pass probs=True, or their logarithm as logits"
+        "pass probs=True for probabilities, or probs=False for logits that look so"
         if takes_probs
-        else ("pass their logarithm (log p) as logits")
+        else "pass their logarithm (log p) as logits, or probs=False for logits that look so"
     )
     raise ValueError(
         f"{name}: every row lies in [0, 1] and sums to 1, so these look like probabilities, "

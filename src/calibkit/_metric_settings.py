@@ -22,10 +22,12 @@ N_BINS = Bounds(1, MAX_BINS, integer=True)
 BINNING = OneOf(BINNINGS)
 
 Probs = Annotated[
-    bool,
+    bool | None,
     Setting(
-        "Read ``scores`` as probabilities (rows in [0, 1] summing to 1) rather than logits; "
-        "nothing is guessed from the values"
+        "True: ``scores`` are probabilities (rows in [0, 1] summing to 1); False: they are "
+        "logits, whatever their values; None: logits, and refused in one line where every "
+        "row lies in [0, 1] and sums to 1 (probabilities passed by mistake; genuine logits "
+        "that look so pass with False). Nothing is guessed from the values"
     ),
 ]
 MetricBins = Annotated[int, Setting("Number of equal-width confidence bins", N_BINS)]

@@ -180,11 +180,11 @@ class Declared:
             return None
         if self.setting.values is not None:
             return self.setting.values.check(self.name, value)
-        if self.annotation is bool:
+        kinds = set(typing.get_args(self.annotation)) or {self.annotation}
+        if kinds - {type(None)} == {bool}:  # bool, or bool | None (None returned above)
             if not is_flag(value):
                 raise ValueError(f"{self.name}: expected true or false, got {value!r}")
             return bool(value)
-        kinds = set(typing.get_args(self.annotation)) or {self.annotation}
         if kinds - {type(None)} == {str} and not isinstance(value, str):  # str, str | None
             raise ValueError(f"{self.name}: expected a text, got {_short(value)}")
         return value

@@ -200,7 +200,7 @@ class CalibrationCallback(Callback):
         *,
         n_bins: MetricBins = 15,
         binning: Binning = "calibkit",
-        probs: Probs = False,
+        probs: Probs = None,
         prefix: Prefix = "val/",
         outputs: Extract | None = None,
         diagram: Diagram = True,

@@ -84,7 +84,7 @@ class _BinnedCalibration(Metric):
         self,
         n_bins: MetricBins = 15,
         binning: Binning = "calibkit",
-        probs: Probs = False,
+        probs: Probs = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -207,7 +207,7 @@ class _RankedCalibration(Metric):
     higher_is_better = False
 
     @checks_declared
-    def __init__(self, probs: Probs = False, **kwargs: Any) -> None:
+    def __init__(self, probs: Probs = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.probs = probs
         self.add_state("confidence", default=[], dist_reduce_fx="cat")
@@ -383,7 +383,7 @@ class ClasswiseECE(Metric):
         num_classes: _NumClasses,
         n_bins: MetricBins = 15,
         binning: Binning = "calibkit",
-        probs: Probs = False,
+        probs: Probs = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

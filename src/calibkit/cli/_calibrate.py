@@ -44,9 +44,17 @@ from ._progress import progress
     type=OutputFile(),
     help="Calibrator file to write.",
 )
+@click.option(
+    "--logits",
+    "probs",
+    flag_value=False,
+    default=None,
+    help="The file's scores are logits even where every row lies in [0, 1] and sums to 1 "
+    "(refused as probabilities otherwise).",
+)
 @device_option
 @json_option
-def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
+def fit(method, val, logits_key, labels_key, output, probs, device, as_json) -> None:
     """Fit a post-hoc calibrator on a calibration split and save it (safetensors + JSON,
     never pickle). Prints the fit report and the metrics before and after on that split.
 
@@ -61,7 +69,13 @@ def fit(method, val, logits_key, labels_key, output, device, as_json) -> None:
     check_output(output, [val])
     try:
         cal, before, after, path, n = fit_file(
-            method, val, output, logits_key=logits_key, labels_key=labels_key, device=device
+            method,
+            val,
+            output,
+            logits_key=logits_key,
+            labels_key=labels_key,
+            device=device,
+            probs=probs,
         )
     except NetworkMethodError as err:  # the library's words for a Python caller: ours here
         raise click.UsageError(

@@ -82,7 +82,8 @@ def in_flags(message: str, command: click.Command | None) -> str:
     caller passes (``resume=True``, ``labels_key=``, ``engine='ray'``), and each such
     parameter that ``command`` has as an option becomes its flag (``--resume``,
     ``--labels-key``, ``--engine ray``); one it has no option for stays as it is.
-    ``probs=True`` is left out where the command has no ``--probs``. A declared setting's
+    ``probs=True`` is left out where the command has no ``--probs``; ``probs=False`` is
+    ``--logits`` where it has one. A declared setting's
     error starts with its name (``n_bins: expected an integer in 1..100,000, got 0``): that
     name becomes the flag too (``--n-bins: ...``)."""
     options = {
@@ -92,15 +93,22 @@ def in_flags(message: str, command: click.Command | None) -> str:
     if colon and head in options:
         message = f"{max(options[head].opts, key=len)}: {rest}"
     if "probs" not in options:
-        message = message.replace("pass probs=True, or their logarithm", "pass their logarithm")
+        message = message.replace(
+            "pass probs=True for probabilities, or probs=False for logits that look so",
+            "pass their logarithm (log p) as logits",
+        ).replace(", or probs=False for logits that look so", "")
 
     def flag(match: re.Match) -> str:
         option = options.get(match.group(1))
         if option is None:
             return match.group(0)
         name, value = max(option.opts, key=len), match.group(2).strip("'")
-        if option.is_flag:
-            return name if value in ("", "True") else match.group(0)
+        if option.is_flag:  # --probs/--logits: probs=False is the second flag
+            wanted = value != "False"
+            if option.secondary_opts and not wanted:
+                return option.secondary_opts[0]
+            sets = option.flag_value is not False  # a pair's first flag sets True
+            return name if sets == wanted else match.group(0)
         return f"{name} {value}" if value else name
 
     return _PARAMETER.sub(flag, message)

@@ -39,7 +39,7 @@ def declared_option(setting: Declared, flag: str | None = None, **changes: Any):
     hint, values, default = setting.annotation, setting.setting.values, setting.default
     kind: dict[str, Any] = {"help": plain(setting.text()), "default": default}
     kind["show_default"] = default is not None and default != [] and hint is not bool
-    if hint is bool:
+    if hint is bool or "/" in (flag or ""):  # a flag, or a pair: True, False, else None
         kind["is_flag"] = True
     elif typing.get_origin(hint) is list:
         kind |= {"multiple": True, "type": _first(typing.get_args(hint)[0])}
@@ -146,7 +146,13 @@ SEED = click.IntRange(0, 2**63 - 1)
 
 
 METRIC_OPTIONS = [
-    declared_option(declared("probs", Probs, False)),
+    declared_option(
+        declared("probs", Probs, None),
+        "--probs/--logits",
+        help="--probs: the scores are probabilities (rows in [0, 1] summing to 1); "
+        "--logits: logits, whatever their values; neither: logits, refused where every row "
+        "lies in [0, 1] and sums to 1 (probabilities passed by mistake).",
+    ),
     declared_option(declared("n_bins", MetricBins, 15)),
     declared_option(declared("binning", Binning, "calibkit")),
     click.option(

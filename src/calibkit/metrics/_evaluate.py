@@ -186,7 +186,7 @@ def evaluate(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",

@@ -107,7 +107,7 @@ def _sample_metric(name: str, about: str) -> Callable[..., float]:
 
     @sized_by_first_argument
     @checks_declared
-    def metric(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
+    def metric(scores: Any, labels: Any = None, *, probs: Probs = None) -> float:
         p = prepare(scores, labels, probs=probs)
         return _value(p, _NO_BINS, name)
 
@@ -152,7 +152,7 @@ def _selective_area(name: str, about: str) -> Callable[..., float]:
         scores: Any,
         labels: Any = None,
         *,
-        probs: Probs = False,
+        probs: Probs = None,
         convention: SelectiveConvention = "calibkit",
     ) -> float:
         p = prepare(scores, labels, probs=probs)
@@ -232,7 +232,7 @@ def ace(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
@@ -261,7 +261,7 @@ def mce(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
@@ -287,7 +287,7 @@ def ks_error(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     binary: Binary = "top-label",
 ) -> float:
     """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
@@ -315,7 +315,7 @@ def ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
@@ -352,7 +352,7 @@ def rms_ce(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
@@ -402,7 +402,7 @@ def aece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     convention: AeceConvention = "calibkit",
     binary: Binary = "top-label",
@@ -435,7 +435,7 @@ def classwise_ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: ClasswiseBinning = "calibkit",
     cells: Cells = "marginal",
@@ -519,7 +519,7 @@ def nll(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     clip: NllClip = None,
 ) -> float:
     """Mean negative log-likelihood −log p_y (natural log), from log-softmax of the logits.
@@ -570,7 +570,7 @@ def nll(
 )
 @sized_by_first_argument
 @checks_declared
-def entropy(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
+def entropy(scores: Any, labels: Any = None, *, probs: Probs = None) -> float:
     """Mean predictive entropy −Σ_k p_k log p_k in nats (labels are not used).
 
     Examples
@@ -590,7 +590,7 @@ def entropy(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
 @_FRACTION
 @sized_by_first_argument
 @checks_declared
-def refinement_auroc(scores: Any, labels: Any = None, *, probs: Probs = False) -> float:
+def refinement_auroc(scores: Any, labels: Any = None, *, probs: Probs = None) -> float:
     """AUROC of the confidence separating correct (positive) from wrong predictions.
 
     Ties count one half (mid-ranks; Dark Side §3.3). Raises ``ValueError`` when every
@@ -632,7 +632,7 @@ def ece_decomposition(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
@@ -671,7 +671,7 @@ def smooth_ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     sigma: Bandwidth = None,
     convention: SmoothConvention = "calibkit",
     binary: Binary = "top-label",
@@ -712,7 +712,7 @@ def optimal_ece(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",

@@ -69,15 +69,18 @@ def _as_two_columns(s: Tensor, probs: bool) -> Tensor:
 def prepare_scores(
     scores: Any,
     *,
-    probs: bool,
+    probs: bool | None,
     name: str = "scores",
     finite: bool = True,
     takes_probs: bool = True,
 ) -> Tensor:
     """Validated scores of shape (N, K), K >= 2; a single column is a binary problem.
+    ``probs``: True, probabilities; False, logits as stated; None, logits that are refused
+    where they look like probabilities (:func:`~calibkit._checks.refuse_probabilities`).
     ``finite=False`` leaves the check for NaN and inf to the caller; ``takes_probs=False``:
-    the caller has no ``probs`` setting (a refusal does not advise one)."""
-    probs = check_flag(probs, "probs")  # "false" would be truthy
+    the caller reads logits alone (a refusal does not advise ``probs=True``)."""
+    stated = probs is False
+    probs = False if probs is None else check_flag(probs, "probs")  # "false" is truthy
     given = getattr(scores, "dtype", None)  # half precision is upcast: keep what came
     if isinstance(given, np.dtype):
         given = {np.dtype(np.float16): torch.float16}.get(given)
@@ -95,7 +98,7 @@ def prepare_scores(
         )
     if probs:
         check_probabilities(s, name, given)
-    else:
+    elif not stated:
         refuse_probabilities(s, name, given, takes_probs)
     return s
 
@@ -325,7 +328,7 @@ def prepare(
     scores: Any,
     labels: Any = None,
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     binary: Binary = "top-label",
 ) -> Prepared:
     """Check ``scores`` (N, K) or (N,) and ``labels`` (N,) once, into a :class:`Prepared`:
@@ -344,11 +347,11 @@ def prepare(
         return _reused(scores, labels, probs, binary)
     if labels is None:
         raise TypeError("labels: required with scores (only a prepared input carries its own)")
-    if not isinstance(probs, bool):
-        raise TypeError(f"probs: expected True or False, got {probs!r}")
+    if probs is not None and not isinstance(probs, bool):
+        raise TypeError(f"probs: expected True, False or None, got {probs!r}")
     check_choice(binary, "binary", BINARY_MODES)
     # logits for the compiled scan are checked for NaN and inf in its pass (Prepared.scan)
-    s = prepare_scores(scores, probs=probs, finite=probs)
+    s = prepare_scores(scores, probs=probs, finite=bool(probs))
     y = as_labels(labels, s.shape[1])
     if len(y) != len(s):
         raise ValueError(
@@ -368,14 +371,14 @@ def prepare(
             unchecked = "scores"
         else:
             check_finite(s, "scores")
-    return Prepared(s, y, probs, binary, unchecked=unchecked)
+    return Prepared(s, y, bool(probs), binary, unchecked=unchecked)
 
 
-def _reused(p: Prepared, labels: Any, probs: bool, binary: str) -> Prepared:
+def _reused(p: Prepared, labels: Any, probs: bool | None, binary: str) -> Prepared:
     """A prepared input given again: its own labels and reading, or one line on a conflict."""
     if labels is not None:
         raise TypeError("labels: a prepared input carries its labels; pass none beside it")
-    if probs is True and not p.is_probs:
+    if probs is True and not p.is_probs:  # None or False: logits, as it holds
         raise ValueError(
             "probs=True, but the prepared input holds logits; prepare it with probs=True"
         )
@@ -389,7 +392,7 @@ def _reused(p: Prepared, labels: Any, probs: bool, binary: str) -> Prepared:
 
 @documented(METRIC_PARAMETERS, "Prepared: the input as given, taken as checked.")
 def trusted(
-    scores: Any, labels: Any, *, probs: Probs = False, binary: Binary = "top-label"
+    scores: Any, labels: Any, *, probs: Probs = None, binary: Binary = "top-label"
 ) -> Prepared:
     """``scores`` and ``labels`` as a :class:`Prepared` without any check, only the
     conversions of :func:`prepare`: the caller vouches for them (torchmetrics'
@@ -408,9 +411,9 @@ def trusted(
     """
     s = to_float(to_tensor(scores, "scores"))
     if s.ndim == 1 or s.shape[1] == 1:
-        s = _as_two_columns(s, probs)
+        s = _as_two_columns(s, bool(probs))
     y = to_tensor(labels, "labels").reshape(-1).long().to(s.device)
-    return Prepared(s, y, probs, binary)
+    return Prepared(s, y, bool(probs), binary)
 
 
 _TOP_R = re.compile(r"top-([0-9]+)")

@@ -125,7 +125,7 @@ class CalibrationMeter:
         *,
         n_bins: MetricBins = 15,
         binning: Binning = "calibkit",
-        probs: Probs = False,
+        probs: Probs = None,
         binary: Binary = "top-label",
         keep_samples: KeepSamples = True,
     ) -> None:

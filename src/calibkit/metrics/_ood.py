@@ -49,7 +49,7 @@ OodScore = Annotated[
     "Tensor: (N,) float64, higher meaning more in-distribution.",
     name=("str, default 'scores'", "What an error message calls ``scores``."),
 )
-def ood_score(scores: Any, *, score: OodScore = "msp", probs: Probs = False, name: str = "scores"):
+def ood_score(scores: Any, *, score: OodScore = "msp", probs: Probs = None, name: str = "scores"):
     """(N,) float64 in-distribution score of each row, higher meaning more in-distribution:
     ``msp`` the maximum softmax probability (Hendrycks & Gimpel 2017); ``max-logit`` the
     largest logit (Hendrycks et al. 2022); ``energy`` logsumexp of the logits, the negative
@@ -89,7 +89,7 @@ def _ood_runs(scores: Any, ood_scores: Any, probs: bool, score: str) -> Runs:
 
 @_OOD
 def ood_auroc(
-    scores: Any, ood_scores: Any, *, probs: Probs = False, score: OodScore = "msp"
+    scores: Any, ood_scores: Any, *, probs: Probs = None, score: OodScore = "msp"
 ) -> float:
     """AUROC of an in-distribution score (:func:`ood_score`; default the maximum softmax
     probability, MaC-Cal Table 2), in-distribution positive.
@@ -114,7 +114,7 @@ def ood_auroc(
 
 @_OOD
 def ood_aupr(
-    scores: Any, ood_scores: Any, *, probs: Probs = False, score: OodScore = "msp"
+    scores: Any, ood_scores: Any, *, probs: Probs = None, score: OodScore = "msp"
 ) -> float:
     """AUPR-In: average precision of an in-distribution score (:func:`ood_score`) with the
     in-distribution samples positive (scikit-learn's ``average_precision_score``; tied
@@ -137,7 +137,7 @@ def ood_aupr(
 
 @_OOD
 def ood_fpr95(
-    scores: Any, ood_scores: Any, *, probs: Probs = False, score: OodScore = "msp"
+    scores: Any, ood_scores: Any, *, probs: Probs = None, score: OodScore = "msp"
 ) -> float:
     """False-positive rate on OOD samples at 95 % true-positive rate on in-distribution ones.
 

@@ -159,7 +159,7 @@ def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -
 def compare_nested(
     groups: Sequence[tuple[Any, Any, Any]],
     *,
-    probs: Probs = False,
+    probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",

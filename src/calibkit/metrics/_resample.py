@@ -315,7 +315,7 @@ def metric_values(
     labels: Any,
     metrics: Iterable[str],
     *,
-    probs: bool = False,
+    probs: bool | None = None,
     n_bins: int = 15,
 ) -> dict[str, float]:
     """The value of each of ``metrics`` (names of :data:`METRICS`, not optimal ECE) on the
@@ -343,7 +343,7 @@ def bootstrap_replicates(
     bootstrap: int,
     *,
     seed: int = 0,
-    probs: bool = False,
+    probs: bool | None = None,
     n_bins: int = 15,
     binning: str = "calibkit",
 ) -> dict[str, np.ndarray]:

@@ -80,6 +80,14 @@ POSTHOC_PARAMETERS: dict[str, Described] = {
         "twice, 0.5 half); finite and non-negative. Used by the methods whose fit weights "
         "(``weighted``: ts, isotonic); the others refuse weights that differ.",
     ),
+    "probs": (
+        "bool or None, default None",
+        "False: ``logits`` are logits whatever their values (logits whose rows happen to "
+        "lie in [0, 1] and sum to 1, such as TorchUncertainty's test data); None: such rows "
+        "are refused in one line as probabilities passed by mistake, and so are they where "
+        "this calibrator is applied unless it was fitted with False. A calibrator maps "
+        "logits: probabilities (True) are refused; pass their logarithm.",
+    ),
     "path": ("str or Path", "The calibrator's file (safetensors with JSON metadata)."),
     "model": (
         "nn.Module or None, default None",
@@ -483,7 +491,9 @@ class Calibrator(Method):
         POSTHOC_PARAMETERS,
         "Calibrator: this calibrator, fitted (``fit_report_`` says what the fit did).",
     )
-    def fit(self, logits: Any, labels: Any, sample_weight: Any = None) -> Calibrator:
+    def fit(
+        self, logits: Any, labels: Any, sample_weight: Any = None, *, probs: bool | None = None
+    ) -> Calibrator:
         """Fit on a calibration split: ``logits`` (N, K), integer ``labels`` (N,) and,
         optionally, ``sample_weight`` (N,) non-negative weights, each row's share of the fit's
         objective (as scikit-learn's ``sample_weight``: weight 2 counts a row as two copies
@@ -491,7 +501,7 @@ class Calibrator(Method):
         refuse weights that are not all equal, in one line."""
         self.checked()
         with for_work(size_of(logits)):  # the input checks too: they are parallel ops
-            z, y = check_fit_data(logits, labels)
+            z, y = check_fit_data(logits, labels, probs)
             w = (
                 None
                 if sample_weight is None
@@ -512,6 +522,7 @@ class Calibrator(Method):
             if broken:  # the same check as at load: the fit keeps what a file must hold
                 raise FitDivergedError(f"{self.name}: the fit broke its own invariant: {broken}")
             self.fit_report_ = report
+            self._logits_stated = probs is False  # its applications need not look again
             check_fit(self, z, self.calibrated(z), y, "calibration")  # warns at the caller
         return self
 
@@ -571,8 +582,9 @@ class Calibrator(Method):
 
     def _check_apply(self, logits: Any) -> Tensor:
         self._require_fitted()
+        stated = getattr(self, "_logits_stated", False)  # fitted with probs=False
         z = prepare_scores(
-            logits, probs=False, name="logits", takes_probs=False
+            logits, probs=False if stated else None, name="logits", takes_probs=False
         )  # finite, 2-D; tensors not copied
         if z.ndim != 2 or z.shape[1] != self.n_classes_:
             got = z.shape[1] if z.ndim == 2 else f"shape {tuple(z.shape)}"

@@ -47,9 +47,17 @@ def check_sample_weight(sample_weight: Any, n: int, device: torch.device) -> Ten
     return w
 
 
-def check_fit_data(logits: Any, labels: Any) -> tuple[Tensor, Tensor]:
-    """Validated float64 logits (N, K) and labels for fitting; one-line errors otherwise."""
-    z = prepare_scores(logits, probs=False, name="logits", takes_probs=False)
+def check_fit_data(logits: Any, labels: Any, probs: bool | None = None) -> tuple[Tensor, Tensor]:
+    """Validated float64 logits (N, K) and labels for fitting; one-line errors otherwise.
+    ``probs``: False, logits as stated (not refused where they look like probabilities);
+    None, logits that are refused where they look so; True is refused (calibrators map
+    logits)."""
+    if probs is not None and probs is not False:
+        raise ValueError(
+            f"probs: a calibrator maps logits; pass False (these are logits) or None, got "
+            f"{probs!r} (probabilities: pass their logarithm, log p, as logits)"
+        )
+    z = prepare_scores(logits, probs=probs, name="logits", takes_probs=False)
     y = as_labels(labels, z.shape[1]).to(z.device)
     n, k = z.shape
     if len(y) != n:

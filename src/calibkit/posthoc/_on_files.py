@@ -50,10 +50,13 @@ def fit_file(
     logits_key: str | None = None,
     labels_key: str | None = None,
     device: torch.device | str = "cpu",
+    probs: bool | None = None,
 ) -> FileFit:
     """Fit ``method`` (a logits method's spec) on the calibration split of ``path`` (keys
     ``logits_val``/``labels_val``, or ``logits``/``labels``, or the keys given), save it to
-    ``output`` and measure it there; the fit's checks are in ``fit_report_.anomalies``."""
+    ``output`` and measure it there; the fit's checks are in ``fit_report_.anomalies``.
+    ``probs=False``: the file's logits are logits even where they look like probabilities
+    (:meth:`~calibkit.posthoc.Calibrator.fit`)."""
     cal = create(method)  # a bad spec fails before the data is read
     if cal.level != "logits":
         raise NetworkMethodError(cal.name)
@@ -61,12 +64,12 @@ def fit_file(
     # calibkit's checks first (a column of text, unsigned labels past int64), then torch
     z = to_tensor(scores, f"{path}: logits").to(device)
     y = as_labels(labels, name=f"{path}: labels").to(device)
-    cal.fit(z, y)
+    cal.fit(z, y, probs=probs)
     written = cal.save(output)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an undefined AUROC is a NaN here
-        before = evaluate(z, y, optimal=False, smooth=False).metrics
-        after = evaluate(cal(z).double(), y, optimal=False, smooth=False).metrics
+        before = evaluate(z, y, probs=probs, optimal=False, smooth=False).metrics
+        after = evaluate(cal(z).double(), y, probs=False, optimal=False, smooth=False).metrics
     return FileFit(cal, before, after, written, len(y))
 
 
