@@ -24,10 +24,10 @@ BINNING = OneOf(BINNINGS)
 Probs = Annotated[
     bool | None,
     Setting(
-        "True: ``scores`` are probabilities (rows in [0, 1] summing to 1); False: they are "
-        "logits, whatever their values; None: logits, and refused in one line where every "
-        "row lies in [0, 1] and sums to 1 (probabilities passed by mistake; genuine logits "
-        "that look so pass with False). Nothing is guessed from the values"
+        "Read ``scores`` as probabilities (True: rows in [0, 1] summing to 1) or as logits "
+        "whatever their values (False); unset (None), as logits refused in one line where "
+        "every row lies in [0, 1] and sums to 1, probabilities passed by mistake. Nothing is "
+        "guessed from the values"
     ),
 ]
 MetricBins = Annotated[int, Setting("Number of equal-width confidence bins", N_BINS)]

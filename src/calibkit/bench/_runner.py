@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import os
 import queue
-import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -35,7 +33,7 @@ from typing import Any
 
 import torch
 
-from .. import data
+from .. import _worker_start, data
 from .._allocator import retain_freed_memory
 from .._outputs import file_lock, inside
 from .._threads import torch_threads
@@ -48,13 +46,11 @@ from ._store import Store
 RETRIES = 2
 
 
-#: a worker process's line to the driver (set by its initializer; None in the driver)
-_REPORTS: Any = None
-
-
 def _report(text: str) -> None:
-    if _REPORTS is not None:
-        _REPORTS.put((os.getpid(), text))
+    """A worker's progress line to the driver (its queue set by its start; none in the
+    driver)."""
+    if _worker_start.REPORTS is not None:
+        _worker_start.REPORTS.put((os.getpid(), text))
 
 
 def _attempt(run: RunSpec, root: str, threads: int, report: Any = None) -> dict[str, Any]:
@@ -83,28 +79,6 @@ def _attempt_group(
         return traceback.format_exc(limit=3).strip().splitlines()[-1]
 
 
-def _worker_start(parent: int, reports: Any, gpus: Any) -> None:
-    """A worker's start: its guard (:func:`_exit_with`), its line to the driver, and its GPU
-    (one of ``gpus``, a queue of device indices, where the runs train on CUDA)."""
-    global _REPORTS
-    _exit_with(parent)
-    _REPORTS = reports
-    if gpus is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpus.get())
-
-
-def _exit_with(parent: int) -> None:
-    """A worker's guard: exit as soon as the process that started it is gone (killed with
-    SIGKILL it cannot stop its workers, which would otherwise run on for hours)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(3)
-
-    threading.Thread(target=watch, daemon=True, name="calibkit-parent-watch").start()
-
-
 def worker_pool(workers: int, reports: Any = None, gpus: int = 0) -> ProcessPoolExecutor:
     """``workers`` spawned processes that exit when this process dies, report to the queue
     ``reports``, and (with ``gpus`` > 0) each use GPU i mod ``gpus``."""
@@ -115,7 +89,10 @@ def worker_pool(workers: int, reports: Any = None, gpus: int = 0) -> ProcessPool
         for i in range(workers):
             queue.put(i % gpus)
     return ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(), reports, queue)
+        workers,
+        mp_context=ctx,
+        initializer=_worker_start.start,
+        initargs=(os.getpid(), reports, queue),
     )
 
 

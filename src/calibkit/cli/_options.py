@@ -146,13 +146,7 @@ SEED = click.IntRange(0, 2**63 - 1)
 
 
 METRIC_OPTIONS = [
-    declared_option(
-        declared("probs", Probs, None),
-        "--probs/--logits",
-        help="--probs: the scores are probabilities (rows in [0, 1] summing to 1); "
-        "--logits: logits, whatever their values; neither: logits, refused where every row "
-        "lies in [0, 1] and sums to 1 (probabilities passed by mistake).",
-    ),
+    declared_option(declared("probs", Probs, None), "--probs/--logits"),
     declared_option(declared("n_bins", MetricBins, 15)),
     declared_option(declared("binning", Binning, "calibkit")),
     click.option(
