@@ -368,10 +368,11 @@ def test_a_stopped_mask_is_flagged_as_an_anomaly(stage1):
 
 
 def test_stage_two_on_augmented_images_is_a_setting(stage1):
-    """Issue 55 §1: the paper's stage 2 most likely saw augmented training images (its
-    training loader augments). ``images="augmented"`` recomputes the features every epoch
-    from augmented images; an identity augmentation gives the plain fit exactly, a real one
-    another, and data without an augmentation is refused in one line."""
+    """Issue 55 §1: the paper trains stage 2 on non-augmented data (§4.3), but the code it
+    builds on augments in its training loader. ``images="augmented"`` recomputes the
+    features every epoch from augmented images; an identity augmentation gives the plain
+    fit exactly, a real one another, and data without an augmentation is refused in one
+    line."""
     from calibkit.training import crop_flip
 
     evidence, _ = run_evidence(stage1, "cpu")

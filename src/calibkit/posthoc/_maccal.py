@@ -3,10 +3,11 @@ Algorithm 1, Eq. 8–13; docs/methods.md §5).
 
 The feature extractor of a stage-1 model is frozen in eval mode and its features are
 computed once (``images="plain"``, the default: the plain training images, so they never
-change); a new, randomly initialised head is trained on them with cross-entropy and SGD.
+change, as the paper says stage 2 trains "on original (non-augmented) data", §4.3); a new,
+randomly initialised head is trained on them with cross-entropy and SGD.
 ``images="augmented"`` recomputes them every epoch from the training images augmented as
 the run's training was: the paper builds on focal_calibration's code, whose training
-loader augments every epoch, so its stage 2 most likely saw augmented images
+loader augments every epoch, so its code may have fed stage 2 augmented images
 (docs/methods.md, "The papers' code"). Each head weight matrix W
 is used as M ⊙ W with M ~ Bernoulli(q) drawn per mini-batch (Algorithm 1; ``resample=
 "epoch"`` draws one per epoch, as the text of §4.2 says).
