@@ -89,9 +89,8 @@ class _CalibratorEstimator(ClassifierMixin, BaseEstimator):
 
     @staticmethod
     def _logits(X: np.ndarray) -> torch.Tensor:
-        """(n, K) logits of checked X: one column d is the binary pair [0, d]."""
-        z = torch.as_tensor(X)
-        return torch.stack([torch.zeros_like(z[:, 0]), z[:, 0]], 1) if z.shape[1] == 1 else z
+        """(n, K) logits of checked X: one column d is the binary pair [0, d] (:func:`_pair`)."""
+        return torch.as_tensor(_pair(X[:, 0]) if X.shape[1] == 1 else X)
 
     def _checked(self, X: Any) -> torch.Tensor:
         from sklearn.utils.validation import validate_data

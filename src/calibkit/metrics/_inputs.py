@@ -419,7 +419,7 @@ def trusted(
 _TOP_R = re.compile(r"top-([0-9]+)")
 
 
-def prepare_pair(scores: Any, labels: Any, *, probs: bool, binary: str) -> Prepared:
+def prepare_pair(scores: Any, labels: Any, *, probs: bool | None, binary: str) -> Prepared:
     """:func:`prepare`, plus the ``"pooled"`` and ``"top-<r>"``
     reductions (module docstring), returned as a binary problem in probabilities."""
     if binary in BINARY_MODES:
