@@ -14,19 +14,18 @@ collected test fails the run, so a renamed test cannot silently leave the slow s
 from __future__ import annotations
 
 SLOW: dict[str, str] = {
-    # the guide: README.md and the quick start run by default; the longer pages here
+    # the guide: README.md, the home page and the quick start run by default; the longer
+    # pages here
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/tour.md]": (
-        "257 s alone (389 s beside the other slow tests): trains, calibrates and exports as "
-        "the tour does, every shell block on the files an earlier one made"
+        "140 s alone (257 s before its calibkit started warm, tests/warm_cli.py): trains, "
+        "calibrates and exports as the tour does, every shell block on the files an earlier "
+        "one made"
     ),
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/posthoc.md]": (
-        "73 s: a grid search, a run trained, calibrated and exported to ONNX"
-    ),
-    "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/index.md]": (
-        "26 s: the home page's tour in brief (the README block covers its commands)"
+        "47 s: a grid search, a run trained, calibrated and exported to ONNX"
     ),
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/metrics.md]": (
-        "18 s: the metrics page (each metric has its own fast tests)"
+        "9 s: the metrics page, Lightning included (each metric has its own fast tests)"
     ),
     # the documentation site: CI builds it from the [docs] extra first and these check it
     "tests/test_docs_site.py": "a site build of 2 min where CI has not built it already",
