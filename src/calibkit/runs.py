@@ -54,14 +54,44 @@ def _read_run(path: Path) -> dict[str, Any]:
         raise TrainingError(f"{info}: not valid JSON ({err})") from None
 
 
+#: ``config`` of the functions that read a run: the caller's checked copy of run.json's
+HELD_CONFIG = (
+    "TrainConfig or None, default None",
+    "The run's configuration as the caller holds it, checked (the bench's worker, which "
+    "trained the run): its specs and device are used as they are instead of being read "
+    "from run.json and checked again. It must be the run's own (one that run.json does not "
+    "record is refused). None: read from run.json.",
+)
+
+
+def _config(info: dict, held: TrainConfig | None, path: Path) -> TrainConfig:
+    """The run's configuration: ``held`` where the caller holds it (refused unless run.json
+    records the same), else run.json's."""
+    if held is None:
+        return TrainConfig.from_json(info["config"])
+    mine = json.loads(json.dumps(held.check().as_json(), default=str))
+    recorded = {k: v for k, v in info["config"].items() if k in mine}
+    if recorded != mine:
+        differ = sorted(k for k in mine if recorded.get(k) != mine[k])
+        raise TrainingError(
+            f"{path}/run.json: the run was trained with other settings than the "
+            f"configuration given ({', '.join(differ)})"
+        )
+    return held
+
+
 @documented(
     RUN_PARAMETERS,
     "tuple: (TrainConfig, DataBundle, nn.Module, dict): the configuration, the data, the "
     "model with its trained weights (a calibrated run's: the calibrated network) and "
     "run.json.",
+    config=HELD_CONFIG,
 )
 def load_run(
-    path: str | os.PathLike, device: str | torch.device = "auto"
+    path: str | os.PathLike,
+    device: str | torch.device = "auto",
+    *,
+    config: TrainConfig | None = None,
 ) -> tuple[TrainConfig, data.DataBundle, nn.Module, dict]:
     """(configuration, data, model with its trained weights, run.json) of a finished run; a
     calibrated run's model is the calibrated network (its method wrapped around the source
@@ -84,7 +114,7 @@ def load_run(
 
     path = Path(path)
     info = _read_run(path)
-    config = TrainConfig.from_json(info["config"])
+    config = _config(info, config, path)
     bundle, model, _ = build(config, pretrained=False, need_train=False)
     try:
         weights = load_file(path / "model.safetensors")
@@ -110,9 +140,13 @@ def load_run(
 @documented(
     RUN_PARAMETERS,
     "tuple: (Evidence, dict): what the run offers a calibration method, and its run.json.",
+    config=HELD_CONFIG,
 )
 def run_evidence(
-    path: str | os.PathLike, device: str | torch.device = "auto"
+    path: str | os.PathLike,
+    device: str | torch.device = "auto",
+    *,
+    config: TrainConfig | None = None,
 ) -> tuple[Evidence, dict]:
     """What a finished run offers any calibration method (:class:`~calibkit.posthoc.Evidence`:
     its saved logits of every split but train, the labels of every split, its model, inputs
@@ -130,7 +164,7 @@ def run_evidence(
     >>> sorted(evidence.logits), sorted(evidence.labels), evidence.inputs("val", None).shape
     (['test', 'val'], ['test', 'train', 'val'], torch.Size([300, 1, 8, 8]))
     """
-    _, bundle, model, info = load_run(path, device)
+    _, bundle, model, info = load_run(path, device, config=config)
     dev = next(model.parameters()).device
     splits = bundle.splits()
     saved = read_arrays(Path(path) / "logits.npz")  # written by the run: no forward pass
@@ -163,6 +197,7 @@ def run_evidence(
         "callable or None, default None",
         "``progress(step, steps, record)`` after each epoch, for methods that train for epochs.",
     ),
+    config=HELD_CONFIG,
 )
 def calibrate_run(
     source: str | os.PathLike,
@@ -171,6 +206,7 @@ def calibrate_run(
     *,
     device: str | torch.device = "auto",
     progress: Any = None,
+    config: TrainConfig | None = None,
 ) -> posthoc.Method:
     """Fit the registered calibration ``method`` (a spec) on the finished run ``source`` (on
     its ``fit_split``: validation, or training for MaC-Cal stage 2) and write the calibrated
@@ -196,7 +232,7 @@ def calibrate_run(
     ['calibrator.safetensors', 'history.json', 'logits.npz', 'model.safetensors',
      'run.json']
     """
-    return _calibrate([source], [method], [out], device, progress)[0]
+    return _calibrate([source], [method], [out], device, progress, [config])[0]
 
 
 def calibrate_runs(
@@ -225,7 +261,7 @@ def calibrate_runs(
     >>> [m.settings()["t_max"] for m in fitted]
     [100.0, 10]
     """
-    return _calibrate(sources, methods, outs, device, progress)
+    return _calibrate(sources, methods, outs, device, progress, [None] * len(sources))
 
 
 def _calibrate(
@@ -234,6 +270,7 @@ def _calibrate(
     outs: Sequence[str | os.PathLike],
     device: str | torch.device,
     progress: Any,
+    configs: Sequence[TrainConfig | None],
 ) -> list[posthoc.Method]:
     """:func:`calibrate_runs`, two frames below the caller's (its warnings point there)."""
     specs = [posthoc.REGISTRY.check(m) for m in methods]
@@ -241,13 +278,13 @@ def _calibrate(
     if len({type(c) for c in cals}) > 1:
         raise ValueError("methods: calibrate_runs fits methods of one kind together")
     found = []
-    for source, out, cal in zip(sources, outs, cals, strict=True):
+    for source, out, cal, config in zip(sources, outs, cals, configs, strict=True):
         if Path(out).resolve() == Path(source).resolve():  # RUN/<method> keeps the source whole
             raise TrainingError(
                 f"{out}: the output folder is the source run, whose logits, history and "
                 "run.json it would overwrite; choose another -o"
             )
-        evidence, info = run_evidence(source, device)
+        evidence, info = run_evidence(source, device, config=config)
         if "calibration" in info:
             raise TrainingError(
                 f"{source} is already calibrated ({info['calibration']['method']}); start "

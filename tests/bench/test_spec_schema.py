@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 
 from calibkit import schemas
 from calibkit.bench import _sections as sections
-from calibkit.bench._spec import ENTRY_KEYS, METHOD_KEYS, PRESETS, TOP_KEYS, SpecError, resolve
+from calibkit.bench._spec import (
+    ENTRY_KEYS,
+    METHOD_KEYS,
+    PRESETS,
+    TOP_KEYS,
+    SpecError,
+    load_spec,
+    resolve,
+)
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -158,3 +166,46 @@ def test_the_train_section_is_checked_without_building_a_config(monkeypatch):
         resolve(GOOD | {"train": {"schedule": "nope"}})
     with pytest.raises(SpecError, match=r"train\.lr: expected a number in \(0, 100\], got -1"):
         resolve(GOOD | {"train": {"lr": -1}})
+
+
+def test_a_run_checks_each_setting_once(monkeypatch, tmp_path):
+    """Issue 67 §4: a worker checked the loss spec 3 times (its config, then each read of
+    run.json: the stage-2 fit's source and the calibrated run) and resolved ``auto`` into a
+    device 3 times; it now keeps its checked config and reads its run folders with it. A
+    run.json that is not the config's is refused."""
+    from calibkit import runs
+    from calibkit._registry import Registry
+    from calibkit.bench._execute import execute
+    from calibkit.training import _config
+
+    checked, resolved = [], []
+    real_check, real_pick = Registry._check, _config.pick_device
+
+    def check(self, spec, overrides):
+        if not overrides and not hasattr(spec, "family"):  # text, parsed and checked
+            checked.append(self.family)
+        return real_check(self, spec, overrides)
+
+    def pick(name):
+        resolved.append(name) if isinstance(name, str) else None
+        return real_pick(name)
+
+    monkeypatch.setattr(Registry, "_check", check)
+    monkeypatch.setattr(_config, "pick_device", pick)
+    monkeypatch.setattr(runs, "pick_device", pick)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "seeds: [1]\ntrain: {epochs: 2}\n"
+        'datasets: [{data: "digits:train_size=200", models: [mlp]}]\n'
+        'methods: [{name: M, loss: "focal:gamma=3", stage2: "maccal:epochs=2"}]\n'
+    )
+    run = load_spec(spec).runs[0]
+    checked.clear()  # the spec's own check, where the sweep enters
+    execute(run, tmp_path / "bench")
+    # the spec's data, model, loss and stage 2 travel checked; the default schedule, text
+    assert checked == ["schedule"]
+    assert resolved == ["auto"]
+    other = run.train_config()
+    other.lr /= 2
+    with pytest.raises(runs.TrainingError, match=r"other settings .*\(lr\)"):
+        runs.run_evidence(tmp_path / "bench" / "train" / run.training_key, config=other)

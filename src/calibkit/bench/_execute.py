@@ -132,12 +132,15 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
         stage1 = inside(root, "train", run.training_key)  # no link planted in the folder
         out = inside(root, "runs", run.key) if run.stage2 else stage1
         rate = stage1 / "throughput.json"  # measured by the process that trains the network
+        # checked once here (specs, device); the run's folders are then read with it
+        config = run.train_config().check()
+        device = config.torch_device
         with file_lock(stage1.with_suffix(".lock")):
             if not (stage1 / "run.json").exists():
                 report(f"{name}: training")
                 with _phase(phases, "train"):
                     result = stage_one(
-                        run.train_config(),
+                        config,
                         stage1,
                         given=run.checkpoint is not None,
                         resume=(stage1 / "checkpoint.pt").exists(),
@@ -152,11 +155,11 @@ def _execute(run: RunSpec, root: Path, report: Callable[[str], None]) -> dict[st
                 report(f"{name}: stage 2 ({run.stage2.name})")
                 with _phase(phases, "stage2"):
                     method = posthoc.REGISTRY.seeded(run.stage2, run.seed)
-                    calibrate_run(stage1, method, out, device="auto")
+                    calibrate_run(stage1, method, out, device=device, config=config)
             else:  # fitted with others (calibkit.bench._stage2): its share of their time
                 phases["stage2"] += _json(out / "run.json")["calibration"].get("seconds", 0.0)
             history += [(2, i + 1, h) for i, h in enumerate(_json(out / "history.json"))]
-        evidence, info = run_evidence(out)
+        evidence, info = run_evidence(out, device, config=config)
         artefacts = {"folder": str(out), "logits": str(out / "logits.npz")}
     logits, labels = evidence.logits, evidence.labels
     yv = labels["val"]
