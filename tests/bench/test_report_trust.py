@@ -345,20 +345,29 @@ def test_report_command_prints_clean_paths(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "q, says",
+    "q, conf, says",
     [
         (
             [0.5, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            0.95,
             "the mask stopped acting in 3 of 3 runs (q reached 1: nothing was masked from "
             "epoch 3 of 8), so the change is the refitted head's, not the mask's",
         ),
         (
             [0.5, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+            0.65,  # Conf − γ Acc = 0.05, inside the clip
             "the mask acted: q_t still moved in the second half of stage 2 in 3 runs",
+        ),
+        (  # Conf − γ Acc = 0.2 > η = 0.1 at every epoch: q follows the clip (issue 68 §3)
+            [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
+            0.8,
+            "the mask acted: q_t still moved in the second half of stage 2 in 3 runs; q_t "
+            "never settled (moved by its whole clip at every epoch of the second half) in 3 "
+            "of 3 runs",
         ),
     ],
 )
-def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, says):
+def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, conf, says):
     """Issue 68: "MaC-Cal has a lower test ECE than CE: holds" said nothing of the mask,
     which had kept every weight (q_t = 1) from epoch 10 of 40 in the runs behind it."""
     from calibkit.bench._verdicts import verdict
@@ -375,7 +384,21 @@ def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, says):
                 ("test", "ts", ALL, "ece", value / 2),
             ]
             history = (
-                [(2, e + 1, {"epoch": e + 1, "q": v, "eta": 0.1}) for e, v in enumerate(q)]
+                [
+                    (
+                        2,
+                        e + 1,
+                        {
+                            "epoch": e + 1,
+                            "q": v,
+                            "q_next": v + 0.1,
+                            "eta": 0.1,
+                            "train_conf": conf,
+                            "train_acc": 2 / 3,
+                        },
+                    )
+                    for e, v in enumerate(q)
+                ]
                 if stage2
                 else []
             )
@@ -388,4 +411,4 @@ def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, says):
     store.set_sweep(["CE", "MaC-Cal"], "CE")
     claim = next(c for c in CLAIMS if c.text == "MaC-Cal has a lower test ECE than CE")
     _, _, detail = verdict(Results(store), claim, ("digits", "cnn"))
-    assert says in detail
+    assert says in detail and ("never settled" in detail) == ("never settled" in says)

@@ -20,6 +20,7 @@ from calibkit.posthoc._maccal import (
     converged,
     eta_at,
     mask_stopped,
+    mask_unsettled,
     masked_inference,
 )
 from calibkit.posthoc._masked_heads import HeadStack, MaskedHead
@@ -157,6 +158,23 @@ def test_eta_schedule_is_eq_13_and_q_follows_eq_12(stage1):
         assert rec["q"] == pytest.approx(q)
         step = max(-rec["eta"], min(rec["eta"], rec["train_conf"] - 0.9 * rec["train_acc"]))
         q = min(1.0, max(0.05, q + step))
+        assert rec["q_next"] == pytest.approx(q)
+
+
+def test_the_sparsity_reading_moves_the_keep_rate_the_other_way(stage1):
+    """Issue 68 §2: read as the sparsity (§4.2, Fig. 8), Eq. 12's step moves the drop rate
+    1 − q, so the keep rate q takes it with the other sign; the first epoch is the same fit
+    under both readings (same q0, seed and masks), so the first q are mirrored about q0."""
+    kept = fitted(stage1, epochs=4, batch_size=32).history()
+    dropped = fitted(stage1, epochs=4, batch_size=32, reading="sparsity").history()
+    assert kept[0]["train_conf"] == dropped[0]["train_conf"]
+    step = kept[0]["q_next"] - 0.5
+    assert step != 0 and dropped[0]["q_next"] == pytest.approx(0.5 - step)
+    q = 0.5
+    for rec in dropped:
+        assert rec["q"] == pytest.approx(q)
+        step = max(-rec["eta"], min(rec["eta"], rec["train_conf"] - 0.9 * rec["train_acc"]))
+        q = min(1.0, max(0.05, q - step))
         assert rec["q_next"] == pytest.approx(q)
 
 
@@ -335,6 +353,24 @@ def test_the_mask_is_reported_stopped_only_when_q_sat_at_a_bound_for_the_second_
     assert "floor q_min from epoch 2" in mask_stopped(_history([0.5, 0.05, 0.05, 0.05]), s)
     assert mask_stopped(_history([0.5, 0.7, 0.9, 1.0, 1.0, 0.98]), s) is None  # still moving
     assert mask_stopped(_history([1.0] * 6), MacCal.check_settings(adaptive="fixed")) is None
+
+
+def test_a_mask_that_moves_by_its_whole_clip_to_the_end_is_reported_unsettled():
+    """Issue 68 §3: at 20 epochs Eq. 12 hits its clip at every epoch and q ends at 0.881
+    whatever γ is; neither bound is reached, so ``mask_stopped`` did not see it."""
+    s = MacCal.check_settings(epochs=6)
+    etas = [eta_at(s, t) for t in range(1, 7)]
+    q, climbing = 0.5, []
+    for t, eta in enumerate(etas, 1):  # Conf − γ Acc = 0.2 > η at every epoch: clipped
+        climbing.append({"epoch": t, "q": q, "q_next": q + eta, "eta": eta,
+                         "train_conf": 0.95, "train_acc": 0.75})  # fmt: skip
+        q += eta
+    why = mask_unsettled(climbing, s)
+    assert "whole clip η_t at every epoch from 4 of 6" in why and f"→ {q:.2f}" in why
+    settling = [dict(r) for r in climbing]
+    settling[-1]["train_conf"] = 0.9 * 0.75 + etas[-1] / 2  # the last step inside the clip
+    assert mask_unsettled(settling, s) is None
+    assert mask_unsettled(climbing, MacCal.check_settings(adaptive="fixed")) is None
 
 
 def test_convergence_is_measured_on_the_last_epochs_not_asserted():

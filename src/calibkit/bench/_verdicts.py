@@ -42,7 +42,7 @@ from scipy import stats
 
 from .. import posthoc
 from .._escape import Strong
-from ..posthoc.internal import SANE_TEMPERATURE, mask_stopped
+from ..posthoc.internal import SANE_TEMPERATURE, mask_stopped, mask_unsettled
 from ._store import ALL
 
 if TYPE_CHECKING:
@@ -235,10 +235,12 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
 
 def mask_note(res: Results, column: tuple[str, str], method: str) -> str:
     """What MaC-Cal's mask did in ``method``'s runs of ``column`` (issue 68), by the fit
-    report's own rule (:func:`~calibkit.posthoc.internal.mask_stopped`): where q_t sat at 1
-    for the second half of stage 2, nothing was masked from then on, and a change against
-    CE is the refitted head's, not the mask's. Empty where no run stored its q_t."""
-    stopped, runs = [], 0
+    report's own rules (:func:`~calibkit.posthoc.internal.mask_stopped`,
+    :func:`~calibkit.posthoc.internal.mask_unsettled`): where q_t sat at 1 for the second
+    half of stage 2, nothing was masked from then on, and a change against CE is the
+    refitted head's, not the mask's; where q_t moved by its whole clip at every epoch of
+    that half, Eq. 12 never settled. Empty where no run stored its q_t."""
+    stopped, unsettled, runs = [], 0, 0
     for k, r in res.runs.items():
         if r["method"] != method or (r["dataset"], r["model"]) != column:
             continue
@@ -246,20 +248,31 @@ def mask_note(res: Results, column: tuple[str, str], method: str) -> str:
         if not history or "q" not in history[0]:
             continue
         runs += 1
-        mask = posthoc.create(r["spec"]["stage2"])
-        why = mask_stopped(history, {"adaptive": mask.adaptive, "q_min": mask.q_min})
+        s = posthoc.create(r["spec"]["stage2"]).checked()
+        why = mask_stopped(history, s)
         if why:
             stopped.append(why)
+        unsettled += mask_unsettled(history, s) is not None
     if not runs:
         return ""
+    never = (
+        f"; q_t never settled (moved by its whole clip at every epoch of the second half) in "
+        f"{unsettled} of {runs} runs"
+        if unsettled
+        else ""
+    )
     if not stopped:
-        return f"; the mask acted: q_t still moved in the second half of stage 2 in {runs} runs"
+        return (
+            f"; the mask acted: q_t still moved in the second half of stage 2 in {runs} runs"
+            + never
+        )
     head = all(w.startswith("q reached 1") for w in stopped)
     return (
         f"; the mask stopped acting in {len(stopped)} of {runs} runs ("
         + "; ".join(sorted(set(stopped)))
         + ")"
         + (", so the change is the refitted head's, not the mask's" if head else "")
+        + never
     )
 
 

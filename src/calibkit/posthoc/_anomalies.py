@@ -33,6 +33,9 @@ kind                      flagged when
 ``mask-inactive``         MaC-Cal's adaptive mask rate q sat at 1 (nothing masked) or at
                           its floor for the whole second half of stage 2 (Eq. 12
                           saturated): the fit is plain retraining, or mostly masked
+``mask-unsettled``        MaC-Cal's q moved by its whole clip η_t at every epoch of the
+                          second half of stage 2, at whatever value: Eq. 12 never reached
+                          its fixed point (Conf = γ Acc), q only followed the clip's decay
 ``warning``               (``compare`` only) the fit issued a warning, e.g. a map with
                           fewer than 10 calibration rows per parameter
 ========================  ==============================================================
@@ -59,7 +62,8 @@ ECE_RISE = 0.05
 NLL_RISE = 0.25
 
 KINDS = ("diverged", "not-converged", "temperature", "argmax", "accuracy", "worse-ece",
-         "worse-nll", "non-finite", "grid-edge", "mask-inactive")  # fmt: skip
+         "worse-nll", "non-finite", "grid-edge", "mask-inactive",
+         "mask-unsettled")  # fmt: skip
 
 
 #: Why a kind a method declares part of its nature (``expected_anomalies``) is not flagged,
@@ -156,7 +160,11 @@ def check_method(
         converged=method.fit_report_.converged,
     )
     details = method.fit_report_.details
-    for key, kind in (("grid_edge", "grid-edge"), ("mask_stopped", "mask-inactive")):
+    for key, kind in (
+        ("grid_edge", "grid-edge"),
+        ("mask_stopped", "mask-inactive"),
+        ("mask_unsettled", "mask-unsettled"),
+    ):
         if details.get(key):
             found.append((kind, details[key]))
     return [(kind, detail) for kind, detail in found if kind not in method.expected_anomalies]

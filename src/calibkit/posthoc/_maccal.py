@@ -27,7 +27,9 @@ Switches reach every row of the paper's Table 5 (``ABLATIONS``):
   where M = 0 is left bit-identical by the step: no gradient, no weight decay, and its
   momentum is neither used nor decayed.
 - Adaptive sparsity (Eq. 12): after epoch t, q_t = q_{t−1} + clip(Conf_t − γ Acc_t, −η_t,
-  η_t), clamped to [q_min, 1], with Acc_t and Conf_t the accuracy and mean top-label
+  η_t), clamped to [q_min, 1] (``reading="sparsity"``: the drop rate 1 − q takes the step,
+  so q_t = q_{t−1} − clip(...); q in the history is always the keep rate; docs/methods.md,
+  "What Eq. 12 does"), with Acc_t and Conf_t the accuracy and mean top-label
   confidence of the deterministic (inference) head on the training set, from the cached
   features. The paper clamps to [0, 1]; calibkit floors q at ``q_min`` = 0.05 so that
   some weights are always kept. q_t is recorded. A head that fits its training features
@@ -66,6 +68,11 @@ from ._masked_heads import HeadStack, MaskedHead
 from ._model_level import ModelCalibrator, Problem, settled
 
 ADAPTIVE = ("fixed", "static", "decaying")
+#: the two readings of Eq. 12's q (issue 68 §2): the keep rate (Eq. 8 defines q so: each
+#: weight is dropped with probability 1 − q) or the sparsity, the drop rate (§4.2 calls q
+#: "the sparsity parameter"; Fig. 8 plots "sparsity" over epochs). The update is the same
+#: expression; read as sparsity, it moves the drop rate, so the keep rate moves the other way
+READINGS = ("retention", "sparsity")
 #: what stage 2 trains the head on: the cached features of the plain training images
 #: (calibkit's default), or each epoch's features of the images augmented as the run's
 #: training was (the paper's training loader)
@@ -163,6 +170,14 @@ class MacCal(ModelCalibrator):
         eta_init: Annotated[float, Setting("η at the first epoch (Eq. 13)", _ETA)] = 0.1,
         eta_final: Annotated[float, Setting("η at the last epoch (Eq. 13)", _ETA)] = 0.001,
         q_min: Annotated[float, Setting("The floor of q (the paper's is 0)", _RATE)] = 0.05,
+        reading: Annotated[
+            str,
+            Setting(
+                "What Eq. 12's q is: retention (Eq. 8: the keep rate rises when Conf > γ Acc) "
+                "or sparsity (§4.2, Fig. 8: the drop rate rises, so the keep rate falls)",
+                OneOf(READINGS),
+            ),
+        ] = "retention",
         resample: Annotated[
             str,
             Setting("Draw the mask every batch or every epoch", OneOf(("batch", "epoch"))),
@@ -199,6 +214,7 @@ class MacCal(ModelCalibrator):
         self.head, self.width, self.restrict, self.adaptive = head, width, restrict, adaptive
         self.q0, self.gamma, self.eta_init, self.eta_final = q0, gamma, eta_init, eta_final
         self.q_min, self.resample, self.inference, self.epochs = q_min, resample, inference, epochs
+        self.reading = reading
         self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
         self.schedule, self.batch_size, self.seed = schedule, batch_size, seed
         self.images = images
@@ -418,9 +434,10 @@ def _report(
     }
     if "val_ece" in last:
         details |= {"val_acc": last["val_acc"], "val_ece": last["val_ece"]}
-    stopped = mask_stopped(history, s)
-    if stopped:
-        details["mask_stopped"] = stopped
+    for key, why in (("mask_stopped", mask_stopped), ("mask_unsettled", mask_unsettled)):
+        found = why(history, s)
+        if found:
+            details[key] = found
     return FitReport(
         "cross-entropy of the inference head (train)",
         before,
@@ -506,6 +523,8 @@ def train_heads(
             if s["adaptive"] != "fixed":
                 eta = eta_at(s, epoch)
                 step = float(np.clip(mean_conf - s["gamma"] * acc, -eta, eta))
+                if s["reading"] == "sparsity":  # the drop rate 1 − q takes the step
+                    step = -step
                 q[member] = min(1.0, max(s["q_min"], q[member] + step))
                 record["eta"] = eta
             record["q_next"] = q[member]
@@ -540,6 +559,23 @@ def mask_stopped(history: list[dict[str, float]], s: dict[str, Any]) -> str | No
         if all(abs(q - bound) < 1e-12 for q in half):
             since = next(r["epoch"] for r in history if abs(r["q"] - bound) < 1e-12)
             return f"q reached {what} from epoch {since} of {len(history)}"
+    return None
+
+
+def mask_unsettled(history: list[dict[str, float]], s: dict[str, Any]) -> str | None:
+    """Why the adaptive mask never settled, or None: at every epoch of the second half of
+    training Eq. 12's step was its whole clip η_t (|Conf_t − γ Acc_t| ≥ η_t), so q only
+    followed the clip's schedule, at whatever value it reached (issue 68 §3); a mask that
+    stopped at a bound is :func:`mask_stopped`'s."""
+    if s["adaptive"] == "fixed" or len(history) < 2 or mask_stopped(history, s):
+        return None
+    half = history[len(history) // 2 :]
+    if all(abs(r["train_conf"] - s["gamma"] * r["train_acc"]) >= r["eta"] for r in half):
+        return (
+            f"q moved by its whole clip η_t at every epoch from {half[0]['epoch']} of "
+            f"{len(history)} ({half[0]['q']:.2f} → {half[-1]['q_next']:.2f}): Eq. 12 never "
+            "reached Conf = γ Acc"
+        )
     return None
 
 

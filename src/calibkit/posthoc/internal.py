@@ -20,7 +20,7 @@ from ._compare import (
     expected_lines,
     stratified_split,
 )
-from ._maccal import mask_stopped
+from ._maccal import mask_stopped, mask_unsettled
 from ._model_level import fits_together
 from ._on_files import NetworkMethodError, apply_file, fit_file
 
@@ -45,5 +45,6 @@ __all__ = [
     "fits_together",
     "logistic_newton",
     "mask_stopped",
+    "mask_unsettled",
     "stratified_split",
 ]
