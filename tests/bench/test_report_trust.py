@@ -412,3 +412,31 @@ def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, conf, says):
     claim = next(c for c in CLAIMS if c.text == "MaC-Cal has a lower test ECE than CE")
     _, _, detail = verdict(Results(store), claim, ("digits", "cnn"))
     assert says in detail and ("never settled" in detail) == ("never settled" in says)
+
+
+def test_maccal_is_judged_against_its_no_mask_control(tmp_path):
+    """Issue 68 §1: a claim about the mask is judged against stage 2 with nothing masked
+    (the control arm, found by its settings), not only against CE; an ablation that
+    changes other settings is neither side."""
+    from calibkit.bench._verdicts import NO_MASK, verdict
+
+    store = Store(tmp_path / "r.sqlite")
+    arms = (
+        ("CE", None, CE),
+        ("MaC-Cal", "maccal:batch_size=16,seed=0", {1: 0.05, 2: 0.06, 3: 0.07}),
+        ("MaC-Cal: no mask", f"{NO_MASK},batch_size=16,seed=0", {1: 0.051, 2: 0.061, 3: 0.069}),
+        ("MaC-Cal: masked", "maccal:head=linear,adaptive=fixed", {1: 0.5, 2: 0.5, 3: 0.5}),
+    )
+    for method, stage2, ece in arms:
+        for seed, value in ece.items():
+            metrics = [
+                ("test", "uncalibrated", ALL, "ece", value),
+                ("test", "ts", ALL, "temperature", 2.0),
+                ("test", "ts", ALL, "ece", value / 2),
+            ]
+            write(store, _run(f"{method}-{seed}", method, seed, "ce", stage2), metrics)
+    store.set_sweep([a[0] for a in arms], "CE")
+    claim = next(c for c in CLAIMS if c.other == ("stage2", NO_MASK))
+    _, result, detail = verdict(Results(store), claim, ("digits", "cnn"))
+    assert result == "inconclusive", detail
+    assert "MaC-Cal 6.00 vs MaC-Cal: no mask 6.03" in detail  # not the ablation (50.00)
