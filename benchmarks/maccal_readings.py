@@ -19,6 +19,7 @@ from the rows.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 import warnings
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from calibkit.metrics._resample import metric_values
-from calibkit.posthoc._maccal import MacCal
+from calibkit.posthoc._maccal import MacCal, eta_at
 from calibkit.runs import run_evidence, stage_one
 from calibkit.training import TrainConfig
 from nc_lambda import pretrained  # the pretrained ResNet-20 as a run, beside this file
@@ -100,11 +101,21 @@ def run_fit(fit: dict, evidence, base: dict) -> dict:
     }
 
 
-def settles(q: list[float], q_min: float = 0.05) -> bool:
-    """Whether q settled as Fig. 8 shows: it moved by less than 0.02 over the last quarter
-    of the epochs and ended strictly between its bounds (q_min and 1)."""
-    last = q[-max(2, len(q) // 4) :]
-    return max(last) - min(last) < 0.02 and q_min + 1e-9 < q[-1] < 1 - 1e-9
+def path_kind(row: dict, epochs: int) -> str:
+    """How q ended: "bound" (within 0.01 of 1 or of its floor for the whole second half),
+    "ramp" (moved by its whole clip η_t the same way at every epoch of the second half:
+    ``mask_unsettled``'s rule, read off q) or "settled" (neither: inside its clip or
+    turning about Eq. 12's fixed point Conf = γ Acc, as Fig. 8 shows)."""
+    s = MacCal.check_settings(epochs=epochs, **row["settings"])
+    q = [s["q0"], *row["q"]]
+    half = q[len(row["q"]) // 2 :]
+    if all(v > 0.99 for v in half[1:]) or all(v < s["q_min"] + 0.01 for v in half[1:]):
+        return "bound"
+    steps = [(b - a, eta_at(s, t)) for t, (a, b) in enumerate(itertools.pairwise(q), 1)]
+    second = steps[len(steps) // 2 :]
+    if all(d >= e - 1e-12 for d, e in second) or all(d <= -e + 1e-12 for d, e in second):
+        return "ramp"
+    return "settled"
 
 
 def table(rows: list[dict]) -> str:
@@ -124,8 +135,8 @@ def table(rows: list[dict]) -> str:
             f"\n**{name}**, seeds {seeds}: before stage 2, test ECE {ece0.mean():.2f} ± "
             f"{ece0.std():.2f} %, accuracy {acc0.mean():.2f} %.\n",
             f"| arm | γ | q after epochs {', '.join(map(str, shown))} (seed {seeds[0]}) "
-            "| test ECE % | test accuracy % | q settled | mask stopped |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "| test ECE % | test accuracy % | q: settled / ramp / at a bound (seeds) |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         groups: dict[tuple, list[dict]] = {}
         for r in sorted(mine, key=lambda r: (r["arm"] != "control", r["settings"].get("gamma", 0))):
@@ -135,11 +146,13 @@ def table(rows: list[dict]) -> str:
             qs = ", ".join(f"{first['q'][e - 1]:.2f}" for e in shown)
             ece = np.array([r["after"]["ece"] for r in rs]) * 100
             acc = np.array([r["after"]["accuracy"] for r in rs]) * 100
-            settled = sum(settles(r["q"]) for r in rs)
-            stopped = sum(r["mask_stopped"] is not None for r in rs)
+            kinds = [path_kind(r, len(r["q"])) for r in rs if arm != "control"]
+            ends = " / ".join(str(kinds.count(k)) for k in ("settled", "ramp", "bound"))
+            if arm == "control":
+                ends = "fixed at 1 (nothing masked)"
             lines.append(
                 f"| {arm} | {gamma} | {qs} | {ece.mean():.2f} ± {ece.std():.2f} | "
-                f"{acc.mean():.2f} | {settled} of {len(rs)} | {stopped} of {len(rs)} |"
+                f"{acc.mean():.2f} | {ends} |"
             )
     return "\n".join(lines)
 

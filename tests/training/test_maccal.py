@@ -370,6 +370,9 @@ def test_a_mask_that_moves_by_its_whole_clip_to_the_end_is_reported_unsettled():
     settling = [dict(r) for r in climbing]
     settling[-1]["train_conf"] = 0.9 * 0.75 + etas[-1] / 2  # the last step inside the clip
     assert mask_unsettled(settling, s) is None
+    oscillating = [dict(r) for r in climbing]
+    oscillating[-2]["train_conf"] = 0.5  # clipped, but downwards once: about its fixed point
+    assert mask_unsettled(oscillating, s) is None
     assert mask_unsettled(climbing, MacCal.check_settings(adaptive="fixed")) is None
 
 

@@ -564,13 +564,18 @@ def mask_stopped(history: list[dict[str, float]], s: dict[str, Any]) -> str | No
 
 def mask_unsettled(history: list[dict[str, float]], s: dict[str, Any]) -> str | None:
     """Why the adaptive mask never settled, or None: at every epoch of the second half of
-    training Eq. 12's step was its whole clip η_t (|Conf_t − γ Acc_t| ≥ η_t), so q only
-    followed the clip's schedule, at whatever value it reached (issue 68 §3); a mask that
-    stopped at a bound is :func:`mask_stopped`'s."""
+    training Eq. 12's step was its whole clip η_t, the same way (Conf_t − γ Acc_t ≥ η_t at
+    each, or ≤ −η_t at each), so q only followed the clip's schedule, at whatever value it
+    reached (issue 68 §3). Clipped steps that change direction are q oscillating about
+    Eq. 12's fixed point within the decaying clip: settled. A mask that stopped at a bound
+    is :func:`mask_stopped`'s."""
     if s["adaptive"] == "fixed" or len(history) < 2 or mask_stopped(history, s):
         return None
     half = history[len(history) // 2 :]
-    if all(abs(r["train_conf"] - s["gamma"] * r["train_acc"]) >= r["eta"] for r in half):
+    gaps = [r["train_conf"] - s["gamma"] * r["train_acc"] for r in half]
+    if all(g >= r["eta"] for g, r in zip(gaps, half, strict=True)) or all(
+        g <= -r["eta"] for g, r in zip(gaps, half, strict=True)
+    ):
         return (
             f"q moved by its whole clip η_t at every epoch from {half[0]['epoch']} of "
             f"{len(history)} ({half[0]['q']:.2f} → {half[-1]['q_next']:.2f}): Eq. 12 never "
