@@ -81,6 +81,31 @@ def test_gamma_is_chosen_from_the_pool_by_calibration_ece():
     assert both.gamma_ == min(scores, key=scores.get)
 
 
+def test_lambda_is_chosen_with_gamma_by_calibration_ece():
+    """Issue 68 §3: the paper chooses λ and γ by ECE on the calibration split (§4.1); with
+    several ``lam_scale`` every (γ, λ) pair is fitted and the one of least ECE kept, equal
+    to that pair fitted alone."""
+    from calibkit.metrics import ece
+
+    model = toy_model()
+    x, y = toy_data()
+    settings = {"epochs": 20, "lr": 0.01}
+    scores, alone = {}, {}
+    for gamma in (0.0, 3.0):
+        for scale in (0.0, 30.0):
+            one = NeuralClamping(gamma_pool=gamma, lam_scale=scale, **settings).fit(model, x, y)
+            with torch.no_grad():
+                scores[gamma, scale] = ece(one(x), y)
+            alone[gamma, scale] = one
+    assert len({round(v, 6) for v in scores.values()}) == 4  # λ changes the fit here
+    pool = NeuralClamping(gamma_pool=(0.0, 3.0), lam_scale=[0.0, 30.0], **settings).fit(model, x, y)
+    best = min(scores, key=scores.get)
+    assert (pool.gamma_, pool.fit_report_.details["lam_scale"]) == best
+    assert torch.allclose(pool.delta_, alone[best].delta_, atol=1e-10)
+    with pytest.raises(ValueError, match=r"lam_scale: multiples of the initial loss in \[0, "):
+        NeuralClamping(lam_scale=[0.1, -1]).checked()
+
+
 def test_the_pool_fitted_in_shared_steps_equals_separate_fits(monkeypatch):
     """The γ of a pool are fitted in the same forward and backward passes, each step's batch
     in pieces with the gradients summed; each equals a fit of that γ alone in whole batches

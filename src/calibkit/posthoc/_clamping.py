@@ -3,7 +3,9 @@ temperature T learned together on the calibration split, the network frozen.
 
 The calibrated network is f_NC(x) = f(x + δ) / T. δ (the shape of one input) and T
 minimise the paper's Eq. 9, Σᵢ FL_γ(f(xᵢ + δ)/T, yᵢ) + λ ‖δ‖², with γ chosen from
-``gamma_pool`` by ECE on the calibration split (default: γ = 1 alone).
+``gamma_pool`` by ECE on the calibration split (default: γ = 1 alone), and λ too where
+``lam_scale`` lists several (§4.1: "λ and γ ... are determined by the best parameter
+minimizing the ECE on the calibration dataset"; default: 0.1 alone, the paper's default).
 
 How it is fitted, and where that departs from the paper's text (each departure fixes a
 divergence seen with the literal reading; see docs/model-level.md):
@@ -136,7 +138,12 @@ class NeuralClamping(ModelCalibrator):
             Setting("λ' of the penalty on δ; none: lam_scale × the initial loss", Bounds(0, 1e6)),
         ] = None,
         lam_scale: Annotated[
-            float, Setting("λ' as a multiple of the initial loss (§4.1)", Bounds(0, 1e6))
+            float | Sequence[float],
+            Setting(
+                "λ' as a multiple of the initial loss (§4.1); several: each fitted with each γ, "
+                "the pair of least ECE on the calibration split kept, as the paper chooses λ "
+                "(values in [0, 1e6])"
+            ),
         ] = 0.1,
         lam_at: Annotated[
             str,
@@ -184,24 +191,18 @@ class NeuralClamping(ModelCalibrator):
 
     @classmethod
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
-        """``gamma_pool`` as a tuple of floats (a number or a list), and ``t_start`` against
-        ``fit_delta``."""
-        gamma_pool = s["gamma_pool"]
-        pool = tuple(gamma_pool) if isinstance(gamma_pool, list | tuple) else (gamma_pool,)
-        try:
-            pool = tuple(check_number(g, "gamma_pool") for g in pool)
-        except ValueError:
-            raise ValueError(
-                f"gamma_pool: expected focal γ values such as [1,2,3], got {gamma_pool!r}"
-            ) from None
-        if not pool or any(not 0 <= g <= 20 for g in pool):
-            raise ValueError(f"gamma_pool: focal γ values in [0, 20], got {gamma_pool!r}")
+        """``gamma_pool`` and ``lam_scale`` as tuples of floats (a number or a list), and
+        ``t_start`` against ``fit_delta``."""
+        pools = {
+            "gamma_pool": _pool(s["gamma_pool"], "gamma_pool", "focal γ values", 20.0),
+            "lam_scale": _pool(s["lam_scale"], "lam_scale", "multiples of the initial loss", 1e6),
+        }
         if s["t_start"] == "one" and not s["fit_delta"]:
             raise ValueError(
                 "t_start: 'one' needs fit_delta=true (without δ the fit is the warm start, "
                 "temperature scaling by focal loss)"
             )
-        return s | {"gamma_pool": pool}
+        return s | pools
 
     # -- fitting ------------------------------------------------------------------------
     def _fit(
@@ -228,17 +229,18 @@ class NeuralClamping(ModelCalibrator):
                 raise ValueError(f"labels: expected classes in 0..{k - 1} for a {k}-class model")
             best = None
             fits = _fit_pool(model, x, y, bounds, s, progress)
-            for gamma, fit in zip(s["gamma_pool"], fits, strict=True):
+            for (gamma, scale), fit in zip(members(s), fits, strict=True):
                 score = M.ece(trusted(fit["z"], y))
                 if best is None or score < best[0]:
-                    best = (score, gamma, fit, fit["z"])
-        score, gamma, fit, z = best
+                    best = (score, gamma, scale, fit, fit["z"])
+        score, gamma, scale, fit, z = best
         self.delta_, self.temperature_ = fit["delta"], fit["log_t"].exp()
         self.gamma_, self.lam_ = gamma, fit["lam"]
         self.history_ = fit.get("history", [])
         details = {
             "gamma": gamma,
             "lam": fit["lam"],
+            "lam_scale": None if s["lam"] is not None else scale,
             "temperature_start": fit["t_start"],
             "temperature": float(self.temperature_),
             "ece_calibration_before": M.ece(plain, y),
@@ -364,19 +366,23 @@ def _fit_pool(
     gen = torch.Generator().manual_seed(s["seed"])
     delta0 = init_delta(model, x, bounds, gen, s)
     z0 = _logits(model, x, delta0, torch.ones((), dtype=x.dtype))
-    focals = [Focal(gamma=gamma, reduction="mean") for gamma in s["gamma_pool"]]
+    pairs = members(s)
+    focals = [Focal(gamma=gamma, reduction="mean") for gamma, _ in pairs]
     low, high = (math.log(t) for t in TEMPERATURE_LIMITS)
     outs = []
-    for focal in focals:
-        warm = minimize_scalar(
-            lambda u, focal=focal: float(focal.compute(z0 / math.exp(u), y)),
-            bounds=(low, high),
-            method="bounded",
-            options={"xatol": 1e-8},
-        )
-        at_one = float(focal.compute(z0, y))
+    starts: dict[float, tuple[Any, float]] = {}  # each γ's warm start, once
+    for focal, (gamma, scale) in zip(focals, pairs, strict=True):
+        if gamma not in starts:
+            warm = minimize_scalar(
+                lambda u, focal=focal: float(focal.compute(z0 / math.exp(u), y)),
+                bounds=(low, high),
+                method="bounded",
+                options={"xatol": 1e-8},
+            )
+            starts[gamma] = (warm, float(focal.compute(z0, y)))
+        warm, at_one = starts[gamma]
         initial = float(warm.fun) if s["lam_at"] == "warm" else at_one
-        lam = s["lam"] if s["lam"] is not None else s["lam_scale"] * initial
+        lam = s["lam"] if s["lam"] is not None else scale * initial
         log_t0 = float(warm.x) if s["t_start"] == "warm" else 0.0
         data_term = float(warm.fun) if s["t_start"] == "warm" else at_one
         start = data_term + lam * float(_penalty(delta0[None], s["penalty"]))
@@ -451,6 +457,25 @@ def converged(history: list[dict[str, float]]) -> bool:
     return settled([r["objective"] for r in history], OBJECTIVE_SPREAD, drift=DRIFT) and settled(
         [r["temperature"] for r in history], TEMPERATURE_SPREAD, drift=DRIFT
     )
+
+
+def _pool(value: Any, name: str, what: str, top: float) -> tuple[float, ...]:
+    """A setting given as one number or a list of them, as a tuple of floats in [0, top]."""
+    pool = tuple(value) if isinstance(value, list | tuple) else (value,)
+    try:
+        pool = tuple(check_number(v, name) for v in pool)
+    except ValueError:
+        raise ValueError(f"{name}: expected {what} such as [1,2,3], got {value!r}") from None
+    if not pool or any(not 0 <= v <= top for v in pool):
+        raise ValueError(f"{name}: {what} in [0, {top:g}], got {value!r}")
+    return pool
+
+
+def members(s: dict[str, Any]) -> list[tuple[float, float]]:
+    """The (γ, λ scale) pairs fitted together, γ-major; the λ scale is unused where ``lam``
+    is given (one pair per γ then)."""
+    scales = s["lam_scale"] if s["lam"] is None else s["lam_scale"][:1]
+    return [(gamma, scale) for gamma in s["gamma_pool"] for scale in scales]
 
 
 def _penalty(delta: Tensor, kind: str) -> Tensor:
