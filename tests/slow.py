@@ -69,7 +69,7 @@ SLOW: dict[str, str] = {
         "13 s: CIFAR files end to end"
     ),
     "tests/training/test_maccal.py::test_the_default_batch_keeps_accuracy_on_a_small_training_split": (
-        "30 s: a training run"
+        "30 s: a training run (the tour's digits CNN, stage 2 at three batches)"
     ),
     "tests/training/test_maccal.py::test_heads_fitted_together_equal_each_fitted_alone[settings1]": (
         "the first setting runs by default"
