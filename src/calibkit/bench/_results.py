@@ -5,6 +5,7 @@ tables and the tables of given networks share."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Any
 
@@ -129,8 +130,16 @@ class Results:
         return any(a[0] in keys and a[1] == cal and a[2] == size for a in self.anomalies)
 
     def calibrator(self, name: str) -> str | None:
-        """The stored calibrator spec whose name is ``name`` (settings and all), if any."""
-        return next((c for c in self.calibrators() if self.short(c) == name), None)
+        """The stored calibrator spec (settings and all) that ``name`` names, if any: of
+        those of its name, the one with the fewest settings; ``name`` spelled with settings
+        (``neural-clamping:fit_delta=false``, a control arm) takes the one with those among
+        its settings."""
+        base, _, given = name.partition(":")
+        found = [c for c in self.calibrators() if self.short(c) == base]
+        if given:
+            want = json.loads(json.dumps(posthoc.REGISTRY.check(name).kwargs))
+            found = [c for c in found if want.items() <= self.settings(c).items()]
+        return min(found, key=lambda c: (len(self.settings(c)), c), default=None)
 
     def reference(self) -> str | None:
         """The stored spec of the post-hoc reference (:data:`REFERENCE`), if the store has

@@ -93,12 +93,18 @@ class Claim:
 #: MaC-Cal's control arm (issue 68 §1): stage 2 with nothing masked, so that a verdict
 #: can tell the mask's effect from the retrained head's
 NO_MASK = "maccal:adaptive=fixed,q0=1.0"
+#: Neural Clamping's control arm: the same focal-loss fit of T without the input
+#: perturbation δ (temperature scaling by focal loss, γ from the same pool)
+NO_DELTA = "neural-clamping:fit_delta=false"
 
 CLAIMS = (
     Claim("BSCE-GRA §5, Table 1", "BSCE-GRA has a lower test ECE than CE",
           ("loss", "bsce-gra"), ("loss", "ce"), "ece"),
     Claim("BSCE-GRA §5, Table 1", "BSCE-GRA has a lower test ECE than CE after TS",
           ("loss", "bsce-gra"), ("loss", "ce"), "ece", "ts"),
+    Claim("BSCE-GRA §4, Table 1", "BSCE-GRA has a lower test ECE than BSCE (the control: "
+          "the same loss without the gradient rescaling)",
+          ("loss", "bsce-gra"), ("loss", "bsce"), "ece"),
     Claim("Dark Side §4, Tables 1–3", "focal loss lowers refinement AUROC against CE",
           ("loss", "focal"), ("loss", "ce"), "refinement_auroc"),
     Claim("Rethinking §4, Table 2", "after TS, focal loss has a higher ECE than CE "
@@ -114,6 +120,9 @@ CLAIMS = (
           ("stage2", "maccal"), ("stage2", NO_MASK), "ece"),
     Claim("Neural Clamping §4, Table 2", "Neural Clamping has a lower test ECE than TS",
           ("posthoc", "neural-clamping"), ("posthoc", "ts"), "ece"),
+    Claim("Neural Clamping §3, Table 2", "Neural Clamping has a lower test ECE than its "
+          "temperature alone (the control: the same focal-loss fit without δ)",
+          ("posthoc", "neural-clamping"), ("posthoc", NO_DELTA), "ece"),
 )  # fmt: skip
 
 
