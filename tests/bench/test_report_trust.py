@@ -440,3 +440,41 @@ def test_maccal_is_judged_against_its_no_mask_control(tmp_path):
     _, result, detail = verdict(Results(store), claim, ("digits", "cnn"))
     assert result == "inconclusive", detail
     assert "MaC-Cal 6.00 vs MaC-Cal: no mask 6.03" in detail  # not the ablation (50.00)
+
+
+def test_mechanism_claims_are_judged_against_their_controls(tmp_path):
+    """Issue 68 §1: BSCE-GRA's rescaling against plain BSCE, and Neural Clamping's δ against
+    its temperature alone (the same fit without δ, spelled by its settings); a plain
+    post-hoc side is the spec of its name with the fewest settings, not the control."""
+    from calibkit.bench._verdicts import NO_DELTA, verdict
+
+    store = Store(tmp_path / "r.sqlite")
+    nc, alone = (
+        "neural-clamping:gamma_pool=[0,1]",
+        "neural-clamping:gamma_pool=[0,1],fit_delta=false",
+    )
+    arms = (
+        ("CE", "ce", {1: 0.10, 2: 0.20, 3: 0.30}),
+        ("BSCE-GRA", "bsce-gra", {1: 0.05, 2: 0.06, 3: 0.07}),
+        ("BSCE", "bsce", {1: 0.08, 2: 0.09, 3: 0.10}),
+    )
+    for method, loss, ece in arms:
+        for seed, value in ece.items():
+            metrics = [
+                ("test", "uncalibrated", ALL, "ece", value),
+                ("test", "ts", ALL, "temperature", 2.0),
+                ("test", "ts", ALL, "ece", value / 2),
+                ("test", nc, ALL, "ece", value / 4),
+                ("test", alone, ALL, "ece", value / 3),
+            ]
+            write(store, _run(f"{method}-{seed}", method, seed, loss), metrics)
+    store.set_sweep([a[0] for a in arms], "CE")
+    res = Results(store)
+    assert res.calibrator("neural-clamping") == nc and res.calibrator(NO_DELTA) == alone
+    bsce = next(c for c in CLAIMS if c.other == ("loss", "bsce"))
+    _, result, detail = verdict(res, bsce, ("digits", "cnn"))
+    assert "holds" in str(result), detail
+    assert "BSCE-GRA 6.00 vs BSCE 9.00" in detail
+    clamp = next(c for c in CLAIMS if c.other == ("posthoc", NO_DELTA))
+    _, result, detail = verdict(res, clamp, ("digits", "cnn"))
+    assert "5.00 vs" in detail and "6.67" in detail, detail  # CE's runs: 20 / 4, 20 / 3

@@ -202,7 +202,7 @@ def load_spec(source: str | Path) -> BenchSpec:
     >>> spec.name, len(spec.runs), spec.methods, spec.baseline
     ('tiny', 2, ['CE', 'Focal'], 'CE')
     >>> len(load_spec("default").runs)  # a preset (calibkit presets lists them)
-    85
+    90
     >>> _ = (tmp / "bad.yaml").write_text("seeds: [1, 1]")
     >>> load_spec(tmp / "bad.yaml")
     Traceback (most recent call last):
