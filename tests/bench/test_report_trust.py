@@ -414,28 +414,48 @@ def test_maccal_verdicts_say_whether_the_mask_acted(tmp_path, q, conf, says):
     assert says in detail and ("never settled" in detail) == ("never settled" in says)
 
 
+def _arms(tmp_path, arms, posthoc=None) -> Store:
+    """A store of (method, loss, stage 2, test ECE by seed) arms on CE's baseline, TS at
+    half each ECE and every ``posthoc`` calibrator at its share of it."""
+    store = Store(tmp_path / "r.sqlite")
+    for method, loss, stage2, ece in arms:
+        for seed, value in ece.items():
+            metrics = [
+                ("test", "uncalibrated", ALL, "ece", value),
+                ("test", "ts", ALL, "temperature", 2.0),
+                ("test", "ts", ALL, "ece", value / 2),
+                *[("test", c, ALL, "ece", value * share) for c, share in (posthoc or {}).items()],
+            ]
+            write(store, _run(f"{method}-{seed}", method, seed, loss, stage2), metrics)
+    store.set_sweep([a[0] for a in arms], "CE")
+    return store
+
+
 def test_maccal_is_judged_against_its_no_mask_control(tmp_path):
     """Issue 68 §1: a claim about the mask is judged against stage 2 with nothing masked
     (the control arm, found by its settings), not only against CE; an ablation that
     changes other settings is neither side."""
     from calibkit.bench._verdicts import NO_MASK, verdict
 
-    store = Store(tmp_path / "r.sqlite")
-    arms = (
-        ("CE", None, CE),
-        ("MaC-Cal", "maccal:batch_size=16,seed=0", {1: 0.05, 2: 0.06, 3: 0.07}),
-        ("MaC-Cal: no mask", f"{NO_MASK},batch_size=16,seed=0", {1: 0.051, 2: 0.061, 3: 0.069}),
-        ("MaC-Cal: masked", "maccal:head=linear,adaptive=fixed", {1: 0.5, 2: 0.5, 3: 0.5}),
+    store = _arms(
+        tmp_path,
+        [
+            ("CE", "ce", None, CE),
+            ("MaC-Cal", "ce", "maccal:batch_size=16,seed=0", {1: 0.05, 2: 0.06, 3: 0.07}),
+            (
+                "MaC-Cal: no mask",
+                "ce",
+                f"{NO_MASK},batch_size=16,seed=0",
+                {1: 0.051, 2: 0.061, 3: 0.069},
+            ),
+            (
+                "MaC-Cal: masked",
+                "ce",
+                "maccal:head=linear,adaptive=fixed",
+                {1: 0.5, 2: 0.5, 3: 0.5},
+            ),
+        ],
     )
-    for method, stage2, ece in arms:
-        for seed, value in ece.items():
-            metrics = [
-                ("test", "uncalibrated", ALL, "ece", value),
-                ("test", "ts", ALL, "temperature", 2.0),
-                ("test", "ts", ALL, "ece", value / 2),
-            ]
-            write(store, _run(f"{method}-{seed}", method, seed, "ce", stage2), metrics)
-    store.set_sweep([a[0] for a in arms], "CE")
     claim = next(c for c in CLAIMS if c.other == ("stage2", NO_MASK))
     _, result, detail = verdict(Results(store), claim, ("digits", "cnn"))
     assert result == "inconclusive", detail
@@ -448,28 +468,14 @@ def test_mechanism_claims_are_judged_against_their_controls(tmp_path):
     post-hoc side is the spec of its name with the fewest settings, not the control."""
     from calibkit.bench._verdicts import NO_DELTA, verdict
 
-    store = Store(tmp_path / "r.sqlite")
-    nc, alone = (
-        "neural-clamping:gamma_pool=[0,1]",
-        "neural-clamping:gamma_pool=[0,1],fit_delta=false",
-    )
-    arms = (
-        ("CE", "ce", {1: 0.10, 2: 0.20, 3: 0.30}),
-        ("BSCE-GRA", "bsce-gra", {1: 0.05, 2: 0.06, 3: 0.07}),
-        ("BSCE", "bsce", {1: 0.08, 2: 0.09, 3: 0.10}),
-    )
-    for method, loss, ece in arms:
-        for seed, value in ece.items():
-            metrics = [
-                ("test", "uncalibrated", ALL, "ece", value),
-                ("test", "ts", ALL, "temperature", 2.0),
-                ("test", "ts", ALL, "ece", value / 2),
-                ("test", nc, ALL, "ece", value / 4),
-                ("test", alone, ALL, "ece", value / 3),
-            ]
-            write(store, _run(f"{method}-{seed}", method, seed, loss), metrics)
-    store.set_sweep([a[0] for a in arms], "CE")
-    res = Results(store)
+    nc = "neural-clamping:gamma_pool=[0,1]"
+    alone = f"{nc},fit_delta=false"
+    arms = [
+        ("CE", "ce", None, CE),
+        ("BSCE-GRA", "bsce-gra", None, {1: 0.05, 2: 0.06, 3: 0.07}),
+        ("BSCE", "bsce", None, {1: 0.08, 2: 0.09, 3: 0.10}),
+    ]
+    res = Results(_arms(tmp_path, arms, {nc: 1 / 4, alone: 1 / 3}))
     assert res.calibrator("neural-clamping") == nc and res.calibrator(NO_DELTA) == alone
     bsce = next(c for c in CLAIMS if c.other == ("loss", "bsce"))
     _, result, detail = verdict(res, bsce, ("digits", "cnn"))
