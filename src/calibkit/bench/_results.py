@@ -40,6 +40,16 @@ def compare(a: dict[int, float], b: dict[int, float]) -> tuple[float, str] | Non
     return (float(p), name) if p == p else None
 
 
+def spelled(name: str) -> tuple[str, dict[str, Any]]:
+    """A method's name and the settings ``name`` spells, as the store keeps them (JSON
+    values): ``("maccal", {"adaptive": "fixed", "q0": 1.0})`` for a control arm's
+    ``"maccal:adaptive=fixed,q0=1.0"``; no settings for a plain name."""
+    base, _, given = name.partition(":")
+    if not given:
+        return base, {}
+    return base, json.loads(json.dumps(posthoc.REGISTRY.check(name).kwargs))
+
+
 class Results:
     """The store's numbers, indexed for tables: values[(run_key, split, cal, size, metric)].
 
@@ -134,11 +144,9 @@ class Results:
         those of its name, the one with the fewest settings; ``name`` spelled with settings
         (``neural-clamping:fit_delta=false``, a control arm) takes the one with those among
         its settings."""
-        base, _, given = name.partition(":")
+        base, want = spelled(name)
         found = [c for c in self.calibrators() if self.short(c) == base]
-        if given:
-            want = json.loads(json.dumps(posthoc.REGISTRY.check(name).kwargs))
-            found = [c for c in found if want.items() <= self.settings(c).items()]
+        found = [c for c in found if want.items() <= self.settings(c).items()]
         return min(found, key=lambda c: (len(self.settings(c)), c), default=None)
 
     def reference(self) -> str | None:

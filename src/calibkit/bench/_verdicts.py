@@ -45,6 +45,7 @@ from scipy import stats
 from .. import posthoc
 from .._escape import Strong
 from ..posthoc.internal import SANE_TEMPERATURE, mask_stopped, mask_unsettled
+from ._results import spelled
 from ._store import ALL
 
 if TYPE_CHECKING:
@@ -230,6 +231,7 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
     kind, name = side
     if kind == "posthoc":
         return res.baseline
+    base, given = spelled(name)  # "maccal", or "maccal:q0=1.0,...": exactly those settings
     best: tuple[int, str] | None = None
     for r in res.runs.values():
         spec = r["spec"]
@@ -241,12 +243,11 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
                 continue
             rank = (0 if r["method"] == res.baseline else 1, r["method"])
         elif kind == "stage2" and stage2 and res.short(loss) == "ce":
-            base, _, given = name.partition(":")  # "maccal", or "maccal:q0=1,...": those
             if res.short(stage2) != base:
                 continue
             incidental = posthoc.REGISTRY.factory(base).incidental_settings
             chosen = {k: v for k, v in res.settings(stage2).items() if k not in incidental}
-            if given and chosen != posthoc.REGISTRY.check(name).kwargs:
+            if given and chosen != given:
                 continue
             rank = (len(chosen), r["method"])
         else:
