@@ -66,6 +66,7 @@ OneSampleBins = Annotated[
 SELECTIVE_CONVENTIONS = ("calibkit", "torch-uncertainty")
 SMOOTH_CONVENTIONS = ("calibkit", "torch-uncertainty")
 AECE_CONVENTIONS = ("calibkit", "focal-calibration")
+KS_CONVENTIONS = ("calibkit", "spline-calibration")
 SelectiveConvention = Annotated[
     str,
     Setting(
@@ -82,6 +83,15 @@ AeceConvention = Annotated[
         "(lo, hi] bins of focal_calibration's AdaptiveECELoss (the smallest confidence left "
         "out)",
         OneOf(AECE_CONVENTIONS),
+    ),
+]
+KsConvention = Annotated[
+    str,
+    Setting(
+        "'calibkit': the largest gap taken at the ends of runs of tied confidences, whatever "
+        "their order; 'spline-calibration': after every sample in NumPy's ``argsort`` order, "
+        "as Gupta et al.'s code does (a tie run's samples in the order that sort leaves them)",
+        OneOf(KS_CONVENTIONS),
     ),
 ]
 SmoothConvention = Annotated[

@@ -198,3 +198,52 @@ def test_kull_probabilities_refuses_what_its_softmax_turns_into_nan(logits, mess
 
     with pytest.raises((TypeError, ValueError), match=message):
         kull_probabilities(logits)
+
+
+def _their_ks(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Gupta et al.'s ``ks_error`` (kartikgupta-at-anu/spline-calibration), written again:
+    NumPy's default argsort, two cumulative sums over N, the largest absolute gap."""
+    order = scores.argsort()
+    n = len(scores)
+    return float(np.amax(np.abs(np.cumsum(scores[order]) / n - np.cumsum(labels[order]) / n)))
+
+
+def test_ks_tie_rule_by_hand():
+    """Issue 68 §4: a run of tied confidences is measured at its end by default, whatever
+    the order of its samples; their code also looks inside the run, so the order counts."""
+    probs = np.array([[0.6, 0.4], [0.9, 0.1], [0.9, 0.1]])
+    for labels in ([1, 1, 0], [1, 0, 1]):  # the tied pair wrong-then-right, right-then-wrong
+        assert ks_error(probs, labels, **P) == pytest.approx(1.4 / 3, abs=1e-12)
+    theirs = {(1, 1, 0): 1.5 / 3, (1, 0, 1): 1.4 / 3}
+    for labels, value in theirs.items():
+        ours = ks_error(probs, list(labels), convention="spline-calibration", **P)
+        assert ours == pytest.approx(value, abs=1e-12)
+        assert ours == pytest.approx(_their_ks(probs.max(1), np.array(labels) == 0), abs=1e-12)
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+def test_spline_calibration_ks_is_their_code_on_tied_isotonic_outputs(real_logits, rank):
+    """Isotonic maps tie thousands of confidences on the ResNet-110 test split. The named
+    convention is their code's number to rounding. Measured here, the tie-run rule moves
+    neither rank (the largest gap never falls inside a run), but the class picked among
+    tied probabilities moves top-2 by one sample, 1/N: the lowest-index tied class gives
+    0.664 % where ``torch.topk`` and their ``np.argpartition`` give 0.654 %."""
+    from calibkit import posthoc
+
+    zv, yv, zt, yt = real_logits
+    cal = posthoc.create("isotonic:mode=one-vs-rest").fit(zv, yv)
+    p = np.exp(cal(zt).double().numpy())
+    p /= p.sum(1, keepdims=True)
+    rows = np.arange(len(p))
+    binary = "top-label" if rank == 1 else f"top-{rank}"
+    ours = ks_error(p, yt, binary=binary, convention="spline-calibration", **P)
+    top = np.argpartition(p, -rank, 1)[:, -rank]  # their get_top_results
+    assert ours == pytest.approx(_their_ks(p[rows, top], top == yt), abs=1e-12)
+    assert ks_error(p, yt, binary=binary, **P) == pytest.approx(ours, abs=1e-12)
+    lowest = np.argsort(-p, 1, kind="stable")[:, rank - 1]  # the first of tied classes
+    shift = {1: 0.0, 2: 1 / len(p)}[rank]
+    assert _their_ks(p[rows, lowest], lowest == yt) - ours == pytest.approx(shift, abs=1e-12)
+    z = zt.astype(np.float64)  # no ties: the two rules agree
+    assert ks_error(z, yt, convention="spline-calibration") == pytest.approx(
+        ks_error(z, yt), abs=1e-12
+    )

@@ -45,6 +45,7 @@ from .._metric_settings import (
     Cells,
     ClasswiseBinning,
     Debias,
+    KsConvention,
     MetricBins,
     NllClip,
     OneSampleBins,
@@ -289,12 +290,16 @@ def ks_error(
     *,
     probs: Probs = None,
     binary: Binary = "top-label",
+    convention: KsConvention = "calibkit",
 ) -> float:
     """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
 
     max_t |(1/N) Σ_{i: c_i <= t} (a_i − c_i)|, taken at the ends of runs of tied
-    confidences so that the result does not depend on the order of tied samples (Gupta
-    et al.'s code takes it after every sorted sample; without ties the two agree).
+    confidences so that the result does not depend on the order of tied samples.
+    ``convention="spline-calibration"`` is Gupta et al.'s code: the gap after every sample
+    in the order ``numpy.argsort`` leaves them
+    (:func:`~calibkit.metrics._stats.spline_calibration_ks`), and a row's r-th class picked
+    by ``numpy.argpartition`` among tied probabilities. Without ties the two agree.
 
     Examples
     --------
@@ -303,7 +308,22 @@ def ks_error(
     >>> labels = [0, 1, 2, 1]
     >>> round(ks_error(logits, labels), 4)
     0.1143
+
+    Two tied confidences of 0.9, the first wrong and the second right: calibkit looks at
+    the run's end, where their gaps partly cancel; Gupta et al.'s code also looks between
+    them, so its value depends on the order of the tied samples.
+
+    >>> probs = [[0.6, 0.4], [0.9, 0.1], [0.9, 0.1]]
+    >>> round(ks_error(probs, [1, 1, 0], probs=True), 4)  # (0.6 + 0.9 − 0.1) / 3
+    0.4667
+    >>> ks_error(probs, [1, 1, 0], probs=True, convention="spline-calibration")  # 1.5 / 3
+    0.5
+    >>> ks_error(probs, [1, 0, 1], probs=True, convention="spline-calibration")  # swapped
+    0.4666666666666666
     """
+    if convention == "spline-calibration":
+        pair = prepare_pair(scores, labels, probs=probs, binary=binary, pick="argpartition")
+        return st.spline_calibration_ks(*pair.cal_pair)
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
     return _value(p, _NO_BINS, "ks_error")
 

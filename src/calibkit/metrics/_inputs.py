@@ -17,8 +17,9 @@ metrics :func:`~calibkit.metrics.ece`, ``mce``, ``rms_ce``, ``aece``, ``ks_error
 * ``"top-<r>"`` (r >= 2): the r-th largest probability p_(r) and 1[y = its class], the
   "top-r" calibration of Gupta et al. (ICLR 2021, §5, Tables 1–2): ``ks_error(...,
   binary="top-2")`` is their top-2 KS error. Tied probabilities are ranked by
-  ``torch.topk`` (Gupta et al.'s ``np.argpartition`` may pick another of the tied
-  classes; the probability is the same, the label can differ).
+  ``torch.topk``; Gupta et al.'s ``np.argpartition`` may pick another of the tied
+  classes (the probability is the same, the label can differ), which
+  ``ks_error(..., convention="spline-calibration")`` follows.
 
 Numerics: scores keep their precision (half precision is upcast to float32); every sum
 over samples accumulates in float64. Probabilities passed with ``probs=True`` are used
@@ -419,12 +420,18 @@ def trusted(
 _TOP_R = re.compile(r"top-([0-9]+)")
 
 
-def prepare_pair(scores: Any, labels: Any, *, probs: bool | None, binary: str) -> Prepared:
+def prepare_pair(
+    scores: Any, labels: Any, *, probs: bool | None, binary: str, pick: str = "topk"
+) -> Prepared:
     """:func:`prepare`, plus the ``"pooled"`` and ``"top-<r>"``
-    reductions (module docstring), returned as a binary problem in probabilities."""
-    if binary in BINARY_MODES:
+    reductions (module docstring), returned as a binary problem in probabilities.
+
+    ``pick="argpartition"``: the r-th class of a row (r = 1 for ``"top-label"``) is the one
+    ``numpy.argpartition`` puts r-th from the end, as Gupta et al.'s ``get_top_results``
+    picks it; among tied probabilities that may be another class than ``torch.topk``'s."""
+    if binary == "positive" or (binary == "top-label" and pick == "topk"):
         return prepare(scores, labels, probs=probs, binary=binary)
-    rank = _rank(binary)
+    rank = 1 if binary == "top-label" else _rank(binary)
     p = prepare(scores, labels, probs=probs)
     prob = p.probs
     if rank is None:  # pooled
@@ -433,8 +440,13 @@ def prepare_pair(scores: Any, labels: Any, *, probs: bool | None, binary: str) -
     else:
         if rank > p.k:
             raise ValueError(f"binary={binary!r} needs at least {rank} classes, got K = {p.k}")
-        top = prob.topk(rank, dim=1)
-        conf, cls = top.values[:, -1], top.indices[:, -1]
+        if pick == "argpartition":
+            order = np.argpartition(prob.detach().cpu().numpy(), -rank, axis=1)[:, -rank]
+            cls = torch.from_numpy(order).to(prob.device)
+            conf = prob.gather(1, cls[:, None])[:, 0]
+        else:
+            top = prob.topk(rank, dim=1)
+            conf, cls = top.values[:, -1], top.indices[:, -1]
         hit = cls == p.labels
     return Prepared(torch.stack([1 - conf, conf], 1), hit.long(), True, "positive")
 

@@ -384,6 +384,17 @@ def focal_calibration_aece(conf: Tensor, correct: Tensor, n_bins: int) -> float:
     return total
 
 
+def spline_calibration_ks(conf: Tensor, correct: Tensor) -> float:
+    """Top-label KS error as Gupta et al.'s code computes it (kartikgupta-at-anu/
+    spline-calibration, ``ks_error``): the samples sorted by ``numpy.argsort`` of the
+    confidences (its default sort, which leaves tied samples in an order of its own), then
+    the largest |Σ (c_i − a_i)| / N over every prefix, tie runs split included."""
+    c = conf.double().cpu().numpy()
+    a = correct.double().cpu().numpy()
+    order = c.argsort()
+    return float(np.abs(np.cumsum(c[order] - a[order])).max() / len(c))
+
+
 def augrc_from_runs(size: Tensor, pos: Tensor) -> Tensor:
     """(B,) area under the generalized risk-coverage curve (Traub et al. 2024, eq. 4): the
     mean over the coverages k = 1..N of the share of all N samples that are accepted and
