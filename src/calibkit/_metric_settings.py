@@ -65,7 +65,7 @@ OneSampleBins = Annotated[
 #: adaptive ECE: calibkit's own, and a peer's (docs/metrics.md, "Peers' conventions")
 SELECTIVE_CONVENTIONS = ("calibkit", "torch-uncertainty")
 SMOOTH_CONVENTIONS = ("calibkit", "torch-uncertainty")
-AECE_CONVENTIONS = ("calibkit", "focal-calibration")
+AECE_CONVENTIONS = ("calibkit", "focal-calibration", "torch-uncertainty")
 KS_CONVENTIONS = ("calibkit", "spline-calibration")
 SelectiveConvention = Annotated[
     str,
@@ -81,8 +81,21 @@ AeceConvention = Annotated[
     Setting(
         "'calibkit': equal-mass bins, ties never split; 'focal-calibration': the edges and "
         "(lo, hi] bins of focal_calibration's AdaptiveECELoss (the smallest confidence left "
-        "out)",
+        "out); 'torch-uncertainty': TorchUncertainty's AdaptiveCalibrationError, the sorted "
+        "confidences cut by ``tensor_split`` (the first bins one sample larger, ties split)",
         OneOf(AECE_CONVENTIONS),
+    ),
+]
+#: the reductions of the bins' gaps, as torchmetrics and TorchUncertainty name them
+NORMS = ("l1", "l2", "max")
+AdaptiveNorm = Annotated[
+    str,
+    Setting(
+        "How the equal-mass bins' gaps are reduced: 'l1' (weighted by bin size, the adaptive "
+        "ECE), 'l2' (the root of the weighted mean square, an adaptive RMS calibration "
+        "error) or 'max' (the largest gap, an adaptive MCE), as TorchUncertainty's "
+        "``AdaptiveCalibrationError(norm=...)``",
+        OneOf(NORMS),
     ),
 ]
 KsConvention = Annotated[

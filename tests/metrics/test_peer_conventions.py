@@ -142,3 +142,54 @@ def test_conventions_are_checked():
     for fn in (M.aurc, M.augrc, M.smooth_ece):
         with pytest.raises(ValueError, match="convention"):
             fn(p, y, probs=True, convention="torchuncertainty")
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2", "max"])
+@pytest.mark.parametrize("name", ["cifar10_resnet20.npz", "cifar100_resnet56.npz"])
+def test_adaptive_calibration_error_equals_torch_uncertainty(name, norm):
+    """Issue 66 §2: the adaptive RMS and MCE beside the adaptive ECE, TorchUncertainty's
+    ``AdaptiveCalibrationError(norm=...)`` under its convention (``tensor_split`` bins)."""
+    ace = _tu("calibration.adaptive_calibration_error")
+    z, y = _real(name)
+    p = torch.softmax(z.double(), 1)
+    peer = ace.AdaptiveCalibrationError(
+        task="multiclass", num_classes=p.shape[1], num_bins=15, norm=norm
+    )
+    peer.update(p, y)
+    ours = M.aece(p, y, probs=True, norm=norm, convention="torch-uncertainty")
+    assert ours == pytest.approx(float(peer.compute()), rel=1e-6)  # the peer is float32
+
+
+def _equal_mass_direct(conf: np.ndarray, hit: np.ndarray, n_bins: int, norm: str) -> float:
+    """Equal-mass bins of confidences with no ties, written again: sorted, cut at ⌊mN/M⌋."""
+    order = np.argsort(conf)
+    cuts = [m * len(conf) // n_bins for m in range(1, n_bins)]
+    gaps, shares = [], []
+    for c, h in zip(np.split(conf[order], cuts), np.split(hit[order], cuts), strict=True):
+        gaps.append(abs(h.mean() - c.mean()))
+        shares.append(len(c) / len(conf))
+    gaps, shares = np.array(gaps), np.array(shares)
+    return {
+        "l1": (gaps * shares).sum(),
+        "l2": np.sqrt((gaps**2 * shares).sum()),
+        "max": gaps.max(),
+    }[norm]
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2", "max"])
+def test_adaptive_norms_equal_bins_summed_directly(norm):
+    z, y = make_logits(1003, 7, seed=11)
+    p = torch.softmax(torch.from_numpy(z).double(), 1)
+    conf, pred = p.max(1)
+    assert len(torch.unique(conf)) == len(conf)  # the premise: no ties
+    hit = (pred == torch.from_numpy(y)).double().numpy()
+    ours = M.aece(p, y, probs=True, n_bins=15, norm=norm)
+    assert ours == pytest.approx(_equal_mass_direct(conf.numpy(), hit, 15, norm), abs=1e-12)
+
+
+def test_the_focal_calibration_rule_has_the_l1_norm_only():
+    p = torch.tensor([[0.7, 0.3], [0.4, 0.6]], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"norm='l2'.*l1 norm only"):
+        M.aece(p, torch.tensor([0, 0]), probs=True, norm="l2", convention="focal-calibration")
+    with pytest.raises(ValueError, match="norm"):
+        M.aece(p, torch.tensor([0, 0]), probs=True, norm="l3")

@@ -38,6 +38,9 @@ from .._checks import check_flag, check_positive_int
 from .._settings import Bounds, Setting, checks_declared
 from ..metrics import BinScheme, prepare, trusted
 from ..metrics.internal import (
+    NORMS,
+    AdaptiveNorm,
+    AeceConvention,
     Binning,
     Debias,
     MetricBins,
@@ -46,10 +49,13 @@ from ..metrics.internal import (
     aece_from_runs,
     aurc_from_runs,
     auroc_from_runs,
+    check_adaptive,
     classwise_ece_from_sums,
     classwise_sums,
     ece_from_sums,
     mce_from_sums,
+    peer_aece,
+    reduce_bins,
     rms_from_sums,
     run_sums,
     smooth_ece_batch,
@@ -234,7 +240,10 @@ class _RankedCalibration(Metric):
 
 
 class AdaptiveECE(_RankedCalibration):
-    """Adaptive (equal-mass) ECE (:func:`~calibkit.metrics.aece`).
+    """Adaptive (equal-mass) ECE (:func:`~calibkit.metrics.aece`); ``norm="l2"`` and
+    ``norm="max"`` give the adaptive RMS calibration error and the adaptive MCE of the same
+    bins, and ``convention="torch-uncertainty"`` TorchUncertainty's
+    ``AdaptiveCalibrationError(norm=...)``, as the function does.
 
     Examples
     --------
@@ -253,14 +262,24 @@ class AdaptiveECE(_RankedCalibration):
     """
 
     @checks_declared
-    def __init__(self, n_bins: MetricBins = 15, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        n_bins: MetricBins = 15,
+        norm: AdaptiveNorm = "l1",
+        convention: AeceConvention = "calibkit",
+        **kwargs: Any,
+    ) -> None:
+        check_adaptive(norm, convention)
         super().__init__(**kwargs)
-        self.n_bins = n_bins
+        self.n_bins, self.norm, self.convention = n_bins, norm, convention
 
     def compute(self) -> Tensor:
+        if self.convention != "calibkit":
+            value = peer_aece(*self._pairs(), self.n_bins, self.norm, self.convention)
+            return torch.tensor(value, dtype=torch.float64)
         runs, n = self._runs()
         size, pos = run_sums(runs, None)
-        return aece_from_runs(runs, size, pos, n, self.n_bins)[0]
+        return aece_from_runs(runs, size, pos, n, self.n_bins, self.norm)[0]
 
 
 class SmoothECE(_RankedCalibration):
@@ -429,8 +448,8 @@ class _TorchmetricsCalibration(_BinnedCalibration):
         validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
-        if norm not in _NORMS:
-            raise ValueError(f"norm: expected one of {', '.join(_NORMS)}, got {norm!r}")
+        if norm not in NORMS:
+            raise ValueError(f"norm: expected one of {', '.join(NORMS)}, got {norm!r}")
         if ignore_index is not None and (
             isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
         ):
@@ -460,11 +479,7 @@ class _TorchmetricsCalibration(_BinnedCalibration):
 
     def compute(self) -> Tensor:
         sums, n = self._sums()
-        if self.norm == "max":
-            return mce_from_sums(sums)[0]
-        if self.norm == "l2":
-            return rms_from_sums(sums, n, debias=False)[0]
-        return ece_from_sums(sums, n)[0]
+        return reduce_bins(sums, n, self.norm)[0]
 
 
 class MulticlassCalibrationError(_TorchmetricsCalibration):
@@ -610,6 +625,3 @@ class CalibrationError(Metric):
 
     def compute(self) -> None:  # pragma: no cover - never made
         raise NotImplementedError("CalibrationError has no compute: use the task's metric")
-
-
-_NORMS = ("l1", "l2", "max")

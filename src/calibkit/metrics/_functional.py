@@ -38,6 +38,7 @@ from .._docs import documented
 from .._metric_settings import (
     METRIC_PARAMETERS,
     ONE_SAMPLE_BINS,
+    AdaptiveNorm,
     AeceConvention,
     Bandwidth,
     Binary,
@@ -426,6 +427,7 @@ def aece(
     n_bins: MetricBins = 15,
     convention: AeceConvention = "calibkit",
     binary: Binary = "top-label",
+    norm: AdaptiveNorm = "l1",
 ) -> float:
     """Adaptive (equal-mass) ECE: bins of N/M samples each (sizes differ by at most one).
 
@@ -433,6 +435,12 @@ def aece(
     focal_calibration's ``AdaptiveECELoss``, no sample is dropped (its interpolated lowest
     edge equals the smallest confidence, which its (lo, hi] bins then exclude); its rule is
     ``convention="focal-calibration"`` (:func:`~calibkit.metrics._stats.focal_calibration_aece`).
+    TorchUncertainty's ``AdaptiveCalibrationError`` is ``convention="torch-uncertainty"``
+    (:func:`~calibkit.metrics._stats.torch_uncertainty_aece`).
+
+    ``norm="l2"`` and ``norm="max"`` reduce the same bins' gaps to an adaptive RMS
+    calibration error, sqrt(Σ_m |B_m|/N (acc_m − conf_m)²), and an adaptive MCE,
+    max_m |acc_m − conf_m|, as TorchUncertainty's ``norm=`` does.
 
     Examples
     --------
@@ -441,10 +449,22 @@ def aece(
     >>> labels = [0, 1, 2, 1]
     >>> round(aece(logits, labels), 4)
     0.2848
+
+    Two bins of two samples: (0.6 wrong, 0.7 right), gap |0.5 − 0.65| = 0.15, and (0.8
+    right, 0.9 wrong), gap 0.35:
+
+    >>> probs = [[0.6, 0.4], [0.9, 0.1], [0.8, 0.2], [0.7, 0.3]]
+    >>> [round(aece(probs, [1, 1, 0, 0], probs=True, n_bins=2, norm=n), 4)
+    ...  for n in ("l1", "l2", "max")]  # (0.15 + 0.35) / 2, √((0.15² + 0.35²) / 2), 0.35
+    [0.25, 0.2693, 0.35]
     """
+    st.check_adaptive(norm, convention)
     p = prepare_pair(scores, labels, probs=probs, binary=binary)
-    if convention == "focal-calibration":
-        return st.focal_calibration_aece(*p.cal_pair, n_bins)
+    if convention != "calibkit":
+        return st.peer_aece(*p.cal_pair, n_bins, norm, convention)
+    if norm != "l1":
+        runs = p.runs
+        return _f(st.aece_from_runs(runs, *st.run_sums(runs, None), p.n, n_bins, norm))
     return _value(p, _scheme(p, n_bins, "calibkit"), "aece")  # M bins of equal mass
 
 

@@ -177,9 +177,22 @@ def ece_from_sums(sums: Tensor, n: int) -> Tensor:
     return (sums[:, 2] - sums[:, 1]).abs().sum(-1) / n
 
 
-def aece_from_runs(runs: Runs, size: Tensor, pos: Tensor, n: int, n_bins: int) -> Tensor:
-    """(B,) adaptive ECE: the ECE of ``n_bins`` equal-mass bins over the tie runs."""
-    return ece_from_sums(equal_mass_sums(runs, size, pos, n, n_bins), n)
+def aece_from_runs(
+    runs: Runs, size: Tensor, pos: Tensor, n: int, n_bins: int, norm: str = "l1"
+) -> Tensor:
+    """(B,) adaptive calibration error of ``n_bins`` equal-mass bins over the tie runs: the
+    ECE of those bins (``norm="l1"``), their RMS error (``"l2"``) or their MCE (``"max"``)."""
+    return reduce_bins(equal_mass_sums(runs, size, pos, n, n_bins), n, norm)
+
+
+def reduce_bins(sums: Tensor, n: int, norm: str) -> Tensor:
+    """(B,) the gaps of (B, 3, M) bin sums reduced by ``norm``: 'l1' (ECE), 'l2' (RMS
+    calibration error) or 'max' (MCE)."""
+    if norm == "l2":
+        return rms_from_sums(sums, n)
+    if norm == "max":
+        return mce_from_sums(sums)
+    return ece_from_sums(sums, n)
 
 
 def rms_from_sums(
@@ -393,6 +406,41 @@ def spline_calibration_ks(conf: Tensor, correct: Tensor) -> float:
     a = correct.double().cpu().numpy()
     order = c.argsort()
     return float(np.abs(np.cumsum(c[order] - a[order])).max() / len(c))
+
+
+def check_adaptive(norm: str, convention: str) -> None:
+    """Refuses in one line a norm that the adaptive convention's peer does not have:
+    focal_calibration's ``AdaptiveECELoss`` has the l1 norm only."""
+    if convention == "focal-calibration" and norm != "l1":
+        raise ValueError(
+            f"norm={norm!r}: convention='focal-calibration' (AdaptiveECELoss) has the l1 norm "
+            "only; use convention='calibkit' or 'torch-uncertainty'"
+        )
+
+
+def peer_aece(conf: Tensor, correct: Tensor, n_bins: int, norm: str, convention: str) -> float:
+    """The adaptive calibration error under a peer's convention ('focal-calibration' or
+    'torch-uncertainty', :data:`~calibkit._metric_settings.AECE_CONVENTIONS`)."""
+    if convention == "focal-calibration":
+        return focal_calibration_aece(conf, correct, n_bins)
+    return torch_uncertainty_aece(conf, correct, n_bins, norm)
+
+
+def torch_uncertainty_aece(conf: Tensor, correct: Tensor, n_bins: int, norm: str) -> float:
+    """Adaptive calibration error as TorchUncertainty's ``AdaptiveCalibrationError``
+    computes it (``_equal_binning_bucketize``): the confidences sorted by ``torch.sort``,
+    cut by ``tensor_split`` into ``n_bins`` runs of consecutive samples (the first N mod M
+    one sample larger, tied confidences split across bins where a cut falls among them),
+    each gap weighted by its bin's share, then reduced by ``norm`` (:func:`reduce_bins`)."""
+    conf, order = torch.sort(conf.double())
+    hit = correct.double()[order]
+    bins = [
+        torch.stack([torch.tensor(float(len(c)), dtype=torch.float64), c.sum(), h.sum()])
+        for c, h in zip(
+            conf.cpu().tensor_split(n_bins), hit.cpu().tensor_split(n_bins), strict=True
+        )
+    ]
+    return float(reduce_bins(torch.stack(bins, 1)[None], len(conf), norm)[0])
 
 
 def augrc_from_runs(size: Tensor, pos: Tensor) -> Tensor:

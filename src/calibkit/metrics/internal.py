@@ -4,7 +4,15 @@ the temperature grid, the row scan (its compiled switch). Not public API: a name
 change in any release; users import from :mod:`calibkit.metrics`. A test fails when another
 package imports a private module of this one instead."""
 
-from .._metric_settings import Binning, Debias, MetricBins, Probs
+from .._metric_settings import (
+    NORMS,
+    AdaptiveNorm,
+    AeceConvention,
+    Binning,
+    Debias,
+    MetricBins,
+    Probs,
+)
 from . import _scan as row_scan
 from ._bins import bins_of
 from ._display import (
@@ -26,10 +34,13 @@ from ._stats import (
     aece_from_runs,
     aurc_from_runs,
     auroc_from_runs,
+    check_adaptive,
     classwise_ece_from_sums,
     classwise_sums,
     ece_from_sums,
     mce_from_sums,
+    peer_aece,
+    reduce_bins,
     rms_from_sums,
     run_sums,
     topbin_sums,
@@ -38,7 +49,10 @@ from ._table import SAMPLE_METRICS
 from ._temperatures import best_temperature, check_grid, ece_over_temperatures, preset_grid
 
 __all__ = [
+    "NORMS",
     "SAMPLE_METRICS",
+    "AdaptiveNorm",
+    "AeceConvention",
     "Binning",
     "Debias",
     "MetricBins",
@@ -50,6 +64,7 @@ __all__ = [
     "best_temperature",
     "bins_of",
     "bootstrap_replicates",
+    "check_adaptive",
     "check_grid",
     "classwise_ece_from_sums",
     "classwise_sums",
@@ -62,9 +77,11 @@ __all__ = [
     "mce_from_sums",
     "mean_std",
     "metric_values",
+    "peer_aece",
     "plus_minus",
     "prepare_scores",
     "preset_grid",
+    "reduce_bins",
     "rms_from_sums",
     "row_scan",
     "run_sums",
