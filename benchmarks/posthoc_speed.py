@@ -7,9 +7,19 @@ each reaches beside its time (faster must not mean worse).
         # the same on real networks' logits: a stratified half (5,000) of each's test logits,
         # NLL on the other half (--cv-max-iter 50: the cross-validation fits' old cap)
 
+    python benchmarks/posthoc_speed.py --odir-file F --against-dirichletcal [--at L M]
+        # + Kull et al.'s dirichletcal at the lambda and mu calibkit's Dir-ODIR chose
+        # (--at: fit both at lambda L and mu M alone, skipping the cross-validation)
+
 TorchUncertainty's scalers are not timed: its ``post_processing`` package imports the
 package root, which needs torchvision, and no CPU build of torchvision exists here. The
-``dirichletcal`` package does not build here (its setup fails), so it is skipped too.
+``dirichletcal`` package's setup fails here, so ``--against-dirichletcal`` imports it from
+its unpacked sdist with JAX installed beside it (its only other need):
+``pip download --no-deps --no-binary :all: dirichletcal==0.5.3`` (or the sdist from PyPI),
+unpack it, ``pip install --target DIR jax jaxlib``, then run with
+``PYTHONPATH=DIR:dirichletcal-0.5.3``. Its ``FullDirichletCalibrator(reg_lambda, reg_mu,
+reg_norm=True, ref_row=False)`` minimises calibkit's Dir-ODIR objective (the mean NLL of
+W log p + b, λ/(K(K−1)) Σ_{j≠k} W_jk² + μ/K Σ b²) on the probabilities' logarithm.
 """
 
 from __future__ import annotations
@@ -142,7 +152,9 @@ def grid_table() -> None:
     print(f"  ratio                  {t_tm / t_cal:8.1f}x  (target >= 10x)")
 
 
-def odir_table(path: str | None = None) -> None:
+def odir_table(
+    path: str | None = None, against: bool = False, at: tuple[float, float] | None = None
+) -> None:
     if path is None:
         z, y, what = *data(5000, 100, seed=1), "synthetic"
         zt, yt = data(5000, 100, seed=2)
@@ -156,14 +168,20 @@ def odir_table(path: str | None = None) -> None:
         cal, test = stratified_split(y_all, 0.5, seed=0)
         z, y, zt, yt, what = z_all[cal], y_all[cal], z_all[test], y_all[test], path
     n, k = z.shape
+    how = (
+        "5-fold CV over the 7 x 7 grid (lambda, mu in 1e-2..1e4)"
+        if at is None
+        else f"at lambda = {at[0]:g}, mu = {at[1]:g} alone (no cross-validation)"
+    )
     print(
-        f"\n5-fold CV over the 7 x 7 grid (lambda, mu in 1e-2..1e4), {n} x {k} ({what}), "
-        f"cross-validation fits capped at {affine.CV_MAX_ITER} iterations"
+        f"\n{how}, {n} x {k} ({what}), cross-validation fits capped at "
+        f"{affine.CV_MAX_ITER} iterations"
     )
     total = 0.0
+    point = "" if at is None else f":lambdas=[{at[0]!r}],mus=[{at[1]!r}]"  # no CV
     for spec in ("ms-odir", "dir-odir"):
         start = time.perf_counter()
-        c = posthoc.create(spec).fit(z, y)
+        c = posthoc.create(spec + point).fit(z, y)
         secs = time.perf_counter() - start
         total += secs
         r = c.fit_report_
@@ -175,6 +193,44 @@ def odir_table(path: str | None = None) -> None:
             f" -> {nll:.5f}"
         )
     print(f"  total      {total:6.1f} s   (target < 60 s)")
+    if against:
+        dirichletcal_row(c, z, y, zt, yt)
+
+
+def odir_objective(w: torch.Tensor, b: torch.Tensor, logp: torch.Tensor, y, lam, mu) -> float:
+    """Dir-ODIR's objective at (W, b): the mean NLL of W log p + b, λ/(K(K−1)) Σ_{j≠k}
+    W_jk² and μ/K Σ b² (docs/methods.md)."""
+    k = w.shape[0]
+    nll = torch.nn.functional.cross_entropy(logp @ w.T + b, y)
+    off = (w - torch.diag(torch.diag(w))).pow(2).sum() / (k * (k - 1))
+    return float(nll + lam * off + mu * b.pow(2).sum() / k)
+
+
+def dirichletcal_row(c, z, y, zt, yt) -> None:
+    """Kull et al.'s ``FullDirichletCalibrator`` at the λ and μ calibkit's fit ``c`` chose,
+    on the same half: its time, test NLL, objective and distance from calibkit's map."""
+    from dirichletcal import FullDirichletCalibrator
+
+    logp, logpt = (torch.log_softmax(t.double(), 1) for t in (z, zt))
+    start = time.perf_counter()
+    theirs = FullDirichletCalibrator(
+        reg_lambda=c.lambda_, reg_mu=c.mu_, reg_norm=True, ref_row=False
+    ).fit(logp.exp().numpy(), y.numpy())
+    secs = time.perf_counter() - start
+    weights = torch.as_tensor(theirs.weights, dtype=torch.float64)
+    w, b = weights[:, :-1], weights[:, -1]
+    ours_w, ours_b = c.weight_[0].double(), c.bias_[0].double()
+    nll = float(torch.nn.functional.cross_entropy(logpt @ w.T + b, yt))
+    ours_nll = float(torch.nn.functional.cross_entropy(c(zt).double(), yt))
+    objective = odir_objective(w, b, logp, y, c.lambda_, c.mu_)
+    ours_objective = odir_objective(ours_w, ours_b, logp, y, c.lambda_, c.mu_)
+    print(
+        f"  dirichletcal at the same lambda and mu: {secs:6.1f} s, NLL on the other half "
+        f"{nll:.5f} (calibkit {ours_nll:.5f}); objective {objective:.8f} (calibkit "
+        f"{ours_objective:.8f}); "
+        f"largest |W - W_calibkit| {float((w - ours_w).abs().max()):.2e}, "
+        f"|b - b_calibkit| {float((b - ours_b).abs().max()):.2e}"
+    )
 
 
 def main() -> None:
@@ -186,6 +242,18 @@ def main() -> None:
     )
     parser.add_argument(
         "--odir-file", nargs="+", help="only the ODIR fits, on each of these files' logits"
+    )
+    parser.add_argument(
+        "--against-dirichletcal",
+        action="store_true",
+        help="with --odir-file: also fit dirichletcal at the lambda and mu calibkit chose",
+    )
+    parser.add_argument(
+        "--at",
+        nargs=2,
+        type=float,
+        metavar=("LAMBDA", "MU"),
+        help="with --odir-file: fit at this lambda and mu alone (no cross-validation)",
     )
     parser.add_argument(
         "--cv-max-iter",
@@ -204,7 +272,7 @@ def main() -> None:
     affine.CV_MAX_ITER = args.cv_max_iter
     if args.odir_file:
         for path in args.odir_file:
-            odir_table(path)
+            odir_table(path, args.against_dirichletcal, args.at)
         return
     temperature_table()
     grid_table()

@@ -146,6 +146,10 @@ SLOW: dict[str, str] = {
         "11 s: a grid search"
     ),
     "tests/test_sklearn_conformance.py::test_n_jobs_gives_the_same_model": "11 s: joblib workers",
+    "tests/test_sklearn_own_tests.py": (
+        "45 s: scikit-learn's own test_calibration.py with the class swapped, in a pytest of "
+        "its own; tests/test_sklearn_calibration_cases.py carries its cases by default"
+    ),
     "tests/test_sklearn_conformance.py::test_scikit_learn_checks[CalibratedClassifier(cv=3,estimator=LogisticRegression(),method='vector')": (
         "26 s: scikit-learn's checks on vector scaling; the same checks on ts, sigmoid, "
         "isotonic and the defaults run by default"

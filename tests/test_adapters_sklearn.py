@@ -116,7 +116,8 @@ def test_cross_validated_mode_equals_calibrated_classifier_cv(digits, ensemble):
     assert (second[:, 9] == 0).all() and np.allclose(second.sum(1), 1)
     assert (lacking.calibrated_classifiers_[0].predict_proba(x[te])[:, 9] > 0).all()
     with pytest.raises(
-        ValueError, match="2-fold cross-validation needs at least 2 rows of each class"
+        ValueError,
+        match="Requesting 2-fold cross-validation, but at least one class has fewer than 2 rows",
     ):
         CalibratedClassifier(lr, "ts", cv=KFold(2)).fit(x[few[:-1]], y[few[:-1]])
 

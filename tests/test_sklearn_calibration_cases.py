@@ -76,7 +76,8 @@ def test_error_less_class_samples_than_folds():
     X = np.arange(20, dtype=float).reshape(10, 2)
     y = np.array([0] * 8 + [1] * 2)
     with pytest.raises(
-        ValueError, match="5-fold cross-validation needs at least 5 rows of each class"
+        ValueError,
+        match="Requesting 5-fold cross-validation, but at least one class has fewer than 5 rows",
     ):
         CalibratedClassifier(LogisticRegression(), cv=5).fit(X, y)
 
@@ -314,7 +315,7 @@ def test_calibration_with_fit_params(data):
 
 def test_calibration_without_sample_weight_estimator(data):
     """test_calibration_without_sample_weight_estimator: an estimator whose fit takes no
-    sample_weight still fits (the weights go to the calibrator alone)."""
+    sample_weight still fits (the weights go to the calibrator alone), with a warning."""
     X, y = data
 
     class NoWeights(LogisticRegression):
@@ -322,7 +323,8 @@ def test_calibration_without_sample_weight_estimator(data):
             return super().fit(X, y)
 
     cal = CalibratedClassifier(NoWeights(), method="sigmoid", cv=2)
-    cal.fit(X, y, sample_weight=np.ones(len(y), dtype=int))
+    with pytest.warns(UserWarning, match="takes no sample_weight"):  # as scikit-learn warns
+        cal.fit(X, y, sample_weight=np.ones(len(y), dtype=int))
     assert cal.predict_proba(X).shape == (200, 2)
 
 

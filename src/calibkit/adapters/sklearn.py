@@ -292,7 +292,9 @@ class PerClass:
             return np.full(len(f), fitted)
         if isinstance(fitted, np.ndarray):  # Platt's (a, c)
             return 1 / (1 + np.exp(-(fitted[0] * f + fitted[1])))
-        return fitted.predict_proba(torch.as_tensor(_pair(f)))[:, 1].double().numpy()
+        # the positive class's map itself, as scikit-learn's IsotonicRegression predicts it
+        # (a 0 stays 0; the renormalised probabilities floor it at float64's tiny)
+        return fitted.one_vs_rest_scores(torch.as_tensor(_pair(f)))[:, 1].numpy()
 
 
 class Uncalibrated:
@@ -504,6 +506,13 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         from sklearn.utils import Bunch
 
         takes = "sample_weight" in inspect.signature(estimator.fit).parameters
+        if weights is not None and not takes:  # as scikit-learn warns
+            warnings.warn(
+                f"sample_weight: {type(estimator).__name__}.fit takes no sample_weight, so "
+                "the weights are used by the calibration alone",
+                UserWarning,
+                stacklevel=3,
+            )
         fit = dict(fit_params) | (
             {"sample_weight": weights} if takes and weights is not None else {}
         )
@@ -567,15 +576,20 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
     def _fit_cv(self, X: Any, y: np.ndarray, estimator: Any, routed: Any, weights: Any) -> None:
         from joblib import Parallel, delayed
         from sklearn.base import clone
-        from sklearn.model_selection import check_cv, cross_val_predict
+        from sklearn.model_selection import LeaveOneOut, check_cv, cross_val_predict
 
+        if isinstance(self.cv, LeaveOneOut):  # scikit-learn's rule: no split holds every class
+            raise ValueError(
+                "cv: LeaveOneOut cross-validation does not allow all classes to be present in "
+                "test splits; use a splitter whose test splits hold every class"
+            )
         folds = check_cv(self.cv, y, classifier=True)
         # scikit-learn's rule: only a number of folds the user gave (cv=None is not checked)
         n_folds = self.cv if isinstance(self.cv, int) else getattr(self.cv, "n_splits", 0)
         if np.unique(y, return_counts=True)[1].min() < n_folds:
             raise ValueError(
-                f"cv: {n_folds}-fold cross-validation needs at least {n_folds} rows of each "
-                "class, and at least one class has fewer; use fewer folds"
+                f"cv: Requesting {n_folds}-fold cross-validation, but at least one class has "
+                f"fewer than {n_folds} rows; use fewer folds (scikit-learn's rule)"
             )
         fit = routed.estimator.fit
         if self.ensemble is False:
