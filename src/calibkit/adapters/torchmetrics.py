@@ -276,7 +276,7 @@ class AdaptiveECE(_RankedCalibration):
     def compute(self) -> Tensor:
         if self.convention != "calibkit":
             value = peer_aece(*self._pairs(), self.n_bins, self.norm, self.convention)
-            return torch.tensor(value, dtype=torch.float64)
+            return torch.tensor(value, dtype=torch.float64, device=self.device)
         runs, n = self._runs()
         size, pos = run_sums(runs, None)
         return aece_from_runs(runs, size, pos, n, self.n_bins, self.norm)[0]
