@@ -231,7 +231,9 @@ def _method(res: Results, column: tuple[str, str], side: tuple[str, str]) -> str
     kind, name = side
     if kind == "posthoc":
         return res.baseline
-    base, given = spelled(name)  # "maccal", or "maccal:q0=1.0,...": exactly those settings
+    # a stage-2 side: "maccal", or "maccal:q0=1.0,...", exactly those settings (a loss side
+    # is a loss name, which the post-hoc registry must not read)
+    base, given = spelled(name) if kind == "stage2" else (name, {})
     best: tuple[int, str] | None = None
     for r in res.runs.values():
         spec = r["spec"]
