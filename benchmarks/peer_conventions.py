@@ -1,5 +1,6 @@
 """calibkit's metrics under its peers' conventions, against the peers themselves, on real
-logits: netcal's ACE, TorchUncertainty's smooth ECE (logit kernel), AURC and AUGRC. Each
+logits: netcal's ACE, TorchUncertainty's smooth ECE (logit kernel), AURC, AUGRC and
+adaptive calibration error under each norm (l1, l2, max: ``aece(norm=...)``). Each
 row prints calibkit's own value, calibkit's rendering of the peer's convention, the
 peer's value, and the count of tied top-label confidences (TorchUncertainty orders ties
 by its sort; calibkit averages over their orders).
@@ -33,6 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     smooth = torch_uncertainty("calibration.smooth_calibration_error")
     areas = torch_uncertainty("risk_coverage")
+    adaptive = torch_uncertainty("calibration.adaptive_calibration_error")
     if smooth is None:
         sys.exit("error: torch-uncertainty not installed (pip install --no-deps ...==0.13.0)")
     print(f"{'logits':34s} {'metric':10s} {'calibkit':>10s} {'as peer':>10s} {'peer':>10s}")
@@ -56,6 +58,14 @@ def main() -> None:
             peer.update(p, y)
             rows.append((name, fn(p, y, probs=True),
                          fn(p, y, probs=True, convention="torch-uncertainty"),
+                         float(peer.compute())))  # fmt: skip
+        for norm in ("l1", "l2", "max"):
+            peer = adaptive.AdaptiveCalibrationError(
+                task="multiclass", num_classes=p.shape[1], num_bins=15, norm=norm
+            )
+            peer.update(p, y)
+            rows.append((f"aece {norm}", M.aece(p, y, probs=True, norm=norm),
+                         M.aece(p, y, probs=True, norm=norm, convention="torch-uncertainty"),
                          float(peer.compute())))  # fmt: skip
         what = f"{path.name} ({ties} ties)"
         for name, own, as_peer, peer_value in rows:
