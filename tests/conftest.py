@@ -87,7 +87,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the tests of :data:`tests.slow.SLOW` ``slow`` and skip them unless ``-m`` names
     ``slow`` (``pytest -m slow``: them alone; ``-m "slow or not slow"``: everything). On a
-    whole-suite run, a key that matches no collected test is an error."""
+    whole-suite run, a key that matches no collected test is an error.
+
+    Where the slow tests run, their files go first, costliest first by the seconds
+    ``SLOW`` records (the order within a file kept): under ``--dist loadfile``, as
+    ``.ci/run`` runs them, each worker takes the next file when it is free, so the longest
+    files start first and none is left to run alone at the end."""
     from tests.slow import SLOW
 
     used = set()
@@ -104,3 +109,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
+        return
+    cost: dict[str, int] = {}
+    for key, (seconds, _) in SLOW.items():
+        file = key.split("::")[0]
+        cost[file] = cost.get(file, 0) + seconds
+    items.sort(key=lambda item: -cost.get(item.nodeid.split("::")[0], 0))

@@ -7,163 +7,218 @@ exercise the same code (a second calibrator file format, a second page of the gu
 second kill-and-resume), or when it is a long end-to-end run (DDP, Ray, a killed sweep, a
 sanitised build, the real-network studies) whose parts have fast tests of their own. Each
 key is a test's node id (or its start: every parametrised variant); a key that matches no
-collected test fails the run, so a renamed test cannot silently leave the slow set. Times:
-``pytest -n 2 --durations=0`` on this 2-core machine (issue 67's note has the command).
+collected test fails the run, so a renamed test cannot silently leave the slow set. Each
+value is the test's seconds (setup, call and teardown, every variant of a key together, in
+``pytest -m slow --durations=0`` on this 2-core machine, two workers) and why it is here;
+``tests/conftest.py`` starts the costliest files first by those seconds.
 """
 
 from __future__ import annotations
 
-SLOW: dict[str, str] = {
+SLOW: dict[str, tuple[int, str]] = {
     # the guide: README.md, the home page and the quick start run by default; the longer
     # pages here
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/tour.md]": (
-        "140 s alone (257 s before its calibkit started warm, tests/warm_cli.py): trains, "
-        "calibrates and exports as the tour does, every shell block on the files an earlier "
-        "one made"
+        217,
+        "trains, calibrates and exports as the tour does, every shell block on the "
+        "files an earlier one made (its calibkit lines run warm, tests/warm_cli.py)",
     ),
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/posthoc.md]": (
-        "47 s: a grid search, a run trained, calibrated and exported to ONNX"
+        74,
+        "a grid search, a run trained, calibrated and exported to ONNX",
     ),
     "tests/test_guide_code.py::test_every_block_of_the_page_runs_as_copied[docs/metrics.md]": (
-        "9 s: the metrics page, Lightning included (each metric has its own fast tests)"
+        15,
+        "the metrics page, Lightning included (each metric has its own fast tests)",
     ),
     # the documentation site: CI builds it from the [docs] extra first and these check it
-    "tests/test_docs_site.py": "a site build of 2 min where CI has not built it already",
+    "tests/test_docs_site.py": (
+        124,
+        "where CI has not built the site already, a build of 2 min",
+    ),
     # post-hoc calibration: the slow members of families
     "tests/posthoc/test_calibrators.py::test_the_hundred_class_grid_of_docs_real_extends_past_its_top": (
-        "71 s: Dir-ODIR's cross-validated grid at 100 classes"
+        88,
+        "Dir-ODIR's cross-validated grid at 100 classes",
     ),
     "tests/metrics/test_reference.py::test_pruned_temperature_search_equals_the_full_scan[float32": (
-        "the float64 variants run by default; float32 only changes the rounding"
+        13,
+        "the float64 variants run by default; float32 only changes the rounding",
     ),
     "tests/metrics/test_consistency.py::test_level_at_perfect_calibration_and_power_against_over_confidence[100]": (
-        "26 s: the 10-class study runs by default"
+        63,
+        "the 10-class study runs by default",
     ),
     # export: one calibrator of each output kind runs by default
     "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[hist-binning": (
-        "10-12 s each: binning's tables; ts, the affine maps and beta run by default"
+        24,
+        "binning's tables; ts, the affine maps and beta run by default",
     ),
     "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[isotonic:mode=one-vs-rest]": (
-        "14 s: isotonic's other mode runs by default"
+        29,
+        "isotonic's other mode runs by default",
     ),
     "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[scaling-binning]": (
-        "8 s: a binning table, as hist-binning's"
+        12,
+        "a binning table, as hist-binning's",
     ),
     "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[platt]": (
-        "7 s: an affine map, as vs's and ms's"
+        10,
+        "an affine map, as vs's and ms's",
     ),
     "tests/test_export.py::test_confidence_maps_export_to_the_last_bit_on_a_real_network[hist-binning]": (
-        "16 s: a real network; the other maps run by default"
+        22,
+        "a real network; the other maps run by default",
     ),
     "tests/test_export.py::test_confidence_maps_export_to_the_last_bit_on_a_real_network[isotonic]": (
-        "8 s: a real network; the other maps run by default"
+        12,
+        "a real network; the other maps run by default",
     ),
     # training: kill, resume, DDP and the papers' runs
     "tests/training/test_trainer.py::test_resume_after_sigkill_mid_epoch_finishes_the_same_run": (
-        "45 s: the packed run's kill-and-resume runs by default"
+        124,
+        "the packed run's kill-and-resume runs by default",
     ),
     "tests/training/test_trainer.py::test_two_gloo_processes_match_one_process": (
-        "25 s: two processes; the meter's and torchmetrics' gloo syncs run by default"
+        46,
+        "two processes; the meter's and torchmetrics' gloo syncs run by default",
     ),
     "tests/training/test_trainer.py::test_cifar_files_with_an_extra_split_flow_into_compare": (
-        "13 s: CIFAR files end to end"
+        10,
+        "CIFAR files end to end",
     ),
     "tests/training/test_maccal.py::test_the_default_batch_keeps_accuracy_on_a_small_training_split": (
-        "30 s: a training run (the tour's digits CNN, stage 2 at three batches)"
+        12,
+        "a training run (the tour's digits CNN, stage 2 at three batches)",
     ),
     "tests/training/test_maccal.py::test_heads_fitted_together_equal_each_fitted_alone[settings1]": (
-        "the first setting runs by default"
+        2,
+        "the first setting runs by default",
     ),
     "tests/training/test_maccal.py::test_heads_fitted_together_equal_each_fitted_alone[settings2]": (
-        "the first setting runs by default"
+        2,
+        "the first setting runs by default",
     ),
     "tests/training/test_packed.py::test_a_killed_packed_run_resumes_to_the_same_networks[during the renames]": (
-        "7 s: the kill during the writes runs by default"
+        3,
+        "the kill during the writes runs by default",
     ),
     "tests/training/test_packed.py::test_a_killed_packed_run_resumes_to_the_same_networks[between epochs]": (
-        "19 s: the kill during the writes runs by default"
+        3,
+        "the kill during the writes runs by default",
     ),
     "tests/metrics/test_intervals.py::test_coverage_of_the_chosen_intervals_small_study": (
-        "7-66 s: a coverage study; each interval's own tests run by default"
+        16,
+        "a coverage study; each interval's own tests run by default",
     ),
     # the bench: engines, kills and the real-data runs
     "tests/bench/test_pack_and_status.py::test_a_pack_on_ray_is_one_task_holding_one_gpu": (
-        "57 s: starts Ray"
+        84,
+        "starts Ray",
     ),
     "tests/bench/test_pack_and_status.py::test_packed_stage_one_gives_the_numbers_of_networks_trained_alone": (
-        "19 s: the trainer's packed tests run by default"
+        33,
+        "the trainer's packed tests run by default",
     ),
     "tests/bench/test_runner_report.py::test_ray_engine_gives_the_numbers_of_the_local_engine": (
-        "35 s: starts Ray"
+        39,
+        "starts Ray",
     ),
     "tests/bench/test_runner_report.py::test_a_sweep_killed_late_restarts_only_the_missing_runs": (
-        "28 s: a killed sweep; the store's own kill tests run by default"
+        32,
+        "a killed sweep; the store's own kill tests run by default",
     ),
     "tests/bench/test_runner_report.py::test_a_killed_sweep_finishes_the_rest_once": (
-        "24 s: a killed sweep"
+        39,
+        "a killed sweep",
     ),
     "tests/bench/test_runner_report.py::test_sigterm_stops_the_workers_without_leaking_semaphores": (
-        "22 s: a signalled sweep"
+        26,
+        "a signalled sweep",
     ),
     "tests/bench/test_runner_report.py::test_two_workers_give_the_numbers_of_one": (
-        "16 s: two worker processes"
+        31,
+        "two worker processes",
     ),
     # these read the killed sweep above (a 34 s module fixture, run once per worker that
     # needs it); tests/bench/test_report_trust.py reports synthetic stores by default
     "tests/bench/test_runner_report.py::test_each_run_records_its_phases_and_they_fit_inside_its_time": (
-        "the killed sweep's phases"
+        0,
+        "the killed sweep's phases",
     ),
     "tests/bench/test_runner_report.py::test_the_html_report_renders_in_headless_chromium": (
-        "the killed sweep's report in Chromium"
+        10,
+        "the killed sweep's report in Chromium",
     ),
     "tests/bench/test_runner_report.py::test_report_tables_follow_the_store": (
-        "the killed sweep's tables"
+        3,
+        "the killed sweep's tables",
     ),
     "tests/bench/test_runner_report.py::test_every_run_stores_paired_bootstrap_replicates": (
-        "the killed sweep's replicates"
+        0,
+        "the killed sweep's replicates",
     ),
     "tests/bench/test_real.py::test_network_verdicts_split_by_class_count": (
-        "10 s: the verdicts over every shared network's logits"
+        19,
+        "the verdicts over every shared network's logits",
     ),
-    "tests/bench/test_spec_store.py::test_parallel_writers_lose_no_row": "19 s: parallel writers",
+    "tests/bench/test_spec_store.py::test_parallel_writers_lose_no_row": (
+        23,
+        "parallel writers",
+    ),
     "tests/bench/test_spec_store.py::test_workers_exit_when_the_bench_process_is_killed": (
-        "10 s: a killed bench"
+        11,
+        "a killed bench",
     ),
     "tests/bench/test_training_study.py::test_the_study_preset_runs_small_on_the_real_tree_and_resumes": (
-        "30 s: the study on the real JPEG tree"
+        56,
+        "the study on the real JPEG tree",
     ),
     "tests/bench/test_real.py::test_the_real_kinds_of_run_on_the_one_harness": (
-        "15 s: real networks end to end"
+        36,
+        "real networks end to end",
     ),
     # peers and the rest
     "tests/test_adapters_lightning.py::test_real_ddp_with_the_default_callbacks_never_hangs": (
-        "24 s: two DDP processes"
+        30,
+        "two DDP processes",
     ),
     "tests/test_adapters_lightning.py::test_two_ddp_processes_log_the_whole_validation_set": (
-        "24 s: two DDP processes"
+        31,
+        "two DDP processes",
     ),
     "tests/test_adapters_sklearn.py::test_grid_search_over_odir_settings_scores_what_a_manual_loop_scores": (
-        "11 s: a grid search"
+        10,
+        "a grid search",
     ),
-    "tests/test_sklearn_conformance.py::test_n_jobs_gives_the_same_model": "11 s: joblib workers",
+    "tests/test_sklearn_conformance.py::test_n_jobs_gives_the_same_model": (
+        12,
+        "joblib workers",
+    ),
     "tests/test_sklearn_own_tests.py": (
-        "45 s: scikit-learn's own test_calibration.py with the class swapped, in a pytest of "
-        "its own; tests/test_sklearn_calibration_cases.py carries its cases by default"
+        69,
+        "scikit-learn's own test_calibration.py with the class swapped, in a pytest of "
+        "its own; tests/test_sklearn_calibration_cases.py carries its cases by default",
     ),
     "tests/test_sklearn_conformance.py::test_scikit_learn_checks[CalibratedClassifier(cv=3,estimator=LogisticRegression(),method='vector')": (
-        "26 s: scikit-learn's checks on vector scaling; the same checks on ts, sigmoid, "
-        "isotonic and the defaults run by default"
+        18,
+        "scikit-learn's checks on vector scaling; the same checks on ts, sigmoid, "
+        "isotonic and the defaults run by default",
     ),
     "tests/test_bad_inputs.py::test_a_sample_of_the_bad_input_sweep_is_clean": (
-        "42 s: the sweep's sample; each case's own test runs by default"
+        19,
+        "the sweep's sample; each case's own test runs by default",
     ),
     "tests/metrics/test_native_scan.py::test_the_kernel_is_clean_under_address_and_undefined_behaviour_sanitizers": (
-        "12 s: compiles the kernel with sanitizers"
+        48,
+        "compiles the kernel with sanitizers",
     ),
     "tests/metrics/test_properties.py::test_streaming_equals_one_shot_equals_merged_halves": (
-        "13 s: many drawn cases; the meter's own tests run by default"
+        9,
+        "many drawn cases; the meter's own tests run by default",
     ),
     "tests/models/test_checkpoint.py::test_the_shared_pretrained_resnets_score_their_recorded_accuracy": (
-        "12 s: four ResNets on the CIFAR-10 test set"
+        26,
+        "four ResNets on the CIFAR-10 test set",
     ),
 }
