@@ -102,7 +102,8 @@ def test_scikit_learn_checks(estimator, check):
 
 
 #: the cross-validated maps' grid made small, so that the checks take a second: at their
-#: default 7 x 7 grid with 5 folds they took 299 s (dir-odir) and 365 s (ms-odir) here
+#: default 7 x 7 grid with 5 folds they took 299 s (dir-odir) and 365 s (ms-odir) here,
+#: beside a running bench
 #: (dir-l2 has no μ to choose: it keeps its default, which it requires)
 SMALL_GRID = {"lambdas": [1.0], "folds": 2}
 SMALL_MU = {"mus": [1.0]}
