@@ -1,12 +1,14 @@
 """Both readings of MaC-Cal's Eq. 12 (issue 68 §2), each under both inference modes, over
 γ, against the no-mask control (the same bottleneck head, data and schedule, q = 1: nothing
-masked), on two networks:
+masked), on three networks:
 
 - ``digits``: the digits CNN of the tour (``calibkit train --data digits --model cnn
   --epochs 30 --seed S``), stage 2 at its defaults (40 epochs);
 - ``resnet20``: the pretrained CIFAR-10 ResNet-20 on the JPEG tree (10,000 training
   images, as benchmarks/maccal_images.py), stage 2 for 20 epochs, two seeds and five γ
-  (about 46 s a fit here).
+  (about 46 s a fit here);
+- ``resnet56``: the pretrained CIFAR-10 ResNet-56 on the same images and schedule, one seed
+  and four γ (the second pretrained network, issue 68 §2).
 
 Each fit's row (q per epoch, test ECE and accuracy before and after, the fit report's
 flags) is appended to ``OUT/rows.jsonl`` as it ends; a killed run resumes where it stopped
@@ -42,6 +44,7 @@ CONTROL = {"adaptive": "fixed", "q0": 1.0}
 NETWORKS = {
     "digits": {"seeds": (0, 1, 2, 3, 4), "epochs": 40, "gammas": GAMMAS},
     "resnet20": {"seeds": (0, 1, 2), "epochs": 20, "gammas": (0.5, 0.6, 0.7, 0.9, 0.95)},
+    "resnet56": {"seeds": (0,), "epochs": 20, "gammas": (0.5, 0.7, 0.9, 0.95)},
 }
 #: epochs whose q the tables show
 SHOWN = (1, 5, 10, 20, 40)
@@ -49,8 +52,9 @@ SHOWN = (1, 5, 10, 20, 40)
 
 def network(name: str, seed: int, out: Path) -> Path:
     """The stage-1 run of ``name`` (trained or made once, then reused)."""
-    if name == "resnet20":
-        return pretrained(out / "resnet20", augment="crop-flip", train_size=10_000)
+    if name.startswith("resnet"):
+        depth = int(name.removeprefix("resnet"))
+        return pretrained(out / name, augment="crop-flip", train_size=10_000, depth=depth)
     run = out / f"digits-cnn-{seed}"
     if not (run / "run.json").exists():
         config = TrainConfig(data="digits", model="cnn", epochs=30, seed=seed, device="cpu")

@@ -66,6 +66,26 @@ SLOW: dict[str, tuple[int, str]] = {
         10,
         "an affine map, as vs's and ms's",
     ),
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[ts-grid]": (
+        2,
+        "TS's graph, which runs by default",
+    ),
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[dir-l2]": (
+        4,
+        "an affine map on log-probabilities, as matrix scaling's on logits",
+    ),
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[dir-odir]": (
+        2,
+        "an affine map on log-probabilities, as dir-l2's",
+    ),
+    "tests/test_export.py::test_every_logits_calibrator_exports_to_the_same_numbers[ms-odir]": (
+        2,
+        "matrix scaling's affine map, with another penalty in the fit",
+    ),
+    "src/calibkit/export.py::calibkit.export.run_onnx": (
+        6,
+        "the API page's example exports a network; tests/test_export.py runs the same calls",
+    ),
     "tests/test_export.py::test_confidence_maps_export_to_the_last_bit_on_a_real_network[hist-binning]": (
         22,
         "a real network; the other maps run by default",
@@ -81,7 +101,7 @@ SLOW: dict[str, tuple[int, str]] = {
     ),
     "tests/training/test_trainer.py::test_two_gloo_processes_match_one_process": (
         46,
-        "two processes; the meter's and torchmetrics' gloo syncs run by default",
+        "two processes; the meter's gloo sync runs by default",
     ),
     "tests/training/test_trainer.py::test_cifar_files_with_an_extra_split_flow_into_compare": (
         10,
@@ -90,6 +110,10 @@ SLOW: dict[str, tuple[int, str]] = {
     "tests/training/test_maccal.py::test_the_default_batch_keeps_accuracy_on_a_small_training_split": (
         12,
         "a training run (the tour's digits CNN, stage 2 at three batches)",
+    ),
+    "src/calibkit/posthoc/_maccal.py::calibkit.posthoc._maccal.MacCal": (
+        6,
+        "the API page's example trains a head; tests/training/test_maccal.py fits it by default",
     ),
     "tests/training/test_maccal.py::test_heads_fitted_together_equal_each_fitted_alone[settings1]": (
         2,
@@ -106,6 +130,10 @@ SLOW: dict[str, tuple[int, str]] = {
     "tests/training/test_packed.py::test_a_killed_packed_run_resumes_to_the_same_networks[between epochs]": (
         3,
         "the kill during the writes runs by default",
+    ),
+    "tests/metrics/test_reference.py::test_smooth_ece_matches_exact_integral[1]": (
+        5,
+        "a second drawn case; the first runs by default",
     ),
     "tests/metrics/test_intervals.py::test_coverage_of_the_chosen_intervals_small_study": (
         16,
@@ -166,6 +194,10 @@ SLOW: dict[str, tuple[int, str]] = {
         23,
         "parallel writers",
     ),
+    "tests/bench/test_spec_store.py::test_a_process_killed_while_writing_leaves_whole_runs_only": (
+        7,
+        "a killed writer; the store's atomic-write tests run by default",
+    ),
     "tests/bench/test_spec_store.py::test_workers_exit_when_the_bench_process_is_killed": (
         11,
         "a killed bench",
@@ -187,6 +219,22 @@ SLOW: dict[str, tuple[int, str]] = {
         31,
         "two DDP processes",
     ),
+    "tests/test_adapters_torchmetrics.py::test_sync_across_two_gloo_processes": (
+        11,
+        "two processes; the meter's gloo sync runs by default",
+    ),
+    "tests/test_cli_json.py::test_training_calibrating_and_bench_commands": (
+        6,
+        "trains and runs a bench; the measuring commands' JSON runs by default",
+    ),
+    "tests/posthoc/test_calibrators.py::test_the_first_affine_fit_of_a_process_does_not_import_torch_dynamo": (
+        6,
+        "a fresh interpreter, guarding a start-up cost",
+    ),
+    "tests/models/test_models.py::test_features_head_contract[wrn-": (
+        4,
+        "the wide ResNets; their width and depth test builds them by default",
+    ),
     "tests/test_adapters_sklearn.py::test_grid_search_over_odir_settings_scores_what_a_manual_loop_scores": (
         10,
         "a grid search",
@@ -202,8 +250,29 @@ SLOW: dict[str, tuple[int, str]] = {
     ),
     "tests/test_sklearn_conformance.py::test_scikit_learn_checks[CalibratedClassifier(cv=3,estimator=LogisticRegression(),method='vector')": (
         18,
-        "scikit-learn's checks on vector scaling; the same checks on ts, sigmoid, "
-        "isotonic and the defaults run by default",
+        "scikit-learn's checks on vector scaling; the same checks on ts and the defaults "
+        "run by default",
+    ),
+    "tests/test_sklearn_conformance.py::test_scikit_learn_checks[CalibratedClassifier(cv=3,estimator=LogisticRegression(),method='isotonic')": (
+        15,
+        "the checks on isotonic's map; the same checks on ts and the prefit mode run by "
+        "default, and isotonic's own estimator is checked by default",
+    ),
+    "tests/test_sklearn_conformance.py::test_scikit_learn_checks[CalibratedClassifier(cv=3,estimator=LogisticRegression(),method='sigmoid')": (
+        8,
+        "the checks on Platt's sigmoid; the same checks on ts and the prefit mode run by default",
+    ),
+    "tests/test_sklearn_conformance.py::test_scikit_learn_checks[CalibratedClassifier(cv=3,ensemble=False,": (
+        8,
+        "the checks on the one-map mode; the same checks on the ensemble of folds run by default",
+    ),
+    "tests/test_sklearn_conformance.py::test_every_logits_method_passes_the_checks_ts_passes[ms-odir]": (
+        3,
+        "matrix scaling's estimator with another penalty; its checks run by default",
+    ),
+    "tests/test_sklearn_conformance.py::test_every_logits_method_passes_the_checks_ts_passes[dir-odir]": (
+        2,
+        "dir-l2's estimator with another penalty; dir-l2's checks run by default",
     ),
     "tests/test_bad_inputs.py::test_a_sample_of_the_bad_input_sweep_is_clean": (
         19,
