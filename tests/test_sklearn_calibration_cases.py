@@ -5,8 +5,7 @@ scikit-learn test it comes from. Where calibkit refuses what scikit-learn accept
 checks the one-line refusal that names the difference (docs/posthoc.md, "scikit-learn").
 
 Not carried over: ``calibration_curve`` and ``CalibrationDisplay`` (not a wrapper's),
-the temperature-scaling and array-API cases (scikit-learn's own ``method="temperature"``;
-calibkit's ``ts`` is tested against its closed forms), and the default-estimator,
+the array-API cases, and the default-estimator,
 splitter-routing and parallel cases already in ``tests/test_sklearn_conformance.py``.
 """
 
@@ -372,6 +371,64 @@ def test_calibrated_classifiers_answer_as_scikit_learns(method, n_classes, maps)
     folds = np.mean([p.predict_proba(X) for p in pairs], axis=0)
     np.testing.assert_allclose(folds, cal.predict_proba(X))
     assert pairs[0].predict_proba(X).shape == (300, n_classes)
+
+
+@pytest.mark.parametrize("ensemble", [True, False])
+@pytest.mark.parametrize("n_classes", [2, 3, 5])
+def test_temperature_scaling(n_classes, ensemble):
+    """test_temperature_scaling, with scikit-learn's CalibratedClassifierCV as the oracle:
+    one map per pair that scikit-learn's check_is_fitted accepts, with an inverse
+    temperature beta_ > 0; with ensemble=False the predicted classes and ROC AUC unchanged,
+    the log-loss no worse, and the probabilities scikit-learn's. Each fold's beta_ is
+    scikit-learn's where the fold has a finite optimum (beta_ < 10 there: a separable fold's
+    likelihood is flat as beta_ grows, and each fit stops at its own tolerance). On two
+    classes calibkit's logits are (0, f) and scikit-learn's (-f, f), so its beta_ is twice
+    scikit-learn's for the same probabilities. With a frozen estimator and ensemble=True,
+    the folds' maps are scikit-learn's ensemble (one calibration before, whatever ensemble
+    said)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
+    from sklearn.model_selection import train_test_split
+    from sklearn.utils.validation import check_is_fitted
+
+    X, y = make_classification(
+        n_samples=1000, n_features=10, n_informative=10, n_redundant=0, n_classes=n_classes,
+        n_clusters_per_class=1, class_sep=2.0, random_state=42,
+    )  # fmt: skip
+    X_train, X_cal, y_train, y_cal = train_test_split(X, y, random_state=42)
+    clf = LogisticRegression(C=np.inf, tol=1e-8, max_iter=200, random_state=0).fit(X_train, y_train)
+    made = {}
+    for name, cls in (("calibkit", CalibratedClassifier), ("sklearn", CalibratedClassifierCV)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CalibrationWarning)  # a separable fold's T
+            made[name] = cls(
+                FrozenEstimator(clf), cv=3, method="temperature", ensemble=ensemble
+            ).fit(X_cal, y_cal)
+    ours, theirs = (made[k].calibrated_classifiers_ for k in ("calibkit", "sklearn"))
+    assert len(ours) == len(theirs) == (3 if ensemble else 1)
+    for pair in ours:
+        (calibrator,) = pair.calibrators
+        check_is_fitted(calibrator)
+        assert calibrator.beta_ > 0
+    scale = 2.0 if n_classes == 2 else 1.0
+    for mine, sk in zip(ours, theirs, strict=True):
+        beta = sk.calibrators[0].beta_
+        if beta < 10:
+            np.testing.assert_allclose(mine.calibrators[0].beta_ / scale, beta, rtol=1e-5)
+    if not ensemble:
+        cal = made["calibkit"]
+        assert accuracy_score(y_cal, cal.predict(X_cal)) == accuracy_score(
+            y_cal, clf.predict(X_cal)
+        )
+        before, after = clf.predict_proba(X_cal), cal.predict_proba(X_cal)
+        np.testing.assert_allclose(after, made["sklearn"].predict_proba(X_cal), atol=1e-8)
+        assert log_loss(y_cal, after) <= log_loss(y_cal, before)
+        if n_classes == 2:
+            before, after = before[:, 1], after[:, 1]
+        np.testing.assert_allclose(
+            roc_auc_score(y_cal, before, multi_class="ovr"),
+            roc_auc_score(y_cal, after, multi_class="ovr"),
+        )
 
 
 def test_an_isotonic_decision_function_is_finite_and_scores_roc_auc():

@@ -353,7 +353,8 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
       row (``cross_val_predict``) and the estimator refitted on all of X.
     * An estimator that is already fitted is calibrated as it is with
       ``FrozenEstimator(est)`` (scikit-learn's way) or ``cv="prefit"``: ``fit(X, y)`` fits
-      the method on its scores on the calibration data X.
+      the method on its scores on the calibration data X (a frozen estimator with
+      ``ensemble=True``: one map per fold, each fitted on its held-out rows, as there).
 
     ``method``: any calibkit logits method's spec (``"ts"``, ``"dir-odir"``), or
     scikit-learn's names with scikit-learn's meaning (:data:`SKLEARN_METHODS`: ``sigmoid``
@@ -466,7 +467,11 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
         weights = self._check_weights(sample_weight, X)
         estimator = self._estimator()
         routed = self._routed(estimator, weights, fit_params)
-        if self.cv == "prefit" or isinstance(estimator, FrozenEstimator):
+        # a frozen estimator is calibrated once on all of X, unless ensemble=True asks for
+        # scikit-learn's ensemble of folds (each fold's map fitted on its held-out rows)
+        if self.cv == "prefit" or (
+            isinstance(estimator, FrozenEstimator) and self.ensemble is not True
+        ):
             if self.cv == "prefit":
                 check_is_fitted(estimator)
             prefit = estimator if self.cv == "prefit" else estimator.estimator

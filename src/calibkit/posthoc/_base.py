@@ -212,6 +212,20 @@ class Method(nn.Module):
         """Whether ``fit`` (or ``load``) has run."""
         return "fit_report_" in self.__dict__
 
+    def __sklearn_is_fitted__(self) -> bool:
+        """What scikit-learn's ``check_is_fitted`` asks: :attr:`fitted`."""
+        return self.fitted
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags, which its ``check_is_fitted`` reads (scikit-learn ≥ 1.6): an
+        object that must be fitted, of no estimator type (a method is not an estimator;
+        :func:`calibkit.adapters.sklearn.estimator` makes one), so that the maps in a
+        ``CalibratedClassifier``'s ``calibrated_classifiers_`` answer as scikit-learn's
+        do."""
+        from sklearn.utils import Tags, TargetTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=True))
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Each method's docstring gets the Parameters section of its declared settings."""
         super().__init_subclass__(**kwargs)

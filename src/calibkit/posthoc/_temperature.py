@@ -137,6 +137,9 @@ class TemperatureScaling(Calibrator):
     ----------
     temperature_ : Tensor
         The fitted T, a float64 scalar (after ``fit``).
+    beta_ : float
+        1 / T, the inverse temperature, under scikit-learn's name for it (its
+        ``CalibratedClassifierCV(method="temperature")`` keeps ``beta_``).
     fit_report_ : FitReport
         What the fit did: NLL before and after, iterations, converged, anomalies.
     n_classes_ : int
@@ -190,6 +193,11 @@ class TemperatureScaling(Calibrator):
     def _check(cls, s: dict[str, Any]) -> dict[str, Any]:
         check_bounds(s["t_min"], s["t_max"])
         return s
+
+    @property
+    def beta_(self) -> float:
+        """1 / T, scikit-learn's ``beta_`` (its temperature scaling keeps the inverse)."""
+        return 1.0 / float(self.temperature_)
 
     def _fit(self, z: Tensor, y: Tensor, w: Tensor | None = None) -> FitReport:
         before = _nll_and_derivatives(z, y, 1.0, w=w)[0]
