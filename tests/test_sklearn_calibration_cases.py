@@ -431,6 +431,33 @@ def test_temperature_scaling(n_classes, ensemble):
         )
 
 
+def test_per_class_isotonic_on_scores_that_look_like_probabilities():
+    """test_calibration_nan_imputer[True-isotonic] failed in CI at random: a fold where a
+    random forest gave one class probability 1 on every row made the pairs [0, 1] that
+    calibkit builds as logits, and its guard read them as probabilities. Here the estimator
+    always says [0, 1]: scikit-learn's constant, the positives' share, with no error."""
+
+    class Certain(ClassifierMixin, BaseEstimator):
+        def fit(self, X, y):
+            self.classes_ = np.unique(y)
+            return self
+
+        def predict_proba(self, X):
+            return np.tile([0.0, 1.0], (len(X), 1))
+
+        def predict(self, X):
+            return self.classes_[self.predict_proba(X).argmax(1)]
+
+    from sklearn.calibration import CalibratedClassifierCV
+
+    X, y = np.zeros((40, 2)), np.arange(40) % 4 == 0
+    frozen = FrozenEstimator(Certain().fit(X, y))
+    ours = CalibratedClassifier(frozen, method="isotonic").fit(X, y).predict_proba(X)
+    theirs = CalibratedClassifierCV(frozen, method="isotonic").fit(X, y).predict_proba(X)
+    np.testing.assert_allclose(ours, theirs)
+    np.testing.assert_allclose(ours[:, 1], 0.25)
+
+
 def test_an_isotonic_decision_function_is_finite_and_scores_roc_auc():
     """Issue 66 §1: with method="isotonic" the binary decision_function held +inf (log 1 −
     log 0), so cross_val_score(..., scoring="roc_auc") was all NaN."""

@@ -259,8 +259,8 @@ class PerClass:
             if hit.all() or not hit.any():  # one target: the constant scikit-learn fits
                 return float(hit.any())
             return posthoc.create("isotonic:mode=one-vs-rest").fit(
-                _pair(f), hit.astype(np.int64), sample_weight=weights
-            )
+                _pair(f), hit.astype(np.int64), sample_weight=weights, probs=False
+            )  # [0, f] are logits built here, even where f is 1 on every row
         from ..posthoc.internal import logistic_newton
 
         # Platt's priors are the weighted counts, as scikit-learn's _sigmoid_calibration
@@ -576,7 +576,8 @@ class CalibratedClassifier(ClassifierMixin, BaseEstimator):
             return Uncalibrated(len(classes), probabilities=raw_probs)
         if self.method in ("sigmoid", "isotonic"):
             return PerClass(self.method_).fit(scores, labels, len(classes), weights)
-        return posthoc.create(self.method_).fit(scores, labels, sample_weight=weights)
+        # the scores are logits built by _as_features, whatever their values look like
+        return posthoc.create(self.method_).fit(scores, labels, sample_weight=weights, probs=False)
 
     def _fit_cv(self, X: Any, y: np.ndarray, estimator: Any, routed: Any, weights: Any) -> None:
         from joblib import Parallel, delayed
