@@ -17,17 +17,19 @@ import numpy as np
 import pytest
 from scipy import sparse
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.datasets import make_blobs, make_classification
 from sklearn.ensemble import RandomForestClassifier, VotingClassifier
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.frozen import FrozenEstimator
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import brier_score_loss
-from sklearn.model_selection import KFold
+from sklearn.metrics import accuracy_score, brier_score_loss, log_loss, roc_auc_score
+from sklearn.model_selection import KFold, train_test_split
 from sklearn.naive_bayes import MultinomialNB
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.svm import LinearSVC
+from sklearn.utils.validation import check_is_fitted
 
 from calibkit.adapters.sklearn import CalibratedClassifier
 from calibkit.posthoc._anomalies import CalibrationWarning
@@ -88,7 +90,6 @@ def test_calibration_less_classes(method):
     calibrated classifier and the rest of each row as the fold calibrates it; with
     scikit-learn's own methods the probabilities are scikit-learn's (issue 66 §1: calibkit
     refused such a fold)."""
-    from sklearn.calibration import CalibratedClassifierCV
     from sklearn.tree import DecisionTreeClassifier
 
     X = np.random.RandomState(0).randn(12, 5)
@@ -143,7 +144,6 @@ def test_fractional_weights_weight_the_fit_as_scikit_learn_does(data, method):
     scikit-learn's CalibratedClassifierCV's probabilities. Isotonic is compared on the
     calibration rows: between its thresholds calibkit interpolates in σ(f), scikit-learn in
     f (docs/posthoc.md), while at the rows fitted the two maps agree."""
-    from sklearn.calibration import CalibratedClassifierCV
 
     X, y = data
     clf = LogisticRegression().fit(X[:100], y[:100])
@@ -386,10 +386,6 @@ def test_temperature_scaling(n_classes, ensemble):
     scikit-learn's for the same probabilities. With a frozen estimator and ensemble=True,
     the folds' maps are scikit-learn's ensemble (one calibration before, whatever ensemble
     said)."""
-    from sklearn.calibration import CalibratedClassifierCV
-    from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
-    from sklearn.model_selection import train_test_split
-    from sklearn.utils.validation import check_is_fitted
 
     X, y = make_classification(
         n_samples=1000, n_features=10, n_informative=10, n_redundant=0, n_classes=n_classes,
@@ -447,8 +443,6 @@ def test_per_class_isotonic_on_scores_that_look_like_probabilities():
 
         def predict(self, X):
             return self.classes_[self.predict_proba(X).argmax(1)]
-
-    from sklearn.calibration import CalibratedClassifierCV
 
     X, y = np.zeros((40, 2)), np.arange(40) % 4 == 0
     frozen = FrozenEstimator(Certain().fit(X, y))
