@@ -154,6 +154,8 @@ class TemperatureScaling(Calibrator):
     >>> ts = posthoc.TemperatureScaling().fit(d["logits_val"], d["labels_val"])
     >>> round(float(ts.temperature_), 2)
     1.49
+    >>> round(ts.beta_, 3)  # 1 / T, scikit-learn's name for it
+    0.671
     >>> ts.fit_report_.converged
     True
     >>> calibrated = ts(d["logits_test"])  # calibrated logits: z / T, a tensor
