@@ -5,6 +5,11 @@ A small MLP (64 → 128 → 10) is trained full-batch with Adam for ``epochs`` s
 fixed split of the 1,797 digits that ``calibkit.data.create("digits")`` gives (train 1,000 /
 validation 300 / test 497). Trained to zero training error without
 regularisation, it is over-confident on held-out digits, which is what the demo shows.
+
+Both networks train in float64 and are rounded to float32 once, at the end: in float32 the
+steps amplify the last bits, which differ between CPUs (AVX2 or AVX-512 kernels, MKL's
+per-processor products), and the logits, so every number the docs print from them, came
+out different on another machine.
 """
 
 from __future__ import annotations
@@ -58,17 +63,17 @@ def _demo_logits(seed: int, epochs: int) -> dict[str, np.ndarray]:
     torch.manual_seed(seed)
     bundle = digits()
     xt, yt = bundle.train.x.reshape(-1, 64), bundle.train.y
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).double()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(epochs):
         opt.zero_grad()
-        nn.functional.cross_entropy(model(xt), yt).backward()
+        nn.functional.cross_entropy(model(xt.double()), yt).backward()
         opt.step()
     out = {}
     with torch.no_grad():
         for name in ("val", "test"):
             split = getattr(bundle, name)
-            out[f"logits_{name}"] = model(split.x.reshape(-1, 64)).numpy()
+            out[f"logits_{name}"] = model(split.x.reshape(-1, 64).double()).float().numpy()
             out[f"labels_{name}"] = split.y.numpy()
     out["logits"], out["labels"] = out["logits_test"], out["labels_test"]
     return out
@@ -113,10 +118,11 @@ def demo_network(*, seed: int = 0, steps: int = 200) -> tuple[nn.Module, DataBun
         torch.manual_seed(seed)
         bundle = digits()
         shape = bundle.input_shape
-        net = models.create("mlp", num_classes=bundle.num_classes, input_shape=shape)
+        net = models.create("mlp", num_classes=bundle.num_classes, input_shape=shape).double()
         opt = torch.optim.Adam(net.parameters(), lr=1e-2)
         for _ in range(steps):
             opt.zero_grad()
-            nn.functional.cross_entropy(net(bundle.train.x), bundle.train.y).backward()
+            nn.functional.cross_entropy(net(bundle.train.x.double()), bundle.train.y).backward()
             opt.step()
+        net.float()
     return net.eval(), bundle

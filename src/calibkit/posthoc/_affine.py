@@ -377,7 +377,7 @@ class VectorScaling(_Unregularised):
     >>> d = demo_logits()
     >>> cal = VectorScaling().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    4.25
+    4.02
     >>> tuple(cal.weight_.shape), tuple(cal.bias_.shape)  # 20 parameters overfit 300 rows
     ((1, 10), (1, 10))
     """
@@ -399,7 +399,7 @@ class MatrixScaling(_Unregularised):
     >>> d = demo_logits()
     >>> cal = MatrixScaling().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    4.92
+    4.75
     >>> tuple(cal.weight_.shape)  # 110 parameters on 300 rows: the test ECE rises
     (1, 10, 10)
     """
@@ -422,7 +422,7 @@ class MatrixScalingODIR(AffineCalibrator):
     >>> grid = dict(lambdas=[0.1, 10], mus=[0.1, 10], folds=2, extend_grid=False)
     >>> cal = MatrixScalingODIR(**grid).fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    1.54
+    1.53
     >>> cal.lambda_, cal.mu_  # chosen by 2-fold cross-validation on the grid's edge (flagged)
     (10.0, 10.0)
     """
@@ -472,7 +472,7 @@ class DirichletODIR(AffineCalibrator):
     >>> grid = dict(lambdas=[1e2, 1e3, 1e4], mus=[1e2, 1e3, 1e4], folds=2)
     >>> cal = DirichletODIR(**grid).fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    2.96
+    2.97
     >>> cal.lambda_, cal.mu_, cal.fit_report_.converged  # 300 rows: worse than none, or TS
     (10000.0, 10000.0, True)
     """

@@ -261,7 +261,7 @@ class IsotonicCalibration(_ConfidenceMap):
     >>> d = demo_logits()
     >>> cal = IsotonicCalibration().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    1.52
+    1.53
     >>> cal.y_.numpy().round(4)  # the fitted step values at the thresholds cal.x_
     array([[0.    , 0.4545, 0.4545, 0.8333, 0.8333, 1.    , 1.    ]])
     """
@@ -324,9 +324,9 @@ class ScalingBinning(_ConfidenceMap):
     >>> d = demo_logits()
     >>> cal = ScalingBinning().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    0.97
+    0.92
     >>> round(cal.temperature_.item(), 4), len(cal.values_)  # T from one half, 15 bins
-    (0.872, 15)
+    (0.8726, 15)
     """
 
     nan_means_empty = ("values_",)  # an empty bin keeps the scaled confidence
@@ -477,7 +477,7 @@ class BetaCalibration(_ConfidenceMap):
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
     1.29
     >>> cal.coef_.numpy().round(4)  # (a, b, c): a < 0 was dropped, b refitted
-    array([[ 0.    ,  0.9611, -0.7723]])
+    array([[ 0.    ,  0.9667, -0.7847]])
     """
 
     name = "beta"
@@ -573,9 +573,9 @@ class PlattScaling(BetaCalibration):
     >>> d = demo_logits()
     >>> cal = PlattScaling().fit(d["logits_val"], d["labels_val"])
     >>> round(100 * ece(cal(d["logits_test"]), d["labels_test"]), 2)  # test ECE, %
-    1.12
+    1.25
     >>> cal.coef_.numpy().round(4)  # a = b: one slope on the log-odds, and c
-    array([[ 0.8453,  0.8453, -0.2987]])
+    array([[ 0.8503,  0.8503, -0.3091]])
     """
 
     name = "platt"
