@@ -49,7 +49,7 @@ def config_of(config: type, values: dict):
     "--stage2",
     default=None,
     help="Then calibrate the run with this method into --output (stage 1 in OUTPUT/stage1): "
-    "maccal[:width=128,adaptive=decaying,gamma=0.9,...] retrains the head (MaC-Cal); any "
+    "maccal[:width=128,adaptive=decaying,gamma=0.95,...] retrains the head (MaC-Cal); any "
     "method of `calibkit methods` is accepted.",
 )
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Run folder.")

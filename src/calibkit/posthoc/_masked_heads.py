@@ -34,8 +34,8 @@ def layers_forward(h: Tensor, weights: Sequence[Tensor], biases: Sequence[Tensor
 
 class MaskedHead(nn.Module):
     """A fitted MaC-Cal head: ``head="linear"`` (F → K) or ``"bottleneck"`` (F → width → K,
-    ReLU between), applied deterministically: the unmasked weights (``inference="full"``)
-    or q · W (``"expected"``, with q the final mask rate, a buffer). Trained by
+    ReLU between), applied deterministically: q · W (``inference="expected"``, with q the final
+    mask rate, a buffer) or the unmasked weights (``"full"``). Trained by
     :class:`HeadStack`; ``restrict`` records how (gradient restriction, Eq. 11)."""
 
     def __init__(
@@ -46,7 +46,7 @@ class MaskedHead(nn.Module):
         head: str = "bottleneck",
         width: int = 128,
         restrict: bool = True,
-        inference: str = "full",
+        inference: str,
     ) -> None:
         super().__init__()
         sizes = (
