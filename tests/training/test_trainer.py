@@ -246,6 +246,36 @@ def test_train_command_help_json_and_errors(tmp_path, capsys):
     assert code == 2 and "already holds a run; pass --resume" in err
 
 
+def test_the_train_command_checks_each_setting_and_spec_once(monkeypatch, tmp_path, capsys):
+    """Issue 67 §4: ``train --stage2`` checked every TrainConfig field twice (its option,
+    then TrainConfig.check) and parsed the data, model and loss specs twice (the check, then
+    run.json's again where the calibration loaded the run); the options now only read
+    numbers, the config's one check names the flag, and the calibration takes the checked
+    config."""
+    from calibkit._registry import Registry
+    from calibkit._settings import Declared
+    from tests.test_cli import run_ok
+
+    texts, values = [], []
+    real_check, real_declared = Registry._check, Declared.check
+
+    def check(self, spec, overrides):
+        if isinstance(spec, str):  # text, parsed and checked
+            texts.append(self.family)
+        return real_check(self, spec, overrides)
+
+    def declared(self, value):
+        values.append(self.name)
+        return real_declared(self, value)
+
+    monkeypatch.setattr(Registry, "_check", check)
+    monkeypatch.setattr(Declared, "check", declared)
+    argv = ["train", "--model", "mlp", "--epochs", "1", "--lr", "0.05", "--stage2", "ts"]
+    run_ok([*argv, "--device", "cpu", "-o", str(tmp_path / "r"), "--json"], capsys)
+    assert sorted(texts) == ["calibrator", "dataset", "loss", "model", "schedule"]
+    assert values.count("lr") == 1 and values.count("epochs") == 1
+
+
 def test_a_checkpoint_compares_specs_as_parsed_not_as_typed():
     """A checkpoint keeps its configuration as text; one written before specs were kept
     parsed holds them as the user typed them, and must still resume."""

@@ -312,13 +312,15 @@ def calibrate(method, run_dir, model, checkpoint, data_spec, device, output, as_
     calibrate_and_print(run_dir, spec, out, device, as_json)
 
 
-def calibrate_and_print(source, spec, output, device, as_json: bool) -> None:
+def calibrate_and_print(source, spec, output, device, as_json: bool, config=None) -> None:
     """Calibrate the run ``source`` with ``spec`` into the run ``output`` (a progress bar
-    for methods that train for epochs), then print what the fit did."""
+    for methods that train for epochs), then print what the fit did. ``config``: the run's
+    checked :class:`~calibkit.training.TrainConfig` where the caller trained it (not read
+    from run.json and checked again)."""
     from ..runs import calibrate_run
 
     with progress(1, str(spec), not as_json) as tick:
-        cal = calibrate_run(source, spec, output, device=device, progress=tick)
+        cal = calibrate_run(source, spec, output, device=device, progress=tick, config=config)
     test = _test_effect(source, output)
     if as_json:
         echo_json(

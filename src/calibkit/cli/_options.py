@@ -31,11 +31,17 @@ def declared(name: str, alias: Any, default: Any) -> Declared:
     return Declared(name, hint, default, setting)
 
 
-def declared_option(setting: Declared, flag: str | None = None, **changes: Any):
+def declared_option(
+    setting: Declared, flag: str | None = None, *, checked: bool = True, **changes: Any
+):
     """A click option for one declared setting: ``--name`` (or ``flag``), its default, its
     meaning as help, and its values as click's type (``Bounds``: an int or float range,
     open where the bound is; ``OneOf``: a choice), so the command refuses what the library
-    refuses, naming the flag; a bool is a flag, a list a repeatable option."""
+    refuses, naming the flag; a bool is a flag, a list a repeatable option.
+    ``checked=False``: a number is only read as one, for a command that checks the setting
+    itself as soon as it starts, under :func:`~calibkit.cli._common.options_named` (the
+    ``train`` command's :meth:`TrainConfig.check <calibkit.training.TrainConfig.check>`),
+    so that it is checked once."""
     hint, values, default = setting.annotation, setting.setting.values, setting.default
     kind: dict[str, Any] = {"help": plain(setting.text()), "default": default}
     kind["show_default"] = default is not None and default != [] and hint is not bool
@@ -46,7 +52,8 @@ def declared_option(setting: Declared, flag: str | None = None, **changes: Any):
     elif isinstance(values, OneOf):
         kind["type"] = click.Choice(list(values.choices))
     elif isinstance(values, Bounds):
-        kind["type"] = Checked(setting, click.INT if values.integer else click.FLOAT)
+        number = click.INT if values.integer else click.FLOAT
+        kind["type"] = Checked(setting, number) if checked else number
     else:
         kind["type"] = _first(hint)
     flag = flag or "--" + setting.name.replace("_", "-")

@@ -24,11 +24,11 @@ def options_from(config: type):
     (``--field-name``; :func:`~calibkit.cli._options.declared_option`: type, default, help
     and bounds from the field's declaration); a list field is a repeatable option, a bool
     field a flag. The command receives the fields as keyword arguments (lists as tuples),
-    ready for :func:`config_of`."""
+    ready for :func:`config_of`, which checks them all, once, naming the options."""
 
     def decorate(f):
         for setting in reversed(declarations(config).values()):
-            f = declared_option(setting)(f)
+            f = declared_option(setting, checked=False)(f)
         return f
 
     return decorate
@@ -92,7 +92,7 @@ def train(stage2, output, resume, as_json, **settings) -> None:
     if not main:
         return
     if spec:
-        calibrate_and_print(stage1, spec, output, config.torch_device, as_json)
+        calibrate_and_print(stage1, spec, output, config.torch_device, as_json, config)
         return
     if as_json:
         echo_json({"output": str(output), "history": result.history})
