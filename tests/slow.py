@@ -94,6 +94,12 @@ SLOW: dict[str, tuple[int, str]] = {
         12,
         "a real network; the other maps run by default",
     ),
+    # data: the demo on other CPU code paths
+    "tests/data/test_builtin.py::test_demo_logits_and_network_are_the_same_bits_on_every_cpu": (
+        20,
+        "two fresh interpreters train the demo in float64 again; every doctest that prints "
+        "the demo's numbers runs by default",
+    ),
     # training: kill, resume, DDP and the papers' runs
     "tests/training/test_trainer.py::test_resume_after_sigkill_mid_epoch_finishes_the_same_run": (
         124,

@@ -3,10 +3,12 @@ the Bayes posterior of its generating model."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,12 +128,19 @@ def test_bad_subset_or_noise_is_one_line(spec, says):
 #: the CPU code paths a machine may take: AVX-512 or AVX2 kernels in PyTorch, and MKL's
 #: per-processor matrix products (Intel and AMD machines take different ones)
 _CODE_PATHS = ({"ATEN_CPU_CAPABILITY": "avx2"}, {"MKL_CBWR": "COMPATIBLE"})
-_DEMO_DIGEST = (
-    "import hashlib, torch; from calibkit.data import demo_logits, demo_network; "
-    "d = demo_logits(); net, _ = demo_network(); h = hashlib.sha256(); "
-    "[h.update(d[k].tobytes()) for k in ('logits_val', 'logits_test')]; "
-    "[h.update(p.detach().numpy().tobytes()) for p in net.parameters()]; print(h.hexdigest())"
-)
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _demo_digest() -> str:
+    """A hash of the demo's logits and network weights, bit for bit."""
+    h = hashlib.sha256()
+    d = data.demo_logits()
+    for key in ("logits_val", "logits_test"):
+        h.update(d[key].tobytes())
+    net, _ = data.demo_network()
+    for p in net.parameters():
+        h.update(p.detach().numpy().tobytes())
+    return h.hexdigest()
 
 
 @pytest.mark.parametrize(
@@ -142,15 +151,13 @@ def test_demo_logits_and_network_are_the_same_bits_on_every_cpu(env):
     300 Adam steps gave other logits on an AMD AVX-512 machine than where the numbers were
     written (MatrixScaling's test ECE 4.77 against 4.92 %), so the demo trains in float64
     and rounds to float32 once, at the end."""
-
-    def digest(extra):
-        run = subprocess.run(
-            [sys.executable, "-c", _DEMO_DIGEST],
-            env={**os.environ, **extra},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return run.stdout.strip()
-
-    assert digest(env) == digest({})
+    code = "from tests.data.test_builtin import _demo_digest; print(_demo_digest())"
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        cwd=_REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.strip() == _demo_digest()
