@@ -82,7 +82,8 @@ def _demo_logits(seed: int, epochs: int) -> dict[str, np.ndarray]:
 def demo_network(*, seed: int = 0, steps: int = 200) -> tuple[nn.Module, DataBundle]:
     """A real trained network and its data, to try the methods that calibrate a network
     (Neural Clamping, MaC-Cal's stage 2, :class:`~calibkit.posthoc.CalibratedModel`) in
-    about a second with no download.
+    about 4 s on a 2-core machine (it trains in float64: see the module docstring), with no
+    download.
 
     calibkit's ``mlp`` (:func:`calibkit.models.create`: it has the ``forward_features``
     MaC-Cal needs) trained full-batch with Adam (lr 0.01) for ``steps`` steps on the
