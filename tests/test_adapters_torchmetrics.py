@@ -192,15 +192,18 @@ def test_torchmetrics_rms_differs_by_float32_confidences_and_its_extra_bin(real_
     calibkit's 0.0665. torchmetrics takes softmax in float32, where 28.6 % of the
     confidences round to exactly 1.0, and bins exactly 1.0 apart; calibkit's float64
     confidences are all below 1. Its number is reproduced from float32 probabilities with
-    binning="torchmetrics" (to its float32 bin sums)."""
+    binning="torchmetrics" (to its float32 bin sums). How many round to 1.0 depends on the
+    CPU's float32 exp kernel (28.56 % with AVX-512, 29.11 % with AVX2, 28.85 % unvectorised:
+    ATEN_CPU_CAPABILITY), and torchmetrics' number with it (0.070259, 0.070365, 0.070315);
+    calibkit's float64 number does not move."""
     from torchmetrics.classification import MulticlassCalibrationError
 
     z, y = (torch.from_numpy(a) for a in real_logits[2:])
     theirs = float(MulticlassCalibrationError(10, n_bins=15, norm="l2")(z, y))
     p32 = torch.softmax(z.float(), 1)
-    assert float((p32.max(1).values == 1.0).float().mean()) == pytest.approx(0.2856)
+    assert 0.28 < float((p32.max(1).values == 1.0).float().mean()) < 0.30
     assert M.rms_ce(z, y) == pytest.approx(0.066510, abs=1e-6)
-    assert theirs == pytest.approx(0.070259, abs=1e-6)
+    assert theirs == pytest.approx(0.0703, abs=2e-4)
     same = M.rms_ce(p32, y, probs=True, binning="torchmetrics")
     assert same == pytest.approx(theirs, abs=1e-5)
     assert RMSCalibrationError(binning="torchmetrics", probs=True)(p32, y) == pytest.approx(same)

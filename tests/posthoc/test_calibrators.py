@@ -444,7 +444,9 @@ def test_predict_proba_returns_the_inputs_kind():
 
 def test_a_choice_on_the_grid_edge_extends_the_grid_or_is_flagged(split):
     z, y, *_ = split
-    grid = "lambdas=[1e-6,1e-5],mus=[1e-6,1e-5],folds=3"
+    # below the optimum (λ about 100 here), where the CV NLL still falls: at 1e-6 and 1e-5
+    # it was flat to the 1e-3, and which corner won followed the CPU's MKL code path
+    grid = "lambdas=[1e-3,1e-2],mus=[1e-3,1e-2],folds=3"
     with pytest.warns(posthoc.CalibrationWarning, match="grid-edge"):
         fixed = posthoc.create(f"dir-odir:{grid},extend_grid=false").fit(z, y)
     # a two-point grid: whichever value is chosen sits on an edge
@@ -454,7 +456,7 @@ def test_a_choice_on_the_grid_edge_extends_the_grid_or_is_flagged(split):
     details = grown.fit_report_.details
     assert details["grid_extended"] >= 1
     assert details["cv_nll"] <= fixed.fit_report_.details["cv_nll"]  # more points, no worse
-    assert max(details["lambda"], details["mu"]) > 1e-5  # it went past the given grid
+    assert max(details["lambda"], details["mu"]) > 1e-2  # it went past the given grid
     assert ("grid_edge" in details) == (details["grid_extended"] == 3)
 
 
