@@ -59,16 +59,24 @@ def demo_logits(*, seed: int = 0, epochs: int = 300) -> dict[str, np.ndarray]:
         return _demo_logits(seed, epochs)
 
 
+def _fitted(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int) -> nn.Module:
+    """``model`` trained full-batch with Adam (lr 0.01) for ``steps`` steps on (x, y), in
+    float64 (the module docstring says why), and returned in float64."""
+    model = model.double()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x = x.double()
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return model
+
+
 def _demo_logits(seed: int, epochs: int) -> dict[str, np.ndarray]:
     torch.manual_seed(seed)
     bundle = digits()
-    xt, yt = bundle.train.x.reshape(-1, 64), bundle.train.y
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).double()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(epochs):
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(xt.double()), yt).backward()
-        opt.step()
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    model = _fitted(model, bundle.train.x.reshape(-1, 64), bundle.train.y, epochs)
     out = {}
     with torch.no_grad():
         for name in ("val", "test"):
@@ -119,11 +127,6 @@ def demo_network(*, seed: int = 0, steps: int = 200) -> tuple[nn.Module, DataBun
         torch.manual_seed(seed)
         bundle = digits()
         shape = bundle.input_shape
-        net = models.create("mlp", num_classes=bundle.num_classes, input_shape=shape).double()
-        opt = torch.optim.Adam(net.parameters(), lr=1e-2)
-        for _ in range(steps):
-            opt.zero_grad()
-            nn.functional.cross_entropy(net(bundle.train.x.double()), bundle.train.y).backward()
-            opt.step()
-        net.float()
+        net = models.create("mlp", num_classes=bundle.num_classes, input_shape=shape)
+        net = _fitted(net, bundle.train.x, bundle.train.y, steps).float()
     return net.eval(), bundle
