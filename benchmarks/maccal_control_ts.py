@@ -22,12 +22,11 @@ against MaC-Cal's 86.3 %.
 from __future__ import annotations
 
 import argparse
-import json
-import sqlite3
 import warnings
 
 import numpy as np
 
+from calibkit.bench._store import Store, StoreError
 from calibkit.metrics import accuracy, ece
 from calibkit.posthoc import TemperatureScaling
 
@@ -38,23 +37,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("store", help="a bench store (results.sqlite) with both arms")
     args = parser.parse_args()
-    con = sqlite3.connect(f"file:{args.store}?mode=ro", uri=True)
-    rows = con.execute(
-        "SELECT method, model, seed, artefacts FROM runs WHERE status = 'done' AND method IN "
-        "(?, ?) ORDER BY model, method, seed",
-        ARMS,
-    ).fetchall()
-    if not rows:
-        raise SystemExit(f"{args.store}: no finished runs of {' or '.join(ARMS)}")
+    try:
+        runs = Store(args.store, create=False).runs()
+    except StoreError as err:
+        parser.exit(2, f"error: {err}\n")
+    runs = [r for r in runs if r["method"] in ARMS and "logits" in r["artefacts"]]
+    if not runs:
+        parser.exit(2, f"error: {args.store}: no finished runs of {' or '.join(ARMS)}\n")
     print("arm | model | seed | test ECE % | after TS % | T | accuracy %")
-    for method, model, seed, artefacts in rows:
-        z = np.load(json.loads(artefacts)["logits"])
+    for r in sorted(runs, key=lambda r: (r["model"], r["method"], r["seed"])):
+        z = np.load(r["artefacts"]["logits"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a fit's anomalies are not this table's subject
             ts = TemperatureScaling().fit(z["logits_val"], z["labels_val"])
         zt, yt = z["logits_test"], z["labels_test"]
         print(
-            f"{method} | {model} | {seed} | {100 * ece(zt, yt):.2f} | "
+            f"{r['method']} | {r['model']} | {r['seed']} | {100 * ece(zt, yt):.2f} | "
             f"{100 * ece(ts(zt), yt):.2f} | {ts.temperature_:.3f} | "
             f"{100 * accuracy(zt, yt):.2f}"
         )

@@ -321,12 +321,16 @@ class Store:
         return self._read("SELECT run_key, calibrator, cal_size, kind, detail FROM anomalies")
 
     def runs(self, status: str = "done") -> list[dict[str, Any]]:
+        """The runs of ``status``: their columns, with ``spec`` and ``artefacts`` (the run
+        folder and its logits file; {} where none was kept) read as JSON."""
         cols = ("key", "spec", "dataset", "model", "method", "seed", "status", "error", "seconds")
+        cols += ("artefacts",)
         rows = self._read(f"SELECT {', '.join(cols)} FROM runs WHERE status = ?", (status,))
         out = []
         for r in rows:
             d = dict(zip(cols, r, strict=True))
             d["spec"] = self._json(d["spec"], f"run {d['key']!r}'s spec", dict)
+            d["artefacts"] = self._json(d["artefacts"], f"run {d['key']!r}'s artefacts", dict, {})
             out.append(d)
         return out
 
