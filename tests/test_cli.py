@@ -363,3 +363,44 @@ def test_evaluate_help_says_what_every_metric_is():
 
     text = CliRunner().invoke(cli, ["evaluate", "--help"]).output
     assert [m for m in METRICS if m not in text] == []
+
+
+def test_the_evaluate_command_checks_each_setting_once(tmp_path, data, capsys, monkeypatch):
+    """Issue 67 §4: ``evaluate --n-bins 15 --bootstrap 50`` checked n_bins, bootstrap, seed
+    and ci twice (the option, then the library's ``evaluate``); the options are checked where
+    they enter and the command calls ``evaluate.trusting``. The library's own call still
+    checks, naming the parameter."""
+    from calibkit._settings import Declared
+
+    seen = []
+    real = Declared.check
+
+    def counted(self, value):
+        seen.append(self.name)
+        return real(self, value)
+
+    monkeypatch.setattr(Declared, "check", counted)
+    np.savez(tmp_path / "run.npz", logits=data[0], labels=data[1])
+    argv = ["evaluate", str(tmp_path / "run.npz"), "--n-bins", "15", "--bootstrap", "50"]
+    run_ok([*argv, "--no-smooth", "--no-optimal", "--json"], capsys)
+    assert sorted(seen) == ["bootstrap", "ci", "n_bins", "seed"]
+    with pytest.raises(ValueError, match="n_bins: expected an integer in 1..100,000"):
+        M.evaluate(*data, n_bins=200_000)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--interval", "bcaa", "Invalid value for '--interval'"),
+        ("--binary", "pooled", "Invalid value for '--binary'"),
+        ("--n-bins", "200000", "--n-bins: expected an integer in 1..100,000, got 200000"),
+    ],
+)
+def test_the_options_refuse_what_the_library_refuses(tmp_path, data, capsys, flag, value, message):
+    """Each metric option is built from its declaration: a value the library refuses is
+    refused by the command, under the flag's name, before the file is read."""
+    code, _out, err = run(["evaluate", str(tmp_path / "missing.npz"), flag, value], capsys)
+    assert code == 2 and message in err and "missing.npz" not in err, err
+    name = flag.removeprefix("--").replace("-", "_")
+    with pytest.raises(ValueError, match=f"^{name}: expected"):
+        M.evaluate(*data, **{name: int(value) if value.isdigit() else value})

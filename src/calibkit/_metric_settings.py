@@ -9,11 +9,12 @@ imports no PyTorch."""
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from ._conventions import BINNINGS
+from ._conventions import BINNINGS, INTERVALS
 from ._docs import Described
 from ._settings import MAX_BINS, Bounds, OneOf, Setting, is_number
 
@@ -35,12 +36,43 @@ Binning = Annotated[
     str,
     Setting("Convention for a value on a bin edge (:mod:`calibkit.metrics._binning`)", BINNING),
 ]
+#: the calibration pairs every metric measures; the binned ones reduce more (PairBinary)
+BINARY_MODES = ("top-label", "positive")
+_TOP_R = re.compile(r"top-([0-9]+)")
 Binary = Annotated[
     str,
     Setting(
+        "Which calibration pair is measured: 'top-label' (confidence and correctness) or "
+        "'positive' (P(class 1) and 1[y = 1], K = 2)",
+        OneOf(BINARY_MODES),
+    ),
+]
+
+
+class _PairModes:
+    """The values of a binned metric's ``binary``: :data:`BINARY_MODES`, ``"pooled"`` or
+    ``"top-<r>"`` with r >= 2 (:mod:`calibkit.metrics._inputs`)."""
+
+    def __str__(self) -> str:
+        return f"one of {list(BINARY_MODES)}, 'pooled' or 'top-<r>' with r >= 2"
+
+    def check(self, name: str, value: Any) -> str:
+        if value in (*BINARY_MODES, "pooled"):
+            return value
+        m = _TOP_R.fullmatch(value) if isinstance(value, str) else None
+        if m is None or int(m.group(1)) < 2:
+            raise ValueError(f"{name}: expected {self} ('top-label' is r = 1), got {value!r}")
+        return value
+
+
+PairBinary = Annotated[
+    str,
+    Setting(
         "Which calibration pair is measured: 'top-label' (confidence and correctness), "
-        "'positive' (P(class 1) and 1[y = 1], K = 2), 'pooled' or 'top-<r>' "
-        "(:mod:`calibkit.metrics._inputs`)"
+        "'positive' (P(class 1) and 1[y = 1], K = 2), 'pooled' (every class's probability "
+        "against its indicator) or 'top-<r>' (the r-th most probable class) "
+        "(:mod:`calibkit.metrics._inputs`)",
+        _PairModes(),
     ),
 ]
 Debias = Annotated[
@@ -178,6 +210,18 @@ NllClip = Annotated[
 RESAMPLES = Bounds(0, 10**7, integer=True)
 LEVEL = Bounds(0, 1, low_open=True, high_open=True)
 Bootstrap = Annotated[int, Setting("Number of bootstrap resamples (0: no intervals)", RESAMPLES)]
+#: a comparison's resamples: its p-values need at least one
+Resamples = Annotated[
+    int, Setting("Number of bootstrap resamples", Bounds(1, RESAMPLES.high, integer=True))
+]
+Interval = Annotated[
+    str,
+    Setting(
+        "Bootstrap interval: 'auto' takes each metric's own, chosen by the coverage study "
+        "(docs/metrics.md); or one method for all",
+        OneOf(INTERVALS),
+    ),
+]
 Ci = Annotated[float, Setting("Level of the intervals, such as 0.95", LEVEL)]
 Smooth = Annotated[bool, Setting("Compute smooth ECE (False skips it: it is the slowest)")]
 Optimal = Annotated[bool, Setting("Compute optimal ECE (False skips it: 1,000 temperatures)")]

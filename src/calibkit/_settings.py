@@ -323,7 +323,11 @@ def checks_declared(fn: Callable) -> Callable:
     """Decorator: every declared setting of ``fn`` that a call passes is checked against its
     declaration (:meth:`Declared.check`, the one check the registries use too) and handed
     on as checked (an int bound gives an int, a flag a bool), before ``fn`` runs; the body
-    trusts them. Undeclared arguments (the data) pass as they are."""
+    trusts them. Undeclared arguments (the data) pass as they are.
+
+    The checked function's ``trusting`` is ``fn`` itself, for a caller whose settings were
+    checked where they entered (a command's declared options, a metric's own checked
+    keywords handed to :func:`~calibkit.metrics.prepare`), so that each is checked once."""
     declared = declarations(fn)
     signature = inspect.signature(fn)
 
@@ -335,4 +339,5 @@ def checks_declared(fn: Callable) -> Callable:
                 bound.arguments[name] = declared[name].check(value)
         return fn(*bound.args, **bound.kwargs)
 
+    wrapper.trusting = fn  # type: ignore[attr-defined]
     return wrapper

@@ -119,7 +119,7 @@ def test_every_estimate_outside_its_interval_gets_a_note():
     assert r["classwise_ece"] < lo and r.bias["classwise_ece"] > 0
     assert len(r.notes) == 1 and "classwise_ece" in r.notes[0] and "accuracy" not in r.notes[0]
     assert r.settings["interval"] == "percentile" and "bias" in r.to_dict()
-    with pytest.raises(ValueError, match="interval: unknown 'bcaa'"):
+    with pytest.raises(ValueError, match=r"interval: expected one of 'auto', .*; got 'bcaa'"):
         evaluate(probs, labels, probs=True, bootstrap=10, interval="bcaa")
 
 

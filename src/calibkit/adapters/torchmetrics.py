@@ -102,7 +102,7 @@ class _BinnedCalibration(Metric):
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` (N, K) logits (probabilities with ``probs=True``), ``target``
         (N,) class indices."""
-        p = prepare(preds, target, probs=self.probs)
+        p = prepare.trusting(preds, target, probs=self.probs)
         sums = topbin_sums(p, BinScheme(self.n_bins, self.binning, p.dtype))
         self.bins += sums[0].to(self.bins)
 
@@ -222,7 +222,7 @@ class _RankedCalibration(Metric):
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` (N, K) logits (probabilities with ``probs=True``), ``target``
         (N,) class indices."""
-        p = prepare(preds, target, probs=self.probs)
+        p = prepare.trusting(preds, target, probs=self.probs)
         conf, correct = p.cal_pair
         self.confidence.append(conf)
         self.correct.append(correct)
@@ -419,7 +419,7 @@ class ClasswiseECE(Metric):
     def update(self, preds: Tensor, target: Tensor) -> None:
         """Add a batch: ``preds`` (N, num_classes) logits (probabilities with
         ``probs=True``), ``target`` (N,) class indices."""
-        p = prepare(preds, target, probs=self.probs)
+        p = prepare.trusting(preds, target, probs=self.probs)
         if p.k != self.num_classes:
             raise ValueError(f"preds: {p.k} classes (axis 1) where num_classes={self.num_classes}")
         self.sums += classwise_sums(p, self.scheme)[0].to(self.sums)
@@ -466,7 +466,7 @@ class _TorchmetricsCalibration(_BinnedCalibration):
         self.validate_args = check_flag(validate_args, "validate_args")
 
     def _add(self, probs: Tensor, target: Tensor, binary: str, dtype: torch.dtype) -> None:
-        read = prepare if self.validate_args else trusted
+        read = prepare.trusting if self.validate_args else trusted
         p = read(probs, target, probs=True, binary=binary)
         sums = topbin_sums(p, BinScheme(self.n_bins, self.binning, dtype))
         self.bins += sums[0].to(self.bins)

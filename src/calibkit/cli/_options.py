@@ -11,8 +11,18 @@ from typing import Any
 
 import click
 
-from .._conventions import INTERVALS
-from .._metric_settings import Binning, Bootstrap, BootstrapSeed, Ci, MetricBins, Probs
+from .._metric_settings import (
+    Binary,
+    Binning,
+    Bootstrap,
+    BootstrapSeed,
+    Ci,
+    Interval,
+    MetricBins,
+    Optimal,
+    Probs,
+    Smooth,
+)
 from .._settings import Bounds, Declared, OneOf
 
 #: a Sphinx role (``:mod:`x.y```, ``:func:`~x.y```) or a literal (````x````) in a help text
@@ -156,26 +166,13 @@ METRIC_OPTIONS = [
     declared_option(declared("probs", Probs, None), "--probs/--logits"),
     declared_option(declared("n_bins", MetricBins, 15)),
     declared_option(declared("binning", Binning, "calibkit")),
-    click.option(
-        "--binary",
-        default="top-label",
-        show_default=True,
-        type=click.Choice(["top-label", "positive"]),
-        help="Binary problems: top label, or P(class 1) against y = 1.",
-    ),
+    declared_option(declared("binary", Binary, "top-label")),
     bootstrap_option(0),
     declared_option(declared("seed", BootstrapSeed, 0)),
     declared_option(declared("ci", Ci, 0.95)),
-    click.option(
-        "--interval",
-        default="auto",
-        show_default=True,
-        type=click.Choice(INTERVALS),
-        help="Bootstrap interval: auto picks each metric's by the coverage study "
-        "(docs/metrics.md).",
-    ),
-    click.option("--no-optimal", is_flag=True, help="Skip optimal ECE (1000 temperatures)."),
-    click.option("--no-smooth", is_flag=True, help="Skip smooth ECE."),
+    declared_option(declared("interval", Interval, "auto")),
+    declared_option(declared("optimal", Optimal, True), "--optimal/--no-optimal"),
+    declared_option(declared("smooth", Smooth, True), "--smooth/--no-smooth"),
     click.option(
         "--plot",
         type=OutputFile(),

@@ -96,7 +96,7 @@ def evaluate_and_report(
             )
     with progress(bootstrap, "bootstrap", not as_json) as tick, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # undefined AUROC is reported as a note
-        result = evaluate(
+        result = evaluate.trusting(  # every setting checked where its option entered
             scores,
             labels,
             probs=probs,

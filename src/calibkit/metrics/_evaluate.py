@@ -30,6 +30,7 @@ from .._metric_settings import (
     Bootstrap,
     BootstrapSeed,
     Ci,
+    Interval,
     MetricBins,
     Optimal,
     Probs,
@@ -44,7 +45,7 @@ from ._consistency import calibrated_replicates, p_value
 from ._display import shown, with_unit
 from ._functional import undefined_auroc_message
 from ._inputs import prepare, prepare_scores
-from ._intervals import check_interval, describe
+from ._intervals import describe
 from ._ood import OodScore
 from ._ood import ood_score as score_of
 from ._resample import (
@@ -173,11 +174,6 @@ class EvaluationResult:
         "array-like, Tensor or None, default None",
         "Scores of out-of-distribution samples (M, K): adds OOD AUROC, FPR95 and AUPR-In.",
     ),
-    interval=(
-        "str, default 'auto'",
-        "'auto' (each metric's own), 'percentile', 'basic', "
-        "'bca' or 'two-pivot' (:mod:`calibkit.metrics._intervals`).",
-    ),
     progress=("callable or None, default None", "Called with k after each chunk of k resamples."),
 )
 @checks_declared
@@ -197,7 +193,7 @@ def evaluate(
     bootstrap: Bootstrap = 0,
     seed: BootstrapSeed = 0,
     ci: Ci = 0.95,
-    interval: str = "auto",
+    interval: Interval = "auto",
     progress: Callable[[int], None] | None = None,
     metrics: Iterable[str] | None = None,
 ) -> EvaluationResult:
@@ -227,9 +223,8 @@ def evaluate(
     """
     # every declared setting checked where it entered (checks_declared), then trusted
     scheme = BinScheme(n_bins, binning, torch.float64)
-    interval_method = check_interval(interval)
     only = check_metric_names(metrics)
-    p = prepare(scores, labels, probs=probs, binary=binary)
+    p = prepare.trusting(scores, labels, probs=probs, binary=binary)
     probs, binary = p.is_probs, p.binary  # a prepared input says what it holds
     scheme = scheme.for_dtype(p.dtype)
     ood = None
@@ -257,7 +252,7 @@ def evaluate(
         "bootstrap": bootstrap,
         "seed": seed,
         "ci": ci,
-        "interval": interval_method,
+        "interval": interval,
     }
     if ood is not None:
         settings["ood_score"] = ood_score
@@ -285,7 +280,7 @@ def evaluate(
         calibration_p = _calibration_test(p, scheme, values, boot, bootstrap, seed)
         # calibkit's own intervals (auto) start at 0 where the test does not reject, and
         # only where it could: its least p-value is 1 / (draws + 1)
-        auto = interval_method == "auto"
+        auto = interval == "auto"
         can_reject = 1 / (bootstrap + 1) <= 1 - ci
         reached = [m for m, v in calibration_p.items() if auto and can_reject and v > 1 - ci]
         if auto and calibration_p and not can_reject:
@@ -298,7 +293,7 @@ def evaluate(
             values,
             boot,
             ci,
-            interval_method,
+            interval,
             lambda names: jackknife_vectors(p, scheme, seed, smooth=smooth, only=names),
             plug_ins,
             frozenset(reached),

@@ -50,6 +50,7 @@ from .._metric_settings import (
     MetricBins,
     NllClip,
     OneSampleBins,
+    PairBinary,
     Power,
     Probs,
     ReturnTemperature,
@@ -110,7 +111,7 @@ def _sample_metric(name: str, about: str) -> Callable[..., float]:
     @sized_by_first_argument
     @checks_declared
     def metric(scores: Any, labels: Any = None, *, probs: Probs = None) -> float:
-        p = prepare(scores, labels, probs=probs)
+        p = prepare.trusting(scores, labels, probs=probs)
         return _value(p, _NO_BINS, name)
 
     metric.__name__ = metric.__qualname__ = name
@@ -157,7 +158,7 @@ def _selective_area(name: str, about: str) -> Callable[..., float]:
         probs: Probs = None,
         convention: SelectiveConvention = "calibkit",
     ) -> float:
-        p = prepare(scores, labels, probs=probs)
+        p = prepare.trusting(scores, labels, probs=probs)
         value = _value(p, _NO_BINS, name)
         if convention == "calibkit":
             return value
@@ -237,7 +238,7 @@ def ace(
     probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
-    binary: Binary = "top-label",
+    binary: PairBinary = "top-label",
 ) -> float:
     """Average calibration error (Neumann et al. 2018, netcal's ``ACE``): the mean of
     |acc − conf| over the non-empty equal-width bins, each bin counting once whatever its
@@ -266,7 +267,7 @@ def mce(
     probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
-    binary: Binary = "top-label",
+    binary: PairBinary = "top-label",
 ) -> float:
     """Maximum calibration error: max over non-empty bins of |acc − conf|.
 
@@ -290,7 +291,7 @@ def ks_error(
     labels: Any = None,
     *,
     probs: Probs = None,
-    binary: Binary = "top-label",
+    binary: PairBinary = "top-label",
     convention: KsConvention = "calibkit",
 ) -> float:
     """Top-label Kolmogorov–Smirnov calibration error (Gupta et al., ICLR 2021, eq. 5).
@@ -339,7 +340,7 @@ def ece(
     probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
-    binary: Binary = "top-label",
+    binary: PairBinary = "top-label",
     debias: Debias = False,
 ) -> float:
     """Expected calibration error with ``n_bins`` equal-width bins (Naeini et al. 2015).
@@ -376,7 +377,7 @@ def rms_ce(
     probs: Probs = None,
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
-    binary: Binary = "top-label",
+    binary: PairBinary = "top-label",
     debias: Debias = False,
     one_sample_bins: OneSampleBins = "keep",
 ) -> float:
@@ -426,7 +427,7 @@ def aece(
     probs: Probs = None,
     n_bins: MetricBins = 15,
     convention: AeceConvention = "calibkit",
-    binary: Binary = "top-label",
+    binary: PairBinary = "top-label",
     norm: AdaptiveNorm = "l1",
 ) -> float:
     """Adaptive (equal-mass) ECE: bins of N/M samples each (sizes differ by at most one).
@@ -523,7 +524,7 @@ def classwise_ece(
     if debias and (cells != "marginal" or binning == "equal-mass"):
         raise ValueError("debias=True needs equal-width marginal cells")
     _check_one_sample_bins(one_sample_bins, debias and power == 2, "debias=True and power=2")
-    p = prepare(scores, labels, probs=probs)
+    p = prepare.trusting(scores, labels, probs=probs)
     if binning == "equal-mass":
         if cells == "joint" or power != 1:
             raise ValueError(
@@ -593,7 +594,7 @@ def nll(
     >>> round(nll(probs, labels, probs=True), 4)
     0.446
     """
-    p = prepare(scores, labels, probs=probs)
+    p = prepare.trusting(scores, labels, probs=probs)
     if clip is None:
         return _value(p, _NO_BINS, "nll")
     logp = p.label_logp.clamp(math.log(clip), math.log1p(-clip))  # checked: clip is ε
@@ -624,7 +625,7 @@ def entropy(scores: Any, labels: Any = None, *, probs: Probs = None) -> float:
     if labels is None:
         s = prepare_scores(scores, probs=probs)
         labels = torch.zeros(len(s), dtype=torch.long)
-    return _value(prepare(scores, labels, probs=probs), _NO_BINS, "entropy")
+    return _value(prepare.trusting(scores, labels, probs=probs), _NO_BINS, "entropy")
 
 
 @_FRACTION
@@ -644,7 +645,7 @@ def refinement_auroc(scores: Any, labels: Any = None, *, probs: Probs = None) ->
     >>> round(refinement_auroc(logits, labels), 4)
     1.0
     """
-    p = prepare(scores, labels, probs=probs)
+    p = prepare.trusting(scores, labels, probs=probs)
     value = _value(p, _NO_BINS, "refinement_auroc")
     if math.isnan(value):
         raise ValueError(undefined_auroc_message(p.n, int(p.correct.sum())))
@@ -696,7 +697,7 @@ def ece_decomposition(
     >>> round(d["overconfident"] + d["underconfident"] - ece(logits, labels), 12)
     0.0
     """
-    p = prepare(scores, labels, probs=probs, binary=binary)
+    p = prepare.trusting(scores, labels, probs=probs, binary=binary)
     v = _values(p, _scheme(p, n_bins, binning), *_DECOMPOSITION)
     accuracy = v["mean_confidence"] - v["gap"]
     return {"mean_confidence": v["mean_confidence"], "accuracy": accuracy} | {
@@ -714,7 +715,7 @@ def smooth_ece(
     probs: Probs = None,
     sigma: Bandwidth = None,
     convention: SmoothConvention = "calibkit",
-    binary: Binary = "top-label",
+    binary: PairBinary = "top-label",
 ) -> float:
     """Smooth ECE (Błasiok & Nakkiran 2024) with the fixed-point bandwidth, or ``sigma`` (a
     setting of this function alone; the table's row takes the fixed point).
@@ -773,7 +774,7 @@ def optimal_ece(
     >>> round(optimal_ece(logits, labels), 4)
     0.1717
     """
-    p = prepare(scores, labels, probs=probs, binary=binary)
+    p = prepare.trusting(scores, labels, probs=probs, binary=binary)
     temps = check_grid(grid)
     best, value = best_temperature(p, _scheme(p, n_bins, binning), temps)
     return (value, float(temps[best])) if return_temperature else value

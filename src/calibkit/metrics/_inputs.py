@@ -29,7 +29,6 @@ match other libraries' bit for bit.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -41,7 +40,6 @@ from torch import Tensor
 from .._checks import (
     as_float_scores,
     as_labels,
-    check_choice,
     check_finite,
     check_flag,
     check_probabilities,
@@ -50,13 +48,12 @@ from .._checks import (
     to_tensor,
 )
 from .._docs import documented
-from .._metric_settings import METRIC_PARAMETERS, Binary, Probs
+from .._metric_settings import METRIC_PARAMETERS, Binary, PairBinary, Probs
+from .._settings import checks_declared
 from .._threads import for_work
 from ._binning import BinScheme
 from ._scan import RowStats, scan_rows
 from ._scan import usable as native_usable
-
-BINARY_MODES = ("top-label", "positive")
 
 
 def _as_two_columns(s: Tensor, probs: bool) -> Tensor:
@@ -325,6 +322,7 @@ class Runs:
 
 
 @documented(METRIC_PARAMETERS, "Prepared: the checked input, for any metric function.")
+@checks_declared
 def prepare(
     scores: Any,
     labels: Any = None,
@@ -348,9 +346,6 @@ def prepare(
         return _reused(scores, labels, probs, binary)
     if labels is None:
         raise TypeError("labels: required with scores (only a prepared input carries its own)")
-    if probs is not None and not isinstance(probs, bool):
-        raise TypeError(f"probs: expected True, False or None, got {probs!r}")
-    check_choice(binary, "binary", BINARY_MODES)
     # logits for the compiled scan are checked for NaN and inf in its pass (Prepared.scan)
     s = prepare_scores(scores, probs=probs, finite=bool(probs))
     y = as_labels(labels, s.shape[1])
@@ -417,22 +412,20 @@ def trusted(
     return Prepared(s, y, bool(probs), binary)
 
 
-_TOP_R = re.compile(r"top-([0-9]+)")
-
-
 def prepare_pair(
-    scores: Any, labels: Any, *, probs: bool | None, binary: str, pick: str = "topk"
+    scores: Any, labels: Any, *, probs: Probs, binary: PairBinary, pick: str = "topk"
 ) -> Prepared:
     """:func:`prepare`, plus the ``"pooled"`` and ``"top-<r>"``
     reductions (module docstring), returned as a binary problem in probabilities.
 
     ``pick="argpartition"``: the r-th class of a row (r = 1 for ``"top-label"``) is the one
     ``numpy.argpartition`` puts r-th from the end, as Gupta et al.'s ``get_top_results``
-    picks it; among tied probabilities that may be another class than ``torch.topk``'s."""
+    picks it; among tied probabilities that may be another class than ``torch.topk``'s.
+    ``probs`` and ``binary`` are trusted: the metric that calls it checked them."""
     if binary == "positive" or (binary == "top-label" and pick == "topk"):
-        return prepare(scores, labels, probs=probs, binary=binary)
+        return prepare.trusting(scores, labels, probs=probs, binary=binary)
     rank = 1 if binary == "top-label" else _rank(binary)
-    p = prepare(scores, labels, probs=probs)
+    p = prepare.trusting(scores, labels, probs=probs)
     prob = p.probs
     if rank is None:  # pooled
         conf = prob.reshape(-1)
@@ -452,13 +445,5 @@ def prepare_pair(
 
 
 def _rank(binary: str) -> int | None:
-    """None for ``"pooled"``, r for ``"top-<r>"``; anything else is refused in one line."""
-    if binary == "pooled":
-        return None
-    m = _TOP_R.fullmatch(binary) if isinstance(binary, str) else None
-    if m is None or int(m.group(1)) < 2:
-        raise ValueError(
-            f"binary: expected one of {list(BINARY_MODES)}, 'pooled' or 'top-<r>' with "
-            f"r >= 2 ('top-label' is r = 1), got {binary!r}"
-        )
-    return int(m.group(1))
+    """None for ``"pooled"``, r for ``"top-<r>"`` (checked by its declaration, PairBinary)."""
+    return None if binary == "pooled" else int(binary.removeprefix("top-"))

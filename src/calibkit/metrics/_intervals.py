@@ -44,8 +44,6 @@ from statistics import NormalDist
 import torch
 from torch import Tensor
 
-from .._conventions import INTERVALS
-
 #: groups of samples left out in turn to estimate BCa's acceleration
 JACKKNIFE_GROUPS = 20
 
@@ -93,12 +91,6 @@ POLICIES: dict[str, IntervalPolicy] = {
 def policy(name: str) -> IntervalPolicy:
     """The interval policy of metric ``name`` (``ood_auroc:<split>`` reads as ``ood_auroc``)."""
     return POLICIES.get(name.split(":", 1)[0], IntervalPolicy())
-
-
-def check_interval(method: str) -> str:
-    if method not in INTERVALS:
-        raise ValueError(f"interval: unknown {method!r}; choose from {', '.join(INTERVALS)}")
-    return method
 
 
 def describe(method: str, names) -> str:

@@ -30,7 +30,6 @@ from typing import Annotated, Any
 import torch
 from torch import Tensor
 
-from .._checks import check_choice
 from .._docs import documented
 from .._metric_settings import METRIC_PARAMETERS, Binary, Binning, MetricBins, Probs
 from .._settings import Bounds, Setting, checks_declared
@@ -38,7 +37,7 @@ from . import _stats as st
 from ._binning import BinScheme
 from ._bins import Bins, bins_of
 from ._evaluate import METRICS
-from ._inputs import BINARY_MODES, Runs, prepare
+from ._inputs import Runs, prepare
 from ._smooth import smooth_ece_batch
 from ._table import COMPUTED, Memo
 
@@ -131,7 +130,7 @@ class CalibrationMeter:
     ) -> None:
         """A meter with no sample yet; each setting is checked here."""
         self.n_bins, self.binning, self.probs = n_bins, binning, probs
-        self.binary = check_choice(binary, "binary", BINARY_MODES)
+        self.binary = binary
         self.keep_samples = keep_samples
         self._init_classes = n_classes
         self.reset()
@@ -171,7 +170,7 @@ class CalibrationMeter:
     @documented(METRIC_PARAMETERS, "CalibrationMeter: this meter.")
     def update(self, scores: Any, labels: Any) -> CalibrationMeter:
         """Add a batch: ``scores`` (B, K) logits (probabilities if ``probs``), ``labels`` (B,)."""
-        p = prepare(scores, labels, probs=self.probs, binary=self.binary)
+        p = prepare.trusting(scores, labels, probs=self.probs, binary=self.binary)
         p.scan(full=True)  # the NaN/inf check of logits is in the scan: before the meter changes
         self._ensure_state(p.k, p.dtype, p.device)
         scheme = self._scheme()

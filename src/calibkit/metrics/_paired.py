@@ -20,7 +20,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .._checks import check_positive_int
 from .._docs import documented
 from .._metric_settings import (
     METRIC_PARAMETERS,
@@ -30,6 +29,7 @@ from .._metric_settings import (
     Ci,
     MetricBins,
     Probs,
+    Resamples,
     Smooth,
 )
 from .._settings import checks_declared
@@ -152,7 +152,6 @@ def compare_paired(scores_a: Any, scores_b: Any, labels: Any, **settings: Any) -
         "sequence of (scores_a, scores_b, labels)",
         "One per seed: the two methods' scores of the same test rows, and their labels.",
     ),
-    bootstrap=("int, default 1000", "Number of bootstrap resamples."),
 )
 @checks_declared
 @sized_by_first_argument
@@ -163,7 +162,7 @@ def compare_nested(
     n_bins: MetricBins = 15,
     binning: Binning = "calibkit",
     binary: Binary = "top-label",
-    bootstrap: int = 1000,
+    bootstrap: Resamples = 1000,
     seed: BootstrapSeed = 0,
     ci: Ci = 0.95,
     smooth: Smooth = True,
@@ -185,15 +184,14 @@ def compare_nested(
     >>> c.diff["ece"] < 0 and c.significant("ece") and c.p_values["ece"] < 0.05
     True
     """
-    check_positive_int(bootstrap, "bootstrap")  # ties to meaning: at least one resample
     only = check_metric_names(metrics)
     scheme = BinScheme(n_bins, binning, torch.float64)  # checked once, before the data
     if not groups:
         raise ValueError("groups: empty; give one (scores_a, scores_b, labels) per seed")
     est_a, est_b, reps = [], [], []
     for scores_a, scores_b, labels in groups:
-        pa = prepare(scores_a, labels, probs=probs, binary=binary)
-        pb = prepare(scores_b, labels, probs=probs, binary=binary)
+        pa = prepare.trusting(scores_a, labels, probs=probs, binary=binary)
+        pb = prepare.trusting(scores_b, labels, probs=probs, binary=binary)
         if pa.k != pb.k:
             raise ValueError(
                 f"scores_a and scores_b have {pa.k} and {pb.k} classes; they must match"

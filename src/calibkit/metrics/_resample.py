@@ -216,7 +216,7 @@ def bootstrap_intervals(
     reaches_zero: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, tuple[float, float]], dict[str, float], list[str]]:
     """(intervals, bias estimates, notes) of the metrics in ``estimates`` that have
-    ``replicates``. ``method``: one of :data:`~calibkit.metrics._intervals.INTERVALS`
+    ``replicates``. ``method``: one of :data:`~calibkit._conventions.INTERVALS`
     ("auto": each metric's own, from :mod:`calibkit.metrics._table`); ``jack(names)``: the
     delete-a-group jackknife values of those metrics, asked for only where BCa is used;
     ``plug_ins``: estimates of the plug-in metrics the debiased ones correct, where
@@ -329,7 +329,7 @@ def metric_values(
     """
     only = check_metric_names(metrics)
     scheme = BinScheme(n_bins, "calibkit", torch.float64)
-    p = prepare(scores, labels, probs=probs)
+    p = prepare.trusting(scores, labels, probs=probs)
     smooth = only is None or "smooth_ece" in only
     values = metric_vectors(p, scheme, None, smooth=smooth, only=only)
     return {m: float(values[m].reshape(-1)[0]) for m in METRICS if m in values}
@@ -353,7 +353,7 @@ def bootstrap_replicates(
     over test rows uses, :func:`~calibkit.metrics._paired.compare_nested`)."""
     only = check_metric_names(metrics)
     scheme = BinScheme(n_bins, binning, torch.float64)
-    p = prepare(scores, labels, probs=probs)
+    p = prepare.trusting(scores, labels, probs=probs)
     smooth = only is None or "smooth_ece" in only
     boot = bootstrap_vectors([p], scheme, bootstrap, seed, smooth=smooth, only=only)[0]
     return {m: boot[m].cpu().numpy() for m in (only or METRICS) if m in boot}
