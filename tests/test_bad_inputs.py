@@ -1,4 +1,4 @@
-"""A quarter of benchmarks/bad_inputs.py's sweep of bad and odd inputs over every command
+"""A quarter of benchmarks/hostile/bad_inputs.py's sweep of bad and odd inputs over every command
 (every fourth case, so each command and kind of input is sampled): none may exit 0 on a bad
 input or fail on a good one (silent), and none may end in a traceback."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SWEEP = Path(__file__).resolve().parents[1] / "benchmarks" / "bad_inputs.py"
+SWEEP = Path(__file__).resolve().parents[1] / "benchmarks" / "hostile" / "bad_inputs.py"
 
 
 @pytest.fixture(scope="module")

@@ -337,7 +337,7 @@ def test_version_names_the_row_scan_in_use(monkeypatch):
 
 def test_help_imports_no_torch():
     """Issue 42 §5: ``calibkit --help`` and each command's ``--help`` import neither PyTorch
-    nor scipy (benchmarks/cli_start.py times them)."""
+    nor scipy (benchmarks/overhead/cli_start.py times them)."""
     import subprocess
     import sys
 

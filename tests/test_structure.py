@@ -422,11 +422,25 @@ def test_every_public_callable_has_examples():
 
 
 def test_benchmarks_readme_names_every_script_once():
-    """Issue 67 §6: benchmarks/ holds speed comparisons, one-off searches, the hostile sweep
-    and GPU scripts; its README says which each is, and a new file must be placed there."""
+    """Issue 67 §6: benchmarks/ is laid out by what each script is for (a folder per kind:
+    speed against peers, calibkit's overhead, correctness, the studies behind a docs table,
+    the hostile sweep, GPU); its README names every file once, in its own folder's row, and
+    every study once more beside the table it wrote."""
     folder = SRC.parents[1] / "benchmarks"
     text = (folder / "README.md").read_text()
-    files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != "README.md")
-    named = re.findall(r"`([\w.-]+\.(?:py|sh|yaml))`", text)
-    assert sorted(set(named)) == files
-    assert all(named.count(f) == 1 for f in files), [f for f in files if named.count(f) != 1]
+    layout, rows = text.split("## The studies")
+    placed = {}
+    for line in layout.splitlines():
+        row = re.match(r"\| `(\w+)/` \|", line)
+        if row:
+            for name in re.findall(r"`([\w.-]+\.(?:py|sh|yaml))`", line):
+                assert name not in placed, f"{name} named twice"
+                placed[name] = row.group(1)
+    kept = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    kept -= {"README.md", "progress_lines.py"}
+    assert sorted(kept) == sorted(f"{kind}/{name}" for name, kind in placed.items())
+    assert "`progress_lines.py`" in layout and (folder / "progress_lines.py").is_file()
+    studies = sorted(k for k in kept if k.startswith("studies/"))
+    assert sorted(re.findall(r"^\| `(studies/[\w.-]+)` \| \S", rows, re.M)) == studies
+
+

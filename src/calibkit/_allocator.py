@@ -7,7 +7,7 @@ unmaps it on free, and it trims the heap whenever more than its trim threshold l
 the top. Every torch operation allocates its output, so a loop of operations on tensors of
 a few megabytes maps, page-faults (the kernel zero-fills each page) and unmaps the same
 memory over and over: the page faults cost more than the arithmetic. Measured on 2 cores,
-1000 bootstrap resamples of every metric at N = 1e5 (``benchmarks/metrics_speed.py``):
+1000 bootstrap resamples of every metric at N = 1e5 (``benchmarks/speed/metrics_speed.py``):
 8.5–10.9 s with glibc's defaults, 4.5–5.0 s with the memory retained.
 
 Cost: the process keeps the heap it has grown to (its resident size does not shrink after

@@ -1,6 +1,6 @@
 """The CUDA tier (issue 40 §2): the same cases on CUDA and on the CPU, compared. Marked
 ``cuda``; skipped with one line where no CUDA device exists, so CI (CPU only) stays green.
-`pytest -m cuda` runs them alone; benchmarks/gpu_check.sh runs them on a GPU machine.
+`pytest -m cuda` runs them alone; benchmarks/gpu/gpu_check.sh runs them on a GPU machine.
 
 What each catches (on the code before issue 40):
 - evaluate with optimal ECE on CUDA tensors crashed (temperatures._argmin_smallest_t indexed
@@ -28,7 +28,7 @@ pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(
         not torch.cuda.is_available(),
-        reason="no CUDA device here (the CUDA tier runs on a GPU: benchmarks/gpu_check.sh)",
+        reason="no CUDA device here (the CUDA tier runs on a GPU: benchmarks/gpu/gpu_check.sh)",
     ),
 ]
 

@@ -18,7 +18,7 @@ from calibkit.metrics._intervals import acceleration, describe, interval
 from calibkit.metrics._resample import bootstrap_replicates
 from calibkit.metrics._synthetic import TRUE_METRICS, SyntheticClassifier
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "correctness"))
 from interval_coverage import coverage_cell
 
 
@@ -169,7 +169,7 @@ def test_synthetic_truth_matches_a_large_sample(k, gamma):
 
 
 def test_coverage_of_the_chosen_intervals_small_study():
-    """A small version of benchmarks/interval_coverage.py at N = 500, K = 10, whose full
+    """A small version of benchmarks/correctness/interval_coverage.py at N = 500, K = 10, whose full
     table (docs/metrics.md) gives the expected coverage. Every bound lies 3 or more standard
     errors (about 3 points at R = 120, 4 at R = 60) from it, so neither luck nor a broken
     interval passes: means about 95 % (bound 87), over-confident ECE by the basic interval

@@ -280,7 +280,7 @@ def test_a_forked_child_scans_with_threads_of_its_own():
 
 @pytest.mark.skipif(os.environ.get("CALIBKIT_SANITIZED") == "1", reason="inside that run")
 def test_the_kernel_is_clean_under_address_and_undefined_behaviour_sanitizers():
-    """Issue 43: benchmarks/sanitize_rowscan.py builds the extension with ASan and UBSan
+    """Issue 43: benchmarks/hostile/sanitize_rowscan.py builds the extension with ASan and UBSan
     (any report aborts) and runs this file's tests against that build."""
     import shutil
     import subprocess
@@ -291,7 +291,7 @@ def test_the_kernel_is_clean_under_address_and_undefined_behaviour_sanitizers():
         if os.environ.get("CI"):
             pytest.fail("no C compiler on CI")
         pytest.skip("no C compiler")
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "sanitize_rowscan.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "hostile" / "sanitize_rowscan.py"
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "sanitized build in use" in done.stdout and "[100%]" in done.stdout

@@ -412,7 +412,7 @@ def test_odir_at_a_grid_top_penalty_converges_to_its_optimum(lam):
 def test_the_first_affine_fit_of_a_process_does_not_import_torch_dynamo():
     """torch.optim.LBFGS imported torch._dynamo on its first use: the first vector-scaling
     fit of a process took 1.2-1.7 s against 0.03 s for the next (issue 54;
-    ``python benchmarks/affine_speed.py --cold`` times it against scipy)."""
+    ``python benchmarks/speed/affine_speed.py --cold`` times it against scipy)."""
     import subprocess
     import sys
 

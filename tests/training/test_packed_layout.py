@@ -1,4 +1,4 @@
-"""benchmarks/packed_layout.py's Packed-Ensembles layout computes each member's logits and
+"""benchmarks/gpu/packed_layout.py's Packed-Ensembles layout computes each member's logits and
 gradients as the member alone does, and its weights go back to the members (issue 52 §2:
 the layout to measure against vmap on a GPU)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "packed_layout.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "packed_layout.py"
 spec = importlib.util.spec_from_file_location("packed_layout", SCRIPT)
 layout = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(layout)

@@ -347,10 +347,10 @@ def auto_batch(n: int) -> int:
     """The stage-2 batch for ``n`` training rows (``batch_size=auto``, the default): the
     largest of :data:`AUTO_BATCHES` that gives at least ``MIN_STEPS`` steps an epoch, so
     128 (the usual CIFAR batch; the paper gives none) on CIFAR's 45,000 rows and 64 on the
-    1,000-odd of digits. Chosen by ``python benchmarks/maccal_defaults.py`` (docs/methods.md,
-    "MaC-Cal's defaults"): on digits, over 3 seeds, 64 kept test accuracy (worst −0.40
-    points) with the mask still acting (final q 0.95); 16 kept it too but drove q to 1 by
-    mid-training in 3 of 3 seeds (nothing masked), and 128 left the head under-trained
+    1,000-odd of digits. Chosen by ``python benchmarks/studies/maccal_defaults.py``
+    (docs/methods.md, "MaC-Cal's defaults"): on digits, over 3 seeds, 64 kept test accuracy
+    (worst −0.40 points) with the mask still acting (final q 0.95); 16 kept it too but drove
+    q to 1 by mid-training in 3 of 3 seeds (nothing masked), and 128 left the head under-trained
     (accuracy −25 to −31 points, q at its floor). On the pretrained CIFAR ResNet-20's 45,000
     JPEG training rows, 128 kept accuracy in 3 of 3 seeds (+1.80 points at worst), with the
     mask inactive, as in every setting tried there (docs/methods.md).
