@@ -442,5 +442,3 @@ def test_benchmarks_readme_names_every_script_once():
     assert "`progress_lines.py`" in layout and (folder / "progress_lines.py").is_file()
     studies = sorted(k for k in kept if k.startswith("studies/"))
     assert sorted(re.findall(r"^\| `(studies/[\w.-]+)` \| \S", rows, re.M)) == studies
-
-
