@@ -246,9 +246,4 @@ METRIC_PARAMETERS: dict[str, Described] = {
         "array-like or Tensor, shape (M, K)",
         "Scores of out-of-distribution samples (no labels), in the same form as ``scores``.",
     ),
-    "metrics": (
-        "iterable of str or None, default None",
-        "The metrics wanted, by name (:data:`~calibkit.metrics.METRICS`); None: all. Only "
-        "what they need is computed, and each value equals the full evaluation's.",
-    ),
 }

@@ -31,7 +31,7 @@ import sys
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -278,9 +278,10 @@ def type_text(annotation: Any) -> str:
     if annotation is Any:
         return "any"
     origin = typing.get_origin(annotation)
-    if origin in (list, tuple, Sequence):
+    if origin in (list, tuple, Sequence, Iterable):
         args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
-        return "sequence" + (f" of {type_text(args[0])}" if args else "")
+        kind = "iterable" if origin is Iterable else "sequence"
+        return kind + (f" of {type_text(args[0])}" if args else "")
     return getattr(annotation, "__name__", str(annotation))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +49,9 @@ from ._intervals import describe
 from ._ood import OodScore
 from ._ood import ood_score as score_of
 from ._resample import (
+    MetricNames,
     bootstrap_intervals,
     bootstrap_vectors,
-    check_metric_names,
     jackknife_vectors,
     json_float,
     metric_vectors,
@@ -195,7 +195,7 @@ def evaluate(
     ci: Ci = 0.95,
     interval: Interval = "auto",
     progress: Callable[[int], None] | None = None,
-    metrics: Iterable[str] | None = None,
+    metrics: MetricNames = None,
 ) -> EvaluationResult:
     """Every calibration metric of ``scores`` (N, K) against ``labels`` (N,), in one pass.
 
@@ -223,7 +223,7 @@ def evaluate(
     """
     # every declared setting checked where it entered (checks_declared), then trusted
     scheme = BinScheme(n_bins, binning, torch.float64)
-    only = check_metric_names(metrics)
+    only = metrics  # checked where it entered: a frozenset, or None for all
     p = prepare.trusting(scores, labels, probs=probs, binary=binary)
     probs, binary = p.is_probs, p.binary  # a prepared input says what it holds
     scheme = scheme.for_dtype(p.dtype)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +37,8 @@ from .._threads import sized_by_first_argument
 from ._binning import BinScheme
 from ._inputs import prepare
 from ._resample import (  # the evaluation's own steps, shared with the paired comparison
+    MetricNames,
     bootstrap_vectors,
-    check_metric_names,
     format_value,
     json_float,
     metric_vectors,
@@ -166,7 +166,7 @@ def compare_nested(
     seed: BootstrapSeed = 0,
     ci: Ci = 0.95,
     smooth: Smooth = True,
-    metrics: Iterable[str] | None = None,
+    metrics: MetricNames = None,
 ) -> PairedComparison:
     """Two methods compared over seeds: ``groups`` holds one ``(scores_a, scores_b, labels)``
     per seed. Each bootstrap replicate resamples every seed's test rows (the same draws for
@@ -184,7 +184,7 @@ def compare_nested(
     >>> c.diff["ece"] < 0 and c.significant("ece") and c.p_values["ece"] < 0.05
     True
     """
-    only = check_metric_names(metrics)
+    only = metrics  # checked where it entered: a frozenset, or None for all
     scheme = BinScheme(n_bins, binning, torch.float64)  # checked once, before the data
     if not groups:
         raise ValueError("groups: empty; give one (scores_a, scores_b, labels) per seed")

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from .._settings import Setting
 from .._threads import sized_by_first_argument
 from . import _stats as st
 from ._binning import BinScheme
@@ -307,6 +308,28 @@ def check_metric_names(metrics: Iterable[str] | None) -> frozenset[str] | None:
             else "metrics: empty; name at least one metric, or pass None for all"
         )
     return frozenset(names)
+
+
+class _MetricNames:
+    """The values of ``metrics=``: names of :data:`METRICS` or :data:`OOD_METRICS` (one
+    name may be given as a str); checked, a frozenset (None: every metric)."""
+
+    def __str__(self) -> str:
+        return "names of calibkit.metrics.METRICS or OOD_METRICS; None: all"
+
+    def check(self, name: str, value: Any) -> frozenset[str] | None:
+        return check_metric_names(value)
+
+
+#: the ``metrics=`` of :func:`evaluate` and :func:`compare_nested`
+MetricNames = Annotated[
+    Iterable[str] | None,
+    Setting(
+        "The metrics wanted, by name; only what they need is computed, and each value "
+        "equals the full evaluation's",
+        _MetricNames(),
+    ),
+]
 
 
 @sized_by_first_argument
