@@ -135,3 +135,27 @@ def test_a_seeded_spec_stays_checked_and_keeps_its_own_seed():
     assert posthoc.REGISTRY.seeded(sb.with_params(seed=1), 7).kwargs == {"seed": 1}
     assert posthoc.REGISTRY.seeded("scaling-binning", 2).kwargs == {"seed": 2}  # text: checked
     assert posthoc.REGISTRY.seeded(spec, 7) is spec
+
+
+def test_a_saved_calibrator_is_checked_once_where_it_loads(monkeypatch, tmp_path):
+    """Issue 67 §4: ``posthoc.load`` built the method from the file's spec (one check) and
+    the method checked its settings again where it first read them (the loaded-state check
+    of ts-grid, MaC-Cal's ``_load``); it now hands the registry's result on, as ``create``
+    does."""
+    import torch
+
+    from calibkit import posthoc
+    from calibkit.posthoc._temperature import TemperatureGrid
+
+    z, y = torch.randn(300, 3, dtype=torch.float64), torch.randint(0, 3, (300,))
+    path = posthoc.create("ts-grid").fit(z, y).save(tmp_path / "grid.calib")
+    calls = []
+    real = TemperatureGrid.check_settings.__func__
+    monkeypatch.setattr(
+        TemperatureGrid,
+        "check_settings",
+        classmethod(lambda cls, **s: calls.append(s) or real(cls, **s)),
+    )
+    again = posthoc.load(path)
+    assert len(calls) == 1, calls
+    assert torch.equal(again(z), posthoc.load(path)(z))

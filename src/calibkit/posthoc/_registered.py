@@ -115,7 +115,7 @@ def load(path, model=None) -> Method:
     if meta["method"] not in REGISTRY:
         raise FileFormatError(f"{path}: unknown calibrator {meta['method']!r}")
     try:
-        obj = REGISTRY.create(meta["method"], **meta["settings"])
+        obj = create(meta["method"], **meta["settings"])  # checked once, then trusted
     except (TypeError, ValueError) as err:
         raise FileFormatError(f"{path}: invalid settings ({first_line(err)})") from None
     if obj.level == "model":
