@@ -1,8 +1,8 @@
 """Post-hoc calibrators: fit on a held-out split, apply to new logits (docs/methods.md §2).
 
 >>> from calibkit import posthoc
->>> posthoc.names()[:4]
-['beta', 'dir-l2', 'dir-odir', 'ets']
+>>> "ts" in posthoc.names() and posthoc.names() == sorted(posthoc.names())  # by name
+True
 >>> posthoc.create("ts-grid:grid=focal-calibration").grid
 'focal-calibration'
 """
