@@ -143,6 +143,18 @@ MAX_BINS = 100_000
 #: settings many functions share, each declared once
 NBins = Annotated[int, Setting("Number of bins", Bounds(1, MAX_BINS, integer=True))]
 Seed = Annotated[int, Setting("Seed of every random choice", Bounds(0, 2**63 - 1, integer=True))]
+SeedCount = Annotated[
+    int,
+    Setting("Number of seeds, each a fit (or a split) of its own", Bounds(1, 1000, integer=True)),
+]
+#: the rows of one split that calibrate when it is divided (the bench's logits files, compare)
+CalibrationShare = Annotated[
+    float,
+    Setting(
+        "Share of the rows that calibrate, stratified by class (the rest test)",
+        Bounds(0, 1, low_open=True, high_open=True),
+    ),
+]
 #: the most epochs and the largest batch a training loop accepts: beyond, it never ends
 COUNT = Bounds(1, 1_000_000, integer=True)
 Epochs = Annotated[int, Setting("Training epochs", COUNT)]

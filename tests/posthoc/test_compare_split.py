@@ -190,3 +190,15 @@ def test_a_spec_that_sets_its_seed_is_fitted_once():
     )
     assert len(out["methods"]["scaling-binning"]["fit"]) == 3
     assert len(out["methods"]["scaling-binning:seed=4"]["fit"]) == 1
+
+
+def test_compare_checks_its_settings_by_their_declarations():
+    """``seeds=0`` reached an empty list of fits (an IndexError); ``compare``'s options and
+    these functions now share one declaration each, checked once where they enter."""
+    z, y = make_logits(400, 3, 0)
+    with pytest.raises(ValueError, match=r"^seeds: expected an integer in 1\.\.1,000, got 0$"):
+        compare_methods((z, y), (z, y), ["ts"], seeds=0)
+    with pytest.raises(ValueError, match=r"^fraction: expected a number in \(0, 1\), got 1\.5$"):
+        compare_resplit(z, y, ["ts"], fraction=1.5)
+    with pytest.raises(IndexError):  # what the body alone does with it
+        compare_methods.trusting((z, y), (z, y), ["ts"], seeds=0)

@@ -12,7 +12,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from .._settings import Bounds, Declared, OneOf, Setting, declarations
+from .._settings import Bounds, CalibrationShare, Declared, OneOf, Setting, declarations
 from ..training import TrainConfig
 
 #: the training settings a spec's ``train`` section takes (TrainConfig's declarations)
@@ -124,13 +124,7 @@ class DatasetEntry:
     logits: Annotated[
         str | None, Setting("A path or glob of logits files, each split per seed")
     ] = None
-    calibration_fraction: Annotated[
-        float,
-        Setting(
-            "Share of a logits file's rows that calibrate (the rest test)",
-            Bounds(0, 1, low_open=True, high_open=True),
-        ),
-    ] = 0.5
+    calibration_fraction: CalibrationShare = 0.5
     methods: Annotated[list[str], Setting("This entry's methods, by name; none: all")] = field(
         default_factory=list
     )

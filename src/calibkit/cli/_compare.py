@@ -6,8 +6,16 @@ from __future__ import annotations
 import click
 
 from .._escape import term_text
+from .._settings import CalibrationShare, SeedCount
 from ._common import CONTEXT, cli, in_flags
-from ._options import bootstrap_option, device_option, json_option, on_device
+from ._options import (
+    bootstrap_option,
+    declared,
+    declared_option,
+    device_option,
+    json_option,
+    on_device,
+)
 from ._output import console, echo_json
 from ._progress import progress
 
@@ -36,21 +44,8 @@ from ._progress import progress
     help="Without --methods: also the cross-validated maps (ms-odir, dir-l2, dir-odir), "
     "several times slower.",
 )
-@click.option(
-    "--seeds",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1, 1000),
-    help="Seeds: of methods with randomness, or with --split of the splits (mean ± std).",
-)
-@click.option(
-    "--split",
-    "fraction",
-    default=None,
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="For a file with one split: calibrate on this stratified fraction, test on the rest, "
-    "a new split per seed.",
-)
+@declared_option(declared("seeds", SeedCount, 1))  # of random methods, or of the splits
+@declared_option(declared("fraction", CalibrationShare, None), "--split")  # one split's file
 @bootstrap_option(200)
 @device_option
 @json_option
@@ -114,13 +109,13 @@ def compare(val, test, both, methods, every, seeds, fraction, bootstrap, device,
             check_distinct_splits(val, test)
             zv, yv = _on_device(load_split(val, "val"), device)
             zt, yt = _on_device(load_split(test, "test"), device)
-            found = compare_methods(
+            found = compare_methods.trusting(  # its options checked where they entered
                 (zv, yv), (zt, yt), specs, seeds=seeds, bootstrap=bootstrap, progress=ticks
             )
             title = f"fitted on {len(yv)} samples, tested on {len(yt)}"
         else:
             z, y = _on_device(load_split(both, "test"), device)
-            found = compare_resplit(
+            found = compare_resplit.trusting(
                 z, y, specs, fraction=fraction, seeds=seeds, bootstrap=bootstrap, progress=ticks
             )
             n_cal = round(fraction * len(y))

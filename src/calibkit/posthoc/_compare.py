@@ -27,7 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._metric_settings import Bootstrap, MetricBins
 from .._registry import Spec, parse_spec
+from .._settings import CalibrationShare, SeedCount, checks_declared
 from ..metrics import evaluate
 from ..metrics.internal import direction, plus_minus, shown
 from . import REGISTRY, create, names
@@ -110,14 +112,15 @@ def stratified_split(labels: Any, fraction: float, seed: int) -> tuple[np.ndarra
     return np.sort(cal), np.sort(test)
 
 
+@checks_declared
 def compare_methods(
     val: tuple[Any, Any],
     test: tuple[Any, Any],
     methods: list[str] | dict[str, Spec | None] | str | None = None,
     *,
-    seeds: int = 1,
-    bootstrap: int = 200,
-    n_bins: int = 15,
+    seeds: SeedCount = 1,
+    bootstrap: Bootstrap = 200,
+    n_bins: MetricBins = 15,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit each method on ``val`` and score it on ``test``; methods with randomness are
@@ -135,15 +138,16 @@ def compare_methods(
     return _compare(pairs, methods, False, bootstrap, n_bins, progress)
 
 
+@checks_declared
 def compare_resplit(
     scores: Any,
     labels: Any,
     methods: list[str] | dict[str, Spec | None] | str | None = None,
     *,
-    fraction: float = 0.5,
-    seeds: int = 5,
-    bootstrap: int = 200,
-    n_bins: int = 15,
+    fraction: CalibrationShare = 0.5,
+    seeds: SeedCount = 5,
+    bootstrap: Bootstrap = 200,
+    n_bins: MetricBins = 15,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """For data with one split (test logits only): per seed, a stratified ``fraction`` of it
