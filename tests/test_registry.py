@@ -67,6 +67,16 @@ def test_compare_methods_option_reads_settings_after_commas(tmp_path):
     assert "± std over the splits" in table.output
 
 
+def checks_recorded(monkeypatch, cls) -> list[dict]:
+    """The settings of each ``cls.check_settings`` call from now on, in order."""
+    calls: list[dict] = []
+    real = cls.check_settings.__func__
+    monkeypatch.setattr(
+        cls, "check_settings", classmethod(lambda c, **s: calls.append(s) or real(c, **s))
+    )
+    return calls
+
+
 def test_a_checked_spec_is_trusted_downstream_and_checked_once(monkeypatch):
     """Issue 43: a spec checked where it enters (the bench's YAML, a CLI option) travels down
     checked: the registry's check and create, the seeding and the calibrator's fit do not
@@ -77,13 +87,7 @@ def test_a_checked_spec_is_trusted_downstream_and_checked_once(monkeypatch):
     from calibkit._registry import Spec
     from calibkit.posthoc._temperature import TemperatureScaling
 
-    calls = []
-    real = TemperatureScaling.check_settings.__func__
-    monkeypatch.setattr(
-        TemperatureScaling,
-        "check_settings",
-        classmethod(lambda cls, **s: calls.append(s) or real(cls, **s)),
-    )
+    calls = checks_recorded(monkeypatch, TemperatureScaling)
     spec = posthoc.REGISTRY.check("temperature:t_max=50")  # an alias, made canonical
     assert calls == [{"t_max": 50}] and spec == Spec("ts", (("t_max", 50),))
     assert spec.family == "calibrator" and spec.settings["t_max"] == 50.0
@@ -149,13 +153,7 @@ def test_a_saved_calibrator_is_checked_once_where_it_loads(monkeypatch, tmp_path
 
     z, y = torch.randn(300, 3, dtype=torch.float64), torch.randint(0, 3, (300,))
     path = posthoc.create("ts-grid").fit(z, y).save(tmp_path / "grid.calib")
-    calls = []
-    real = TemperatureGrid.check_settings.__func__
-    monkeypatch.setattr(
-        TemperatureGrid,
-        "check_settings",
-        classmethod(lambda cls, **s: calls.append(s) or real(cls, **s)),
-    )
+    calls = checks_recorded(monkeypatch, TemperatureGrid)
     again = posthoc.load(path)
     assert len(calls) == 1, calls
     assert torch.equal(again(z), posthoc.load(path)(z))
